@@ -1,0 +1,192 @@
+// Package bench measures Synapse in-process: the coordination core now, the
+// journal and the wire later. The synapse binary's `bench` command and the
+// packages' Go benchmarks share these fixtures.
+package bench
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/synapse-hub/synapse/coord"
+)
+
+// CoreResult holds the figures `synapse bench core` reports.
+type CoreResult struct {
+	ScopeCheckNs1k       float64 `json:"scope_check_ns_1k"`
+	ScopeCheckNs100k     float64 `json:"scope_check_ns_100k"`
+	MassExpiryMs100k     float64 `json:"mass_expiry_ms_100k"`
+	ApplyEventsPerSec    float64 `json:"apply_events_per_s"`
+	HeapBytesPerClaim    float64 `json:"heap_bytes_per_claim"`
+	ClaimStepNs100k      float64 `json:"claim_step_ns_100k"`
+	Runs                 int     `json:"runs"`
+	GoMaxProcs           int     `json:"gomaxprocs"`
+	ReferenceScanNs100k  float64 `json:"reference_scope_scan_ns_100k"`
+	ScopeCheckSpeedup100 float64 `json:"scope_check_speedup_vs_reference_100k"`
+}
+
+// The reference's published figures (PROTOCOL.md §8.2), for ratios.
+const (
+	referenceScanNs100k = 292085834.0 // non-overlapping claim scan at 100k claims
+)
+
+// Fixture start time: any fixed instant works; the core never reads a clock.
+const t0 = 1_800_000_000.0
+
+// Worktree is the one worktree fixture claims live in.
+const Worktree = "/repo"
+
+// ClaimRequest returns the i-th fixture claim: 1000 agents (one principal
+// each, under the 128 cap) over a tree of 100 packages.
+func ClaimRequest(i int) coord.ClaimRequest {
+	agent := fmt.Sprintf("proj/agent%03d", i%1000)
+	return coord.ClaimRequest{
+		Agent: agent, Principal: "auth-token:" + agent,
+		TaskID:   fmt.Sprintf("task-%06d", i),
+		Worktree: Worktree, Paths: []string{fmt.Sprintf("src/pkg%03d/file%06d.go", i%100, i)},
+		TTL: 3600, HasTTL: true,
+	}
+}
+
+// CoreState returns a state holding n live claims granted at t0, each with
+// a one-hour lease.
+func CoreState(n int) *coord.State {
+	s := coord.New(coord.Limits{})
+	for i := range n {
+		if o := s.Step(ClaimRequest(i), t0); o.Refusal != nil {
+			panic(o.Refusal)
+		}
+	}
+	return s
+}
+
+// NewClaim is a claim that conflicts with nothing in CoreState: a fresh
+// package by a fresh agent.
+func NewClaim(k int) coord.ClaimRequest {
+	return coord.ClaimRequest{
+		Agent: "proj/newcomer", Principal: "auth-token:newcomer", TaskID: fmt.Sprintf("new-%d", k),
+		Worktree: Worktree, Paths: []string{fmt.Sprintf("src/pkg%03d/new%06d.go", k%100, k)},
+	}
+}
+
+// ScopeCheck measures deciding a new non-overlapping claim against s (the
+// decision includes the scope check; nothing is applied).
+func ScopeCheck(s *coord.State, iters int) time.Duration {
+	start := time.Now()
+	for k := range iters {
+		if _, ref := s.Decide(NewClaim(k), t0+1); ref != nil {
+			panic(ref)
+		}
+	}
+	return time.Since(start) / time.Duration(iters)
+}
+
+// ApplyLog returns n claim/release events over ~1000 live tasks, as a
+// journal replay would see them.
+func ApplyLog(n int) []coord.Event {
+	s := coord.New(coord.Limits{})
+	evs := make([]coord.Event, 0, n)
+	for i := 0; len(evs) < n; i++ {
+		o := s.Step(ClaimRequest(i%100_000), t0+float64(i)*1e-3)
+		evs = append(evs, o.Events...)
+		if i >= 1000 && len(evs) < n {
+			r := ClaimRequest(i - 1000)
+			o = s.Step(coord.ReleaseRequest{Agent: r.Agent, TaskID: r.TaskID}, t0+float64(i)*1e-3)
+			evs = append(evs, o.Events...)
+		}
+	}
+	return evs[:n]
+}
+
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	return xs[len(xs)/2]
+}
+
+// Core runs every core benchmark `runs` times and reports medians. progress,
+// if not nil, is told what runs.
+func Core(runs int, progress func(string)) CoreResult {
+	say := func(s string) {
+		if progress != nil {
+			progress(s)
+		}
+	}
+	r := CoreResult{Runs: runs, GoMaxProcs: runtime.GOMAXPROCS(0), ReferenceScanNs100k: referenceScanNs100k}
+	var sc1k, sc100k, step, expiry, apply, heap []float64
+
+	say("building 1k and 100k claim fixtures")
+	s1k, s100k := CoreState(1000), CoreState(100_000)
+	for range runs {
+		sc1k = append(sc1k, float64(ScopeCheck(s1k, 20000).Nanoseconds()))
+		sc100k = append(sc100k, float64(ScopeCheck(s100k, 20000).Nanoseconds()))
+	}
+	say("claim step at 100k")
+	for run := range runs {
+		const n = 5000
+		start := time.Now()
+		for k := range n {
+			o := s100k.Step(NewClaim(1_000_000+run*n+k), t0+1)
+			if o.Refusal != nil {
+				panic(o.Refusal)
+			}
+			s100k.Rollback(&o)
+		}
+		step = append(step, float64(time.Since(start).Nanoseconds())/n)
+	}
+
+	say("mass expiry of 100k claims")
+	for range runs {
+		s := CoreState(100_000)
+		start := time.Now()
+		o := s.Tick(t0 + 3600)
+		expiry = append(expiry, float64(time.Since(start).Nanoseconds())/1e6)
+		if s.ClaimCount() != 0 || len(o.Events) < 100_000 {
+			panic("mass expiry left claims behind")
+		}
+	}
+
+	say("applying 1,000,000 events")
+	log := ApplyLog(1_000_000)
+	for range runs {
+		s := coord.New(coord.Limits{})
+		start := time.Now()
+		for _, ev := range log {
+			s.Apply(ev)
+		}
+		apply = append(apply, float64(len(log))/time.Since(start).Seconds())
+	}
+
+	say("heap per claim at 100k")
+	for range runs {
+		heap = append(heap, HeapPerClaim(100_000))
+	}
+
+	r.ScopeCheckNs1k, r.ScopeCheckNs100k = median(sc1k), median(sc100k)
+	r.ClaimStepNs100k = median(step)
+	r.MassExpiryMs100k = median(expiry)
+	r.ApplyEventsPerSec = median(apply)
+	r.HeapBytesPerClaim = median(heap)
+	r.ScopeCheckSpeedup100 = referenceScanNs100k / r.ScopeCheckNs100k
+	return r
+}
+
+// HeapPerClaim measures the live heap a state of n claims holds per claim.
+func HeapPerClaim(n int) float64 {
+	reqs := make([]coord.ClaimRequest, n) // built first: request strings are the caller's
+	for i := range reqs {
+		reqs[i] = ClaimRequest(i)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s := coord.New(coord.Limits{})
+	for _, r := range reqs {
+		s.Step(r, t0)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(s)
+	runtime.KeepAlive(reqs)
+	return float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+}

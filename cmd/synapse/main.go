@@ -1,0 +1,60 @@
+// Command synapse is the Synapse coordination hub and its client.
+//
+// One file per command family: version.go, bench.go, ...
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// command is one sub-command of the synapse binary.
+type command struct {
+	name    string
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+func commands() []command {
+	return []command{
+		{"bench", "measure the coordination core (bench core) in-process", runBench},
+		{"version", "print the version and wire protocol", runVersion},
+		{"help", "show this help", runHelp},
+	}
+}
+
+const usageHeader = `synapse — a coordination hub for fleets of AI coding agents.
+
+Agents claim tasks and files with leases (epoch-fenced, expiring), plan on a
+shared task board, and message each other; the hub decides who holds what.
+
+Usage:
+  synapse <command> [flags]
+
+Commands:
+`
+
+func runHelp(_ []string, stdout, _ io.Writer) int {
+	fmt.Fprint(stdout, usageHeader)
+	for _, c := range commands() {
+		fmt.Fprintf(stdout, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(stdout, "\nRun 'synapse <command> --help' for a command's flags.\n")
+	return 0
+}
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		return runHelp(nil, stdout, stderr)
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "synapse: unknown command %q. Run 'synapse help' for the list.\n", args[0])
+	return 2
+}

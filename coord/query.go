@@ -1,0 +1,153 @@
+package coord
+
+import (
+	"slices"
+	"strings"
+)
+
+// Claim returns the claim on task, or nil. After Tick(now) every claim the
+// state holds is live at now.
+func (s *State) Claim(task string) *Claim { return s.claims[task] }
+
+// Claims returns every claim, sorted by task id.
+func (s *State) Claims() []*Claim { return sortedClone(s.claims) }
+
+// ClaimCount returns how many claims the state holds.
+func (s *State) ClaimCount() int { return len(s.claims) }
+
+// Epoch returns the highest epoch issued so far.
+func (s *State) Epoch() int64 { return s.epoch }
+
+// PrincipalClaims returns how many claims a quota principal holds.
+func (s *State) PrincipalClaims(principal string) int { return s.principals[principal] }
+
+// RetainedCheckpoint returns the checkpoint kept from an expired claim on
+// task, which its next claimant inherits.
+func (s *State) RetainedCheckpoint(task string) (string, bool) {
+	rc, ok := s.retained[task]
+	return rc.checkpoint, ok
+}
+
+// Waiters returns who waits for task, sorted.
+func (s *State) Waiters(task string) []string { return s.waitersOf(task) }
+
+// WaitsOf returns the tasks agent waits for, sorted.
+func (s *State) WaitsOf(agent string) []string { return sortedKeys(s.waits[agent]) }
+
+// Offers returns the resource offers, sorted by key.
+func (s *State) Offers() []*Offer { return sortedClone(s.offers) }
+
+// BoardTask returns the board task id, or nil.
+func (s *State) BoardTask(id string) *BoardTask { return s.tasks[id] }
+
+// BoardTasks returns the board's tasks sorted by id.
+func (s *State) BoardTasks() []*BoardTask { return sortedClone(s.tasks) }
+
+// Ready returns the ids of open tasks whose dependencies are all met, sorted.
+func (s *State) Ready() []string {
+	var out []string
+	for _, id := range sortedKeys(s.tasks) {
+		t := s.tasks[id]
+		if t.Status == "open" && !slices.ContainsFunc(t.DependsOn, func(d string) bool { return !s.dependencyMet(d) }) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Notes returns the progress notes in posting order.
+func (s *State) Notes() []*Note { return slices.Clone(s.notes.notes) }
+
+// Image is the state's content in canonical order, free of indexes and
+// counters that can be derived: two states with equal images behave the
+// same. Snapshots persist it; tests compare it.
+type Image struct {
+	Epoch    int64
+	Claims   []Claim              // sorted by task id
+	Retained []RetainedCheckpoint // oldest first
+	Waits    []Wait               // sorted by waiter, then task
+	Offers   []Offer              // sorted by key
+	Tasks    []BoardTask          // sorted by task id
+	Notes    []Note               // posting order; IDs are not part of the image
+}
+
+// RetainedCheckpoint is the checkpoint of an expired claim, kept for the
+// task's next claimant.
+type RetainedCheckpoint struct{ TaskID, Checkpoint string }
+
+// Wait is one agent waiting for one task.
+type Wait struct{ Waiter, TaskID string }
+
+// Image returns a copy of the state's content.
+func (s *State) Image() Image {
+	img := Image{Epoch: s.epoch}
+	for _, c := range s.Claims() {
+		img.Claims = append(img.Claims, *c)
+	}
+	type rc struct {
+		task string
+		retainedCheckpoint
+	}
+	var rcs []rc
+	for t, r := range s.retained {
+		rcs = append(rcs, rc{t, r})
+	}
+	slices.SortFunc(rcs, func(a, b rc) int { return int(a.seq - b.seq) })
+	for _, r := range rcs {
+		img.Retained = append(img.Retained, RetainedCheckpoint{r.task, r.checkpoint})
+	}
+	for _, w := range sortedKeys(s.waits) {
+		for _, t := range sortedKeys(s.waits[w]) {
+			img.Waits = append(img.Waits, Wait{w, t})
+		}
+	}
+	for _, o := range s.Offers() {
+		img.Offers = append(img.Offers, *o)
+	}
+	for _, t := range s.BoardTasks() {
+		img.Tasks = append(img.Tasks, *t)
+	}
+	for _, n := range s.notes.notes {
+		c := *n
+		c.ID = 0
+		img.Notes = append(img.Notes, c)
+	}
+	return img
+}
+
+// FromImage rebuilds a state from an image, with its indexes.
+func FromImage(lim Limits, img Image) *State {
+	s := New(lim)
+	s.epoch = img.Epoch
+	for i := range img.Claims {
+		c := img.Claims[i]
+		s.putClaim(c.TaskID, &c)
+	}
+	for _, r := range img.Retained {
+		s.retainSeq++
+		s.restoreRetained(r.TaskID, retainedState{retainedCheckpoint{r.Checkpoint, s.retainSeq}, true})
+	}
+	for _, w := range img.Waits {
+		s.addWait(w.Waiter, w.TaskID)
+	}
+	for i := range img.Offers {
+		o := img.Offers[i]
+		s.putOffer(o.Key(), &o)
+	}
+	for i := range img.Tasks {
+		t := img.Tasks[i]
+		s.tasks[t.TaskID] = &t
+	}
+	for i := range img.Notes {
+		n := img.Notes[i]
+		s.notes.seq++
+		n.ID = s.notes.seq
+		s.notes.insert(&n)
+	}
+	return s
+}
+
+// String renders a claim for logs: "T1 owner=a epoch=3 v=0 wt=/repo [src/x]".
+func (c *Claim) String() string {
+	return c.TaskID + " owner=" + c.Owner + " status=" + c.Status.String() + " wt=" + c.Worktree + " [" + strings.Join(c.Paths, ",") + "]"
+}

@@ -1,0 +1,63 @@
+package coord
+
+import "fmt"
+
+// Code is the stable machine reason of a refusal. Claim refusals use the
+// spec's codes; the others are ours (the reference leaves them as free text).
+type Code string
+
+// Claim refusals (spec §1, PROTOCOL.md §2.4).
+const (
+	CodeTaskIDRequired      Code = "TASK_ID_REQUIRED"
+	CodePathIdentityInvalid Code = "PATH_IDENTITY_INVALID"
+	CodeLeaseLive           Code = "LEASE_LIVE"
+	CodeScopeConflict       Code = "SCOPE_CONFLICT"
+	CodeQuotaExceeded       Code = "QUOTA_EXCEEDED"
+	CodeClaimDenied         Code = "CLAIM_DENIED"
+)
+
+// Refusals of release, task_update, checkpoint, handoff and wait.
+const (
+	CodeNotClaimed        Code = "NOT_CLAIMED"        // release / handoff / wait: no live claim on the task
+	CodeTaskNotFound      Code = "TASK_NOT_FOUND"     // task_update / checkpoint: no live claim on the task
+	CodeNotOwner          Code = "NOT_OWNER"          // the caller does not hold the claim
+	CodeEpochStale        Code = "EPOCH_STALE"        // INV-EF-2
+	CodeVersionConflict   Code = "VERSION_CONFLICT"   // INV-EF-3 (and the board's CAS)
+	CodeIllegalTransition Code = "ILLEGAL_TRANSITION" // spec lifecycle table
+	CodeUnknownStatus     Code = "UNKNOWN_STATUS"
+	CodeTargetRequired    Code = "TARGET_REQUIRED"
+	CodeTargetOffline     Code = "TARGET_OFFLINE"
+	CodeAlreadyOwner      Code = "ALREADY_OWNER"
+	CodeAlreadyHolder     Code = "ALREADY_HOLDER"
+	CodeDeadlock          Code = "DEADLOCK"
+	CodeWaitLimit         Code = "WAIT_LIMIT"
+)
+
+// Refusals of resource offers and board verbs.
+const (
+	CodeResourceInvalid     Code = "RESOURCE_INVALID"
+	CodeResourceQuota       Code = "RESOURCE_QUOTA_EXCEEDED"
+	CodeTitleRequired       Code = "TITLE_REQUIRED"
+	CodeDependencyCycle     Code = "DEPENDENCY_CYCLE"
+	CodeProjectConflict     Code = "PROJECT_CONFLICT"
+	CodeBoardTaskNotFound   Code = "BOARD_TASK_NOT_FOUND"
+	CodeUnknownLedgerStatus Code = "UNKNOWN_LEDGER_STATUS"
+	CodeUnknownProgressKind Code = "UNKNOWN_PROGRESS_KIND"
+	CodeBoardFull           Code = "BOARD_FULL"
+	CodeUnknownCommand      Code = "UNKNOWN_COMMAND"
+)
+
+// Refusal is a command the state turned down. Message is the reference
+// hub's human sentence, so clients that show it read the same text.
+type Refusal struct {
+	Code    Code
+	Message string
+	TaskID  string
+	Holder  string // wait refusals: who holds the task
+}
+
+func (r *Refusal) Error() string { return string(r.Code) + ": " + r.Message }
+
+func refuse(code Code, task string, format string, args ...any) *Refusal {
+	return &Refusal{Code: code, TaskID: task, Message: fmt.Sprintf(format, args...)}
+}

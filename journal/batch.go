@@ -1,0 +1,38 @@
+package journal
+
+// Record is one event ready for the events table: the reference's kind and
+// its JSON payload (a compact object), with its durability class.
+type Record struct {
+	Kind    string
+	Payload []byte
+	Durable bool // commit with synchronous=FULL (INV-JA-4)
+}
+
+// Operation is an idempotency record (INV-CR-1, INV-DG-2), committed in the
+// same transaction as the events it produced.
+type Operation struct {
+	Key           string // sender + "\x00" + type + "\x00" + idem_key
+	RequestDigest string // sha256 hex of the canonical request
+	Response      []byte // the response frame the first request got
+}
+
+// Batch is what the sequencer commits at once: every record of a group of
+// commands, in order, in one transaction (group commit).
+type Batch struct {
+	TS         float64 // append wall clock, shared by every row of the batch
+	Records    []Record
+	Operations []Operation
+}
+
+// Durable reports whether the batch needs synchronous=FULL.
+func (b *Batch) Durable() bool {
+	if len(b.Operations) > 0 {
+		return true
+	}
+	for _, r := range b.Records {
+		if r.Durable {
+			return true
+		}
+	}
+	return false
+}
