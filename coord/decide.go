@@ -58,7 +58,7 @@ func (s *State) decideClaim(r ClaimRequest, now float64) ([]Event, *Refusal) {
 		return deny(refuse(CodeScopeConflict, task, "Task '%s' file scope conflicts with '%s' held by %s.", task, h.TaskID, h.Owner))
 	}
 	principal := principalOf(r.Principal, r.Agent)
-	renewal := existing != nil && existing.QuotaPrincipal == principal // INV-LL-4: free even at the cap
+	renewal := existing != nil && existing.QuotaPrincipal == principal      // INV-LL-4: free even at the cap
 	if !renewal && s.principals[principal] >= s.lim.MaxClaimsPerPrincipal { // INV-ME-5
 		return deny(refuse(CodeQuotaExceeded, task, "Agent %s principal claim quota holds the maximum %d claims.", r.Agent, s.lim.MaxClaimsPerPrincipal))
 	}

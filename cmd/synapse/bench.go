@@ -57,7 +57,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}
 	rows := []struct {
 		name, value, target string
-		ok              bool
+		ok                  bool
 	}{
 		{"scope check, 1k claims", fmt.Sprintf("%.0f ns", r.ScopeCheckNs1k), "", true},
 		{"scope check, 100k claims", fmt.Sprintf("%.0f ns", r.ScopeCheckNs100k), "< 10,000 ns", r.ScopeCheckNs100k < 10_000},
