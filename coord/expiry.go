@@ -14,14 +14,15 @@ func (a deadline) before(b deadline) bool {
 	if a.at != b.at {
 		return a.at < b.at
 	}
-	if a.key != b.key {
-		return a.key < b.key
+	if a.gen != b.gen {
+		return a.gen < b.gen
 	}
-	return a.gen < b.gen
+	return a.key < b.key
 }
 
-// deadlineHeap is a binary min-heap ordered by (at, key, gen), so equal
-// deadlines pop in a deterministic order.
+// deadlineHeap is a min-heap ordered by (at, gen, key), so equal
+// deadlines pop in a deterministic order. Leases carry their epoch as gen,
+// which is unique, so ties (a fleet granted at once) rarely compare strings.
 type deadlineHeap []deadline
 
 func (h *deadlineHeap) push(d deadline) {
@@ -47,9 +48,13 @@ func (h *deadlineHeap) pop() deadline {
 	return top
 }
 
+// The heap is 4-ary: half the depth of a binary heap, and a node's children
+// share cache lines, which is what a mass expiry of 100k leases pays for.
+const heapArity = 4
+
 func (h deadlineHeap) up(i int) {
 	for i > 0 {
-		p := (i - 1) / 2
+		p := (i - 1) / heapArity
 		if !h[i].before(h[p]) {
 			return
 		}
@@ -61,13 +66,15 @@ func (h deadlineHeap) up(i int) {
 func (h deadlineHeap) down(i int) {
 	n := len(h)
 	for {
-		l := 2*i + 1
-		if l >= n {
+		first := heapArity*i + 1
+		if first >= n {
 			return
 		}
-		m := l
-		if r := l + 1; r < n && h[r].before(h[l]) {
-			m = r
+		m := first
+		for c := first + 1; c < first+heapArity && c < n; c++ {
+			if h[c].before(h[m]) {
+				m = c
+			}
 		}
 		if !h[m].before(h[i]) {
 			return
@@ -91,7 +98,7 @@ func (h *deadlineHeap) compact(live int, valid func(deadline) bool) {
 	}
 	clear((*h)[len(kept):])
 	*h = kept
-	for i := len(kept)/2 - 1; i >= 0; i-- {
+	for i := (len(kept) - 2) / heapArity; i >= 0; i-- {
 		h.down(i)
 	}
 }

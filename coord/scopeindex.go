@@ -110,6 +110,27 @@ func (x *scopeIndex) remove(c *Claim) {
 	}
 }
 
+// removeAll takes every claim of cs off the index. A worktree whose claims
+// all go at once — a restart after downtime, a fleet whose leases lapse
+// together — is dropped whole instead of path by path.
+func (x *scopeIndex) removeAll(cs []*Claim) {
+	going := make(map[string]int) // worktree → claims leaving it
+	for _, c := range cs {
+		going[c.Worktree]++
+	}
+	for wt, n := range going {
+		if x.trees[wt].size == n {
+			delete(x.trees, wt)
+			delete(going, wt)
+		}
+	}
+	for _, c := range cs {
+		if _, partial := going[c.Worktree]; partial {
+			x.remove(c)
+		}
+	}
+}
+
 // removePath takes c off the node for p below n, pruning emptied nodes.
 func removePath(n *scopeNode, p string, c *Claim) {
 	seg, rest, _ := strings.Cut(p, "/")

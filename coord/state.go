@@ -117,19 +117,37 @@ func (s *State) expire(now float64, o *Outcome) {
 		s.apply(ev, &o.undo)
 		o.Events = append(o.Events, ev)
 	}
+	var dropped []*Claim
 	for {
 		d, ok := s.leases.peek()
 		if !ok || d.at > now {
 			break
 		}
 		s.leases.pop()
-		if !s.leaseValid(d) {
-			continue
+		c := s.claims[d.key]
+		if c == nil || c.Epoch != d.gen {
+			continue // a stale entry: the lease was renewed, moved or dropped
 		}
-		emit(ClaimExpired{TaskID: d.key, Epoch: d.gen})
+		s.unregisterClaim(c)
+		dropped = append(dropped, c)
+		o.Events = append(o.Events, ClaimExpired{TaskID: d.key, Epoch: d.gen})
+		if c.Checkpoint != "" {
+			s.retain(c.TaskID, c.Checkpoint, func(f func()) { o.undo = append(o.undo, f) })
+		}
 		if ws := s.waitersOf(d.key); len(ws) > 0 {
 			emit(WaitReady{TaskID: d.key, Waiters: ws, Reason: "expiry"})
 		}
+	}
+	if len(dropped) > 0 {
+		s.index.removeAll(dropped)
+		// One undo entry restores every dropped claim. It commutes with the
+		// retained-checkpoint and wait entries pushed in between, which touch
+		// neither claims nor the index.
+		o.undo = append(o.undo, func() {
+			for i := len(dropped) - 1; i >= 0; i-- {
+				s.putClaim(dropped[i].TaskID, dropped[i])
+			}
+		})
 	}
 	for {
 		d, ok := s.offerDeadlines.peek()
@@ -180,14 +198,9 @@ func (s *State) apply(ev Event, undo *[]func()) {
 		s.dropRetained(e.TaskID)
 		push(func() { s.putClaim(e.TaskID, prev); s.restoreRetained(e.TaskID, prevR) })
 	case ClaimExpired:
-		prev := s.claims[e.TaskID]
-		if prev == nil || prev.Epoch != e.Epoch {
-			return
-		}
-		s.putClaim(e.TaskID, nil)
-		push(func() { s.putClaim(e.TaskID, prev) })
-		if prev.Checkpoint != "" {
-			s.retain(e.TaskID, prev.Checkpoint, push)
+		if c := s.claims[e.TaskID]; c != nil && c.Epoch == e.Epoch {
+			s.expireClaim(c, undo)
+			push(func() { s.putClaim(c.TaskID, c) })
 		}
 	case ClaimDenied:
 		// Audit evidence only: it never creates or changes a lease (INV-RR-3).
@@ -250,6 +263,20 @@ func (s *State) apply(ev Event, undo *[]func()) {
 	}
 }
 
+// expireClaim drops the expired claim c, retaining its checkpoint for the
+// task's next claimant (INV-LL-2, INV-CR-3).
+// The caller records how to restore c itself.
+func (s *State) expireClaim(c *Claim, undo *[]func()) {
+	s.dropClaim(c)
+	if c.Checkpoint != "" {
+		s.retain(c.TaskID, c.Checkpoint, func(f func()) {
+			if undo != nil {
+				*undo = append(*undo, f)
+			}
+		})
+	}
+}
+
 // applyClaim stores c as the claim on its task: the upsert that claim,
 // task_update, checkpoint and handoff events share, live and on replay.
 func (s *State) applyClaim(c *Claim, push func(func())) {
@@ -268,11 +295,7 @@ func (s *State) applyClaim(c *Claim, push func(func())) {
 // index, the principal counts and the expiry heap in step.
 func (s *State) putClaim(task string, c *Claim) {
 	if old := s.claims[task]; old != nil {
-		s.index.remove(old)
-		if s.principals[old.QuotaPrincipal]--; s.principals[old.QuotaPrincipal] == 0 {
-			delete(s.principals, old.QuotaPrincipal)
-		}
-		delete(s.claims, task)
+		s.dropClaim(old)
 	}
 	if c == nil {
 		return
@@ -282,6 +305,23 @@ func (s *State) putClaim(task string, c *Claim) {
 	s.principals[c.QuotaPrincipal]++
 	s.leases.push(deadline{at: c.ExpiresAt, key: task, gen: c.Epoch})
 	s.leases.compact(len(s.claims), s.leaseValid)
+}
+
+// dropClaim removes the stored claim c from the state and its indexes.
+func (s *State) dropClaim(c *Claim) {
+	s.index.remove(c)
+	s.unregisterClaim(c)
+}
+
+// unregisterClaim removes c from the claims map and its principal's count,
+// leaving the scope index to the caller.
+func (s *State) unregisterClaim(c *Claim) {
+	if n := s.principals[c.QuotaPrincipal] - 1; n == 0 {
+		delete(s.principals, c.QuotaPrincipal)
+	} else {
+		s.principals[c.QuotaPrincipal] = n
+	}
+	delete(s.claims, c.TaskID)
 }
 
 type retainedState struct {
