@@ -1,0 +1,484 @@
+// Package journal is the hub's durable event store: an SQLite file in WAL
+// mode whose events, operations and receipt tables are the reference hub's
+// (PROTOCOL.md §4), plus our own index, snapshots and metadata. Batches
+// commit in one transaction at the durability their events need (INV-JA-4);
+// replay rebuilds the coordination state from the newest snapshot and the
+// events after it, quarantining rows it cannot read.
+//
+// Ownership: one goroutine (the hub's sequencer) appends; Append serialises
+// on a mutex anyway. Reads (Scan, Operation, LastSeq) go through a separate
+// read-only connection pool and may run concurrently with appends.
+package journal
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
+)
+
+// SchemaVersion is the version of our additions to the reference schema,
+// kept in the meta table.
+const SchemaVersion = 1
+
+// Options tune Open. The zero value works.
+type Options struct {
+	// BusyTimeout is how long a statement waits for a lock held by another
+	// connection before failing (default 5 s, the reference's busy_timeout).
+	BusyTimeout time.Duration
+	// HubID is recorded in the meta table when the file is created; an
+	// existing file keeps its own. Empty means a random "syn-xxxxxxxx".
+	HubID string
+	// ReadOnly opens the file with mode=ro: reads and replay work, Append
+	// fails. For inspection tools and fault-injection tests.
+	ReadOnly bool
+	// KeepSnapshots is how many snapshots WriteSnapshot keeps (default 2).
+	KeepSnapshots int
+}
+
+// Errors callers may compare against.
+var (
+	ErrClosed     = errors.New("journal: store is closed")
+	ErrBadBatch   = errors.New("journal: invalid batch")
+	ErrNotJournal = errors.New("journal: file has no journal schema")
+)
+
+// Store is an open journal file.
+type Store struct {
+	path string
+	opts Options
+
+	mu     sync.Mutex // serialises Append, WriteSnapshot and Compact
+	closed bool
+	db     *sql.DB   // the writer pool: one connection
+	wc     *sql.Conn // that connection, pinned so per-connection pragmas hold
+	rdb    *sql.DB   // read-only pool
+	insert *sql.Stmt // INSERT INTO events on wc
+	hubID  string
+
+	// beforeCommit, when set (tests only), runs inside every append
+	// transaction just before COMMIT, on the writer connection.
+	beforeCommit func(conn *sql.Conn)
+}
+
+// The reference's tables (PROTOCOL.md §4.1), byte for byte, so its tooling
+// opens our file; then ours.
+const schema = `
+CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NOT NULL,
+                     kind TEXT NOT NULL, payload TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS operations (operation_key TEXT PRIMARY KEY, request_digest TEXT NOT NULL,
+                     response_json TEXT NOT NULL, response_sha256 TEXT NOT NULL,
+                     first_event_seq INTEGER NOT NULL, commit_seq INTEGER NOT NULL,
+                     committed_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS operation_outbox (operation_key TEXT PRIMARY KEY REFERENCES operations,
+                     intent_json TEXT NOT NULL, receipt_id TEXT);
+CREATE TABLE IF NOT EXISTS delivery_receipts (message_seq INTEGER PRIMARY KEY REFERENCES events(seq),
+                     sender TEXT NOT NULL, target TEXT NOT NULL, message_id INTEGER NOT NULL,
+                     client_msg_id TEXT NOT NULL, state TEXT NOT NULL, delivered INTEGER,
+                     deferred INTEGER NOT NULL, acked_by TEXT NOT NULL,
+                     updated_event_seq INTEGER NOT NULL REFERENCES events(seq));
+CREATE TABLE IF NOT EXISTS delivery_receipt_outbox (notification_id TEXT PRIMARY KEY,
+                     message_seq INTEGER NOT NULL REFERENCES delivery_receipts,
+                     phase TEXT NOT NULL, sender TEXT NOT NULL, frame_json TEXT NOT NULL,
+                     attempts INTEGER NOT NULL DEFAULT 0, delivered_at REAL);
+CREATE INDEX IF NOT EXISTS delivery_receipt_outbox_pending_idx ON delivery_receipt_outbox(sender, delivered_at);
+
+CREATE INDEX IF NOT EXISTS events_kind_idx ON events(kind);
+CREATE TABLE IF NOT EXISTS snapshots (seq INTEGER PRIMARY KEY, created_at REAL NOT NULL,
+                     format INTEGER NOT NULL, sha256 TEXT NOT NULL, body BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+`
+
+// Open opens the journal at path, creating it (mode 0600) with the schema
+// when it does not exist. The file runs in WAL mode at synchronous=NORMAL;
+// Append raises a durable batch to FULL.
+func Open(path string, opts Options) (*Store, error) {
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = 5 * time.Second
+	}
+	if opts.KeepSnapshots <= 0 {
+		opts.KeepSnapshots = 2
+	}
+	if !opts.ReadOnly {
+		// Create the file ourselves so SQLite never creates it with the
+		// umask's mode; SQLite gives the -wal and -shm files the mode of
+		// the database file.
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("journal: open %s: %w", path, err)
+		}
+		f.Close()
+		if err := tightenMode(path); err != nil {
+			return nil, fmt.Errorf("journal: open %s: %w", path, err)
+		}
+	} else if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("journal: open %s: %w", path, err)
+	}
+	s := &Store{path: path, opts: opts}
+	if err := s.open(); err != nil {
+		s.closeAll()
+		return nil, fmt.Errorf("journal: open %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// dsn builds a modernc.org/sqlite URI: the _pragma parameters run on every
+// new connection of the pool.
+func dsn(path string, readOnly bool, busy time.Duration, pragmas ...string) string {
+	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+	q := []string{fmt.Sprintf("_pragma=busy_timeout(%d)", busy.Milliseconds())}
+	if readOnly {
+		q = append(q, "mode=ro")
+	}
+	for _, p := range pragmas {
+		q = append(q, "_pragma="+p)
+	}
+	return "file:" + esc + "?" + strings.Join(q, "&")
+}
+
+func (s *Store) open() error {
+	ctx := context.Background()
+	var err error
+	wp := []string{"synchronous(NORMAL)"}
+	if !s.opts.ReadOnly {
+		wp = append([]string{"journal_mode(WAL)"}, wp...)
+	}
+	if s.db, err = sql.Open("sqlite", dsn(s.path, s.opts.ReadOnly, s.opts.BusyTimeout, wp...)); err != nil {
+		return err
+	}
+	// One writer connection: SQLite admits one writer anyway, and pragmas
+	// such as synchronous are per connection, so pinning it makes the
+	// FULL/NORMAL switch in Append apply to the transaction that follows.
+	s.db.SetMaxOpenConns(1)
+	s.db.SetMaxIdleConns(1)
+	s.db.SetConnMaxLifetime(0)
+	if s.wc, err = s.db.Conn(ctx); err != nil {
+		return err
+	}
+	if !s.opts.ReadOnly {
+		if err = s.createSchema(ctx); err != nil {
+			return err
+		}
+		if err = s.chmodSidecars(); err != nil {
+			return err
+		}
+	} else if err = s.checkSchema(ctx); err != nil {
+		return err
+	}
+	if s.insert, err = s.wc.PrepareContext(ctx, `INSERT INTO events(seq, ts, kind, payload) VALUES(?, ?, ?, ?)`); err != nil {
+		return err
+	}
+	if s.rdb, err = sql.Open("sqlite", dsn(s.path, false, s.opts.BusyTimeout, "query_only(1)")); err != nil {
+		return err
+	}
+	s.rdb.SetMaxOpenConns(4)
+	return s.wc.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'hub_id'`).Scan(&s.hubID)
+}
+
+func (s *Store) createSchema(ctx context.Context) error {
+	hub := s.opts.HubID
+	if hub == "" {
+		var b [4]byte
+		rand.Read(b[:])
+		hub = "syn-" + hex.EncodeToString(b[:])
+	}
+	if _, err := s.wc.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	_, err := s.wc.ExecContext(ctx, schema)
+	if err == nil {
+		_, err = s.wc.ExecContext(ctx, `INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?), ('hub_id', ?)`,
+			fmt.Sprint(SchemaVersion), hub)
+	}
+	if err != nil {
+		s.wc.ExecContext(ctx, "ROLLBACK")
+		return fmt.Errorf("create schema: %w", err)
+	}
+	_, err = s.wc.ExecContext(ctx, "COMMIT")
+	return err
+}
+
+// checkSchema verifies a file opened read-only has our tables.
+func (s *Store) checkSchema(ctx context.Context) error {
+	for _, t := range []string{"events", "operations", "snapshots", "meta"} {
+		var n int
+		if err := s.wc.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, t).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: no table %s", ErrNotJournal, t)
+		}
+	}
+	return nil
+}
+
+// tightenMode drops group and other permissions from an existing file
+// (the reference keeps its store 0600). It never adds permissions.
+func tightenMode(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if m := fi.Mode().Perm(); m&0o077 != 0 {
+		return os.Chmod(path, m&^0o077)
+	}
+	return nil
+}
+
+func (s *Store) chmodSidecars() error {
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if err := tightenMode(s.path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Path returns the file the store was opened on.
+func (s *Store) Path() string { return s.path }
+
+// HubID returns the hub id recorded in the file.
+func (s *Store) HubID() string { return s.hubID }
+
+// Close closes the store. Appends after Close fail with ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.closeAll()
+}
+
+func (s *Store) closeAll() error {
+	var errs []error
+	if s.insert != nil {
+		errs = append(errs, s.insert.Close())
+	}
+	if s.wc != nil {
+		errs = append(errs, s.wc.Close())
+	}
+	if s.db != nil {
+		errs = append(errs, s.db.Close())
+	}
+	if s.rdb != nil {
+		errs = append(errs, s.rdb.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Append commits a batch in one transaction and returns the seq of its
+// first row. Records get consecutive seqs in order, every row the batch's
+// TS. For each Operation it also writes an `idempotency` event (the
+// reference's atomic form) and the `operations` row, in the same
+// transaction: either the whole batch is durable or none of it is
+// (INV-JA-2). A batch that needs FULL durability commits with
+// synchronous=FULL, any other at NORMAL (INV-JA-4).
+//
+// ctx is consulted only before the transaction begins: once started, Append
+// runs to COMMIT or ROLLBACK whatever happens to ctx, so a cancelled caller
+// never leaves a half-written batch behind (INV-JA-3). A batch with no
+// records and no operations writes nothing and returns 0.
+func (s *Store) Append(ctx context.Context, b *Batch) (firstSeq int64, err error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("journal: append batch: %w", err)
+	}
+	if len(b.Records) == 0 && len(b.Operations) == 0 {
+		return 0, nil
+	}
+	ops, err := prepareOperations(b.Operations)
+	if err != nil {
+		return 0, fmt.Errorf("journal: append batch: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, ErrClosed
+	}
+	first, err := s.appendLocked(context.WithoutCancel(ctx), b, ops)
+	if err != nil {
+		return 0, fmt.Errorf("journal: append batch: %w", err)
+	}
+	return first, nil
+}
+
+// preparedOp is an Operation with its response in canonical form.
+type preparedOp struct {
+	Operation
+	response string
+	sha      string
+}
+
+func prepareOperations(in []Operation) ([]preparedOp, error) {
+	ops := make([]preparedOp, len(in))
+	for i, op := range in {
+		if op.Key == "" {
+			return nil, fmt.Errorf("%w: operation %d has no key", ErrBadBatch, i)
+		}
+		c, ok := canonicalRaw(op.Response)
+		if !ok {
+			return nil, fmt.Errorf("%w: operation %q: response is not JSON", ErrBadBatch, op.Key)
+		}
+		ops[i] = preparedOp{op, string(c), sha256Hex(c)}
+	}
+	return ops, nil
+}
+
+func (s *Store) appendLocked(ctx context.Context, b *Batch, ops []preparedOp) (int64, error) {
+	durable := b.Durable()
+	if durable {
+		if _, err := s.wc.ExecContext(ctx, "PRAGMA synchronous = FULL"); err != nil {
+			return 0, err
+		}
+		defer s.wc.ExecContext(ctx, "PRAGMA synchronous = NORMAL")
+	}
+	if _, err := s.wc.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return 0, err
+	}
+	first, err := s.writeBatch(ctx, b, ops)
+	if err == nil && s.beforeCommit != nil {
+		s.beforeCommit(s.wc)
+	}
+	if err == nil {
+		if _, err = s.wc.ExecContext(ctx, "COMMIT"); err == nil {
+			return first, nil
+		}
+	}
+	if _, rbErr := s.wc.ExecContext(ctx, "ROLLBACK"); rbErr != nil {
+		err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
+	}
+	return 0, err
+}
+
+// writeBatch inserts the batch's rows with explicit seqs, continuing the
+// AUTOINCREMENT sequence, so an idempotency row can carry its own seq.
+func (s *Store) writeBatch(ctx context.Context, b *Batch, ops []preparedOp) (int64, error) {
+	var last int64
+	if err := s.wc.QueryRowContext(ctx, `SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`).Scan(&last); err != nil {
+		return 0, err
+	}
+	first := last + 1
+	for _, r := range b.Records {
+		if r.Kind == "" {
+			return 0, fmt.Errorf("%w: record without kind", ErrBadBatch)
+		}
+		last++
+		if _, err := s.insert.ExecContext(ctx, last, b.TS, r.Kind, string(r.Payload)); err != nil {
+			return 0, fmt.Errorf("insert %s event: %w", r.Kind, err)
+		}
+	}
+	for _, op := range ops {
+		last++
+		p := idempotencyPayload(op, first, last)
+		if _, err := s.insert.ExecContext(ctx, last, b.TS, KindIdempotency, string(p)); err != nil {
+			return 0, fmt.Errorf("insert idempotency event: %w", err)
+		}
+		if _, err := s.wc.ExecContext(ctx, `INSERT INTO operations(operation_key, request_digest, response_json,
+			response_sha256, first_event_seq, commit_seq, committed_at) VALUES(?, ?, ?, ?, ?, ?, ?)`,
+			op.Key, op.RequestDigest, op.response, op.sha, first, last, b.TS); err != nil {
+			return 0, fmt.Errorf("insert operation %q: %w", op.Key, err)
+		}
+	}
+	return first, nil
+}
+
+// idempotencyPayload is the reference's atomic idempotency event, keys
+// sorted as its atomic path writes them.
+func idempotencyPayload(op preparedOp, first, commit int64) []byte {
+	b := []byte(`{"commit_seq":`)
+	b = appendInt(b, commit)
+	b = append(b, `,"first_event_seq":`...)
+	b = appendInt(b, first)
+	b = append(b, `,"key":`...)
+	b = appendString(b, op.Key)
+	b = append(b, `,"request_digest":`...)
+	b = appendString(b, op.RequestDigest)
+	b = append(b, `,"response":`...)
+	b = append(b, op.response...)
+	b = append(b, `,"response_sha256":`...)
+	b = appendString(b, op.sha)
+	return append(b, '}')
+}
+
+// Operation returns the idempotency record stored under key (INV-CR-1).
+// Operation rows are kept forever and survive restart, so the store itself
+// is the idempotency guard: a replayed request is looked up here. Response
+// is the stored response in canonical form (compact, ASCII-escaped).
+func (s *Store) Operation(key string) (Operation, bool, error) {
+	var op Operation
+	var resp string
+	err := s.rdb.QueryRow(`SELECT request_digest, response_json FROM operations WHERE operation_key = ?`, key).Scan(&op.RequestDigest, &resp)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Operation{}, false, nil
+	}
+	if err != nil {
+		return Operation{}, false, fmt.Errorf("journal: operation: %w", err)
+	}
+	op.Key, op.Response = key, []byte(resp)
+	return op, true, nil
+}
+
+// LastSeq returns the highest seq ever assigned (0 for an empty journal).
+// Compaction never lowers it.
+func (s *Store) LastSeq() (int64, error) {
+	var n int64
+	err := s.rdb.QueryRow(`SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("journal: last seq: %w", err)
+	}
+	return n, nil
+}
+
+// scanBatch is how many rows one Scan query reads.
+var scanBatch = 8192
+
+// Scan calls fn for every event with seq > after, in seq order. payload is
+// only valid during the call. An error from fn stops the scan and is
+// returned as is. Rows appended while Scan runs may or may not be seen.
+func (s *Store) Scan(after int64, fn func(seq int64, ts float64, kind string, payload []byte) error) error {
+	kinds := make(map[string]string) // interned kind strings
+	var kindBuf, payload sql.RawBytes
+	for {
+		rows, err := s.rdb.Query(`SELECT seq, ts, kind, payload FROM events WHERE seq > ? ORDER BY seq LIMIT ?`, after, scanBatch)
+		if err != nil {
+			return fmt.Errorf("journal: scan: %w", err)
+		}
+		n := 0
+		for rows.Next() {
+			var seq int64
+			var ts float64
+			if err := rows.Scan(&seq, &ts, &kindBuf, &payload); err != nil {
+				rows.Close()
+				return fmt.Errorf("journal: scan: %w", err)
+			}
+			kind, ok := kinds[string(kindBuf)]
+			if !ok {
+				kind = string(kindBuf)
+				kinds[kind] = kind
+			}
+			n++
+			after = seq
+			if err := fn(seq, ts, kind, payload); err != nil {
+				rows.Close()
+				return err
+			}
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return fmt.Errorf("journal: scan: %w", err)
+		}
+		if n < scanBatch {
+			return nil
+		}
+	}
+}
