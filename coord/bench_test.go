@@ -27,7 +27,7 @@ func BenchmarkMassExpiry100k(b *testing.B) {
 }
 
 func BenchmarkApplyEvents(b *testing.B) {
-	log := bench.ApplyLog(200_000)
+	log := bench.NewLogSource().Next(200_000)
 	b.ResetTimer()
 	for b.Loop() {
 		s := coord.New(coord.Limits{})
