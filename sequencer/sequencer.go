@@ -1,0 +1,382 @@
+// Package sequencer is the single writer of a Synapse hub: it owns the live
+// coord.State, decides commands in batches, journals each batch in one
+// append and only then releases replies and broadcasts (DESIGN.md §2
+// principle 2, spec §4 INV-JA-1..3). It also answers idempotent retries
+// from their stored response (INV-CR-1, INV-DG-2, PROTOCOL.md §4.3).
+//
+// Who owns what:
+//
+//   - The loop goroutine (started by New, ended by Close) owns the
+//     coord.State, the idempotency cache, the expiry timer, the clock's
+//     high-water mark and the degraded flag's cause. Nothing else touches
+//     them; Query runs its function on that goroutine between batches.
+//   - Submit and Query callers own nothing: they hand a call to the loop
+//     through the bounded queue and wait on its one-slot reply channel.
+//   - The Journal is called only from the loop, one Append at a time, and is
+//     never called after Close returns; the caller closes it then.
+//   - The published counters (Stats) and the degraded error (Err) are
+//     atomics any goroutine may read.
+package sequencer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/journal"
+)
+
+// Errors a Submit or Query may return. Compare with errors.Is.
+var (
+	// ErrJournal means the command was not applied because the journal
+	// failed: its batch's append failed (and the whole batch was rolled
+	// back, INV-JA-2), or the sequencer is degraded by an earlier failure
+	// and refuses mutations until the hub restarts (fail closed).
+	ErrJournal = errors.New("sequencer: journal unavailable")
+	// ErrIdempotencyConflict means the idempotency key was already used for
+	// a different request (PROTOCOL.md §4.3 error_code
+	// "idempotency_conflict"). Nothing was applied.
+	ErrIdempotencyConflict = errors.New("sequencer: idempotency key reused for a different request")
+	// ErrBadResponse means a keyed request's Render returned bytes that are
+	// not JSON, which the journal cannot store. Nothing was applied.
+	ErrBadResponse = errors.New("sequencer: Render returned a response that is not JSON")
+	// ErrClosed means the sequencer was closed before the call was queued.
+	ErrClosed = errors.New("sequencer: closed")
+)
+
+// Tunables with their defaults.
+const (
+	// DefaultMaxBatch bounds how many commands share one append.
+	DefaultMaxBatch = 512
+	// DefaultQueueSize bounds the submit queue; a full queue makes Submit
+	// wait (on its context), it never drops a request.
+	DefaultQueueSize = 4096
+	// DefaultIdemCacheSize is the reference's in-memory idempotency LRU:
+	// 1024 successful responses.
+	DefaultIdemCacheSize = 1024
+	// maxTimerWait caps one sleep of the expiry timer, so a clock that jumps
+	// is noticed within this.
+	maxTimerWait = time.Minute
+)
+
+// Journal is the durable store the sequencer commits to. *journal.Store
+// implements it.
+type Journal interface {
+	// Append commits every record and operation of b in one transaction and
+	// returns the seq of the first record; records are numbered
+	// consecutively in b.Records order. On error nothing was committed.
+	Append(ctx context.Context, b *journal.Batch) (firstSeq int64, err error)
+	// Operation returns the committed idempotency record for key, if any.
+	Operation(key string) (journal.Operation, bool, error)
+}
+
+// Options tunes a Sequencer. The zero value works.
+type Options struct {
+	// Clock returns the wall clock in unix seconds (default time.Now). The
+	// sequencer reads it once per batch and never lets it go backwards.
+	Clock func() float64
+	// MaxBatch bounds the commands of one batch (default DefaultMaxBatch).
+	MaxBatch int
+	// QueueSize bounds the submit queue (default DefaultQueueSize).
+	QueueSize int
+	// IdemCacheSize bounds the in-memory idempotency cache (default
+	// DefaultIdemCacheSize). Without a journal it is the only record of
+	// used keys; with one it saves a read of the operations table.
+	IdemCacheSize int
+	// OnCommit, if set, gets every event of each committed batch (and of
+	// each timer tick) in commit order, volatile ones included, so the hub
+	// can broadcast them. It runs on the sequencer goroutine: it must not
+	// block, call Submit or Query, or keep the slice.
+	OnCommit func(events []coord.Event)
+	// Logger receives journal failures (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Idem makes a request idempotent (PROTOCOL.md §4.3).
+type Idem struct {
+	// Key is sender + "\x00" + type + "\x00" + idem_key: the caller
+	// namespaces it, so keys of different agents or verbs never meet.
+	Key string
+	// Digest identifies the request (sha256 of its canonical JSON). A reuse
+	// of Key with another digest is an ErrIdempotencyConflict.
+	Digest string
+}
+
+// Request is one command for the sequencer.
+type Request struct {
+	Cmd  coord.Command
+	Idem *Idem // nil: not keyed (at-least-once)
+	// Render builds the response stored for an idempotent replay: one JSON
+	// value (nil Render stores null). It is called on the sequencer
+	// goroutine, only for a keyed command that was applied and not refused,
+	// and must not keep the outcome. Output that is not JSON fails the
+	// request with ErrBadResponse.
+	Render func(coord.Outcome) []byte
+}
+
+// Reply is what a committed request got.
+type Reply struct {
+	// Outcome is what the command did: the events applied (the expirations
+	// due first, then the command's) and the refusal, if any. Empty for a
+	// replay.
+	Outcome coord.Outcome
+	// Response is the stored response: Render's bytes for an applied keyed
+	// command, the first request's bytes for a replay; nil otherwise.
+	Response []byte
+	// Replayed reports an idempotent duplicate: nothing was applied and
+	// Response is what the first request got.
+	Replayed bool
+	// Seq is the journal seq of the command's first record, 0 if it wrote
+	// none (or the hub has no journal).
+	Seq int64
+}
+
+// Stats are counters the sequencer publishes after each batch.
+type Stats struct {
+	Batches  int64 // batches decided, ticks included
+	Appends  int64 // successful journal appends
+	Commands int64 // requests answered (applied, replayed or refused)
+	MaxBatch int64 // most requests one batch carried
+}
+
+// Sequencer is the single writer of a coord.State. Its methods are safe for
+// concurrent use.
+type Sequencer struct {
+	j    Journal
+	opts Options
+	log  *slog.Logger
+
+	// mu guards closed and the send side of in: Submit and Query hold it for
+	// reading while they queue, Close takes it for writing to close in.
+	mu     sync.RWMutex
+	closed bool
+	in     chan *call
+	done   chan struct{} // closed when the loop has returned
+
+	degraded atomic.Pointer[error] // the journal failure that stopped mutations
+	batches  atomic.Int64
+	appends  atomic.Int64
+	commands atomic.Int64
+	maxBatch atomic.Int64
+
+	// Owned by the loop goroutine.
+	state   *coord.State
+	lastNow float64
+	cache   *idemCache
+}
+
+// call is one Submit or Query in the queue.
+type call struct {
+	req   Request
+	query func(*coord.State) any // a Query when not nil
+	reply chan result            // one slot: the loop never blocks on it
+}
+
+type result struct {
+	reply Reply
+	value any // a Query's result
+	err   error
+}
+
+// New starts the sequencer that owns state from now on and commits to j (nil
+// for a memory-only hub: no durability, idempotency in the bounded cache
+// only). The caller must not touch state again except through Query.
+func New(state *coord.State, j Journal, opts Options) *Sequencer {
+	if opts.Clock == nil {
+		opts.Clock = func() float64 { return float64(time.Now().UnixNano()) / 1e9 }
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = DefaultMaxBatch
+	}
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = DefaultQueueSize
+	}
+	if opts.IdemCacheSize <= 0 {
+		opts.IdemCacheSize = DefaultIdemCacheSize
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Sequencer{
+		j:     j,
+		opts:  opts,
+		log:   opts.Logger,
+		in:    make(chan *call, opts.QueueSize),
+		done:  make(chan struct{}),
+		state: state,
+		cache: newIdemCache(opts.IdemCacheSize),
+	}
+	go s.run()
+	return s
+}
+
+// Submit runs req in the next batch and returns its reply once the batch is
+// committed (INV-JA-1). If ctx ends first Submit returns ctx.Err(), but a
+// request already queued is still committed or rolled back by the
+// sequencer, never half-applied (INV-JA-3). Errors: ErrJournal,
+// ErrIdempotencyConflict, ErrClosed, or ctx.Err().
+func (s *Sequencer) Submit(ctx context.Context, req Request) (Reply, error) {
+	if err := s.Err(); err != nil {
+		return Reply{}, err
+	}
+	r, err := s.do(ctx, &call{req: req, reply: make(chan result, 1)})
+	return r.reply, err
+}
+
+// Query runs fn on the sequencer goroutine between batches and returns its
+// result: fn sees committed state only, never a batch in flight. fn must
+// not change the state or keep a reference to it, and should be quick: no
+// command is decided while it runs. Query works in degraded mode.
+func (s *Sequencer) Query(ctx context.Context, fn func(*coord.State) any) (any, error) {
+	r, err := s.do(ctx, &call{query: fn, reply: make(chan result, 1)})
+	return r.value, err
+}
+
+func (s *Sequencer) do(ctx context.Context, c *call) (result, error) {
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return result{}, ErrClosed
+	}
+	select {
+	case s.in <- c:
+		s.mu.RUnlock()
+	case <-ctx.Done():
+		s.mu.RUnlock()
+		return result{}, ctx.Err()
+	}
+	select {
+	case r := <-c.reply:
+		return r, r.err
+	case <-ctx.Done():
+		// The loop still decides, commits or rolls back c; only this
+		// caller stops waiting (INV-JA-3).
+		return result{}, ctx.Err()
+	}
+}
+
+// Close stops accepting calls, lets the sequencer finish the batch in
+// flight and every queued call, and returns when it has stopped. The
+// journal is not called after Close returns, so the caller may close it
+// then. Close is idempotent.
+func (s *Sequencer) Close() error {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.in) // no sender holds mu, so none can send on a closed channel
+	}
+	s.mu.Unlock()
+	<-s.done
+	return nil
+}
+
+// Err returns the journal failure that put the sequencer in degraded mode
+// (it wraps ErrJournal), or nil while it accepts mutations. /health reports
+// degraded when it is not nil.
+func (s *Sequencer) Err() error {
+	if p := s.degraded.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Stats returns the sequencer's counters.
+func (s *Sequencer) Stats() Stats {
+	return Stats{
+		Batches:  s.batches.Load(),
+		Appends:  s.appends.Load(),
+		Commands: s.commands.Load(),
+		MaxBatch: s.maxBatch.Load(),
+	}
+}
+
+// run is the loop goroutine: it takes what is queued as one batch, and
+// wakes on the expiry timer when nothing is queued.
+func (s *Sequencer) run() {
+	defer close(s.done)
+	timer := time.NewTimer(maxTimerWait)
+	defer timer.Stop()
+	batch := make([]*call, 0, s.opts.MaxBatch)
+	for {
+		s.armTimer(timer)
+		var first *call
+		select {
+		case c, ok := <-s.in:
+			if !ok {
+				return
+			}
+			first = c
+		case <-timer.C:
+			s.tick()
+			continue
+		}
+		// Group commit: everything already queued joins the batch, up to
+		// MaxBatch. A query ends the batch, so it runs after the commit
+		// and sees everything queued before it.
+		batch = append(batch[:0], first)
+		open := true
+		for first.query == nil && len(batch) < s.opts.MaxBatch {
+			var c *call
+			select {
+			case c, open = <-s.in:
+			default:
+			}
+			if c == nil {
+				break
+			}
+			if c.query != nil {
+				s.runBatch(batch)
+				batch = append(batch[:0], c)
+				break
+			}
+			batch = append(batch, c)
+		}
+		if batch[0].query != nil {
+			s.runQuery(batch[0])
+		} else {
+			s.runBatch(batch)
+		}
+		clear(batch) // drop references to answered calls
+		if !open {
+			return
+		}
+	}
+}
+
+func (s *Sequencer) runQuery(c *call) {
+	c.reply <- result{value: c.query(s.state)}
+}
+
+// now reads the clock once, never going back behind the last reading.
+func (s *Sequencer) now() float64 {
+	s.lastNow = max(s.lastNow, s.opts.Clock())
+	return s.lastNow
+}
+
+// armTimer sets the timer to the state's next deadline, so expirations are
+// published without any command (INV-LL-2 waits wake on time).
+func (s *Sequencer) armTimer(t *time.Timer) {
+	wait := maxTimerWait
+	if at, ok := s.state.NextDeadline(); ok {
+		d := time.Duration((at - max(s.lastNow, s.opts.Clock())) * float64(time.Second))
+		wait = min(max(d, 0), maxTimerWait)
+	}
+	t.Reset(wait)
+}
+
+// tick expires what is due with no command and publishes it.
+func (s *Sequencer) tick() {
+	now := s.now()
+	o := s.state.Tick(now)
+	if len(o.Events) == 0 {
+		return
+	}
+	p := &pending{out: o, applied: true, firstRec: -1}
+	b := &journal.Batch{TS: now}
+	s.encodeInto(p, b)
+	s.commit([]*pending{p}, b)
+}
