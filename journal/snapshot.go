@@ -316,11 +316,16 @@ func DecodeImage(body []byte) (coord.Image, error) {
 
 type imgWriter struct{ b []byte }
 
-func (w *imgWriter) u(v int)       { w.b = binary.AppendUvarint(w.b, uint64(v)) }
-func (w *imgWriter) i(v int64)     { w.b = binary.AppendVarint(w.b, v) }
-func (w *imgWriter) f(v float64)   { w.b = binary.LittleEndian.AppendUint64(w.b, math.Float64bits(v)) }
-func (w *imgWriter) s(v string)    { w.u(len(v)); w.b = append(w.b, v...) }
-func (w *imgWriter) ss(v []string) { w.u(len(v)); for _, s := range v { w.s(s) } }
+func (w *imgWriter) u(v int)     { w.b = binary.AppendUvarint(w.b, uint64(v)) }
+func (w *imgWriter) i(v int64)   { w.b = binary.AppendVarint(w.b, v) }
+func (w *imgWriter) f(v float64) { w.b = binary.LittleEndian.AppendUint64(w.b, math.Float64bits(v)) }
+func (w *imgWriter) s(v string)  { w.u(len(v)); w.b = append(w.b, v...) }
+func (w *imgWriter) ss(v []string) {
+	w.u(len(v))
+	for _, s := range v {
+		w.s(s)
+	}
+}
 
 // imgReader reads what imgWriter wrote. The first error sticks; reads after
 // it return zero values, so decoding needs one check at the end.
