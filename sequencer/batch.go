@@ -31,7 +31,7 @@ func (s *Sequencer) runBatch(calls []*call) {
 	now := s.now()
 	b := &journal.Batch{TS: now}
 	ps := make([]*pending, len(calls))
-	keyed := make(map[string]*pending) // keys applied in this batch, not yet committed
+	var keyed map[string]*pending // keys applied in this batch, not yet committed
 	for i, c := range calls {
 		p := &pending{c: c, firstRec: -1}
 		ps[i] = p
@@ -49,6 +49,9 @@ func (s *Sequencer) runBatch(calls []*call) {
 				continue
 			}
 			b.Operations = append(b.Operations, journal.Operation{Key: id.Key, RequestDigest: id.Digest, Response: p.reply.Response})
+			if keyed == nil {
+				keyed = make(map[string]*pending)
+			}
 			keyed[id.Key] = p
 		}
 		s.encodeInto(p, b)
@@ -96,7 +99,7 @@ func (s *Sequencer) render(p *pending) bool {
 		return true
 	}
 	s.state.Rollback(&p.out)
-	p.applied, p.reply, p.err = false, Reply{}, ErrBadResponse
+	p.applied, p.reply, p.err = false, Reply{}, fmt.Errorf("%w: Render output is not JSON", ErrBadRequest)
 	return false
 }
 

@@ -181,8 +181,8 @@ func TestIdem_BadResponseFailsOnlyItsRequest(t *testing.T) {
 	s := start(t, coord.New(coord.Limits{}), j, Options{})
 	req := keyed(claim("a", "T1"), idemKey("a", "claim", "k1"), "d1")
 	req.Render = func(coord.Outcome) []byte { return []byte("not json") }
-	if _, err := s.Submit(context.Background(), req); !errors.Is(err, ErrBadResponse) {
-		t.Fatalf("err = %v, want ErrBadResponse", err)
+	if _, err := s.Submit(context.Background(), req); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("err = %v, want ErrBadRequest", err)
 	}
 	if c := claimOf(t, s, "T1"); c != nil {
 		t.Fatalf("the failed request's claim is held: %v", c)
@@ -191,4 +191,7 @@ func TestIdem_BadResponseFailsOnlyItsRequest(t *testing.T) {
 		t.Fatalf("a caller's bug reached the journal: err %v, %d appends", s.Err(), j.appendCount())
 	}
 	submit(t, s, keyed(claim("a", "T1"), idemKey("a", "claim", "k1"), "d1"))
+	if _, err := s.Submit(context.Background(), keyed(claim("a", "T2"), "", "d")); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("empty key: %v, want ErrBadRequest", err)
+	}
 }

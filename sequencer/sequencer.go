@@ -16,11 +16,28 @@
 //     never called after Close returns; the caller closes it then.
 //   - The published counters (Stats) and the degraded error (Err) are
 //     atomics any goroutine may read.
+//
+// A batch is everything queued when the loop looks, up to MaxBatch. Its
+// commands are decided in order at one clock reading, each Step kept with
+// its undo record; their durable events and idempotency records go to the
+// journal in one Append. Only when Append returns nil are OnCommit and the
+// replies released. When it fails, every outcome is rolled back newest
+// first and every request of the batch gets ErrJournal (INV-JA-2).
+//
+// Degraded mode (fail closed): after a failed append the sequencer refuses
+// every later Submit with ErrJournal, idempotent replays included, until
+// the hub restarts and replays the journal; Err reports it for /health.
+// Query keeps working, and the expiry timer keeps expiring leases, since
+// expiry is volatile and replay would expire the same leases.
+//
+// Queries run on the loop goroutine between batches, so they see committed
+// state only and never a batch in flight (INV-JA-1).
 package sequencer
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -41,9 +58,10 @@ var (
 	// a different request (PROTOCOL.md §4.3 error_code
 	// "idempotency_conflict"). Nothing was applied.
 	ErrIdempotencyConflict = errors.New("sequencer: idempotency key reused for a different request")
-	// ErrBadResponse means a keyed request's Render returned bytes that are
-	// not JSON, which the journal cannot store. Nothing was applied.
-	ErrBadResponse = errors.New("sequencer: Render returned a response that is not JSON")
+	// ErrBadRequest means the request itself was malformed (no command, an
+	// empty idempotency key, a Render output that is not JSON). It fails
+	// that request alone; nothing was applied.
+	ErrBadRequest = errors.New("sequencer: malformed request")
 	// ErrClosed means the sequencer was closed before the call was queued.
 	ErrClosed = errors.New("sequencer: closed")
 )
@@ -114,7 +132,7 @@ type Request struct {
 	// value (nil Render stores null). It is called on the sequencer
 	// goroutine, only for a keyed command that was applied and not refused,
 	// and must not keep the outcome. Output that is not JSON fails the
-	// request with ErrBadResponse.
+	// request with ErrBadRequest.
 	Render func(coord.Outcome) []byte
 }
 
@@ -218,10 +236,13 @@ func New(state *coord.State, j Journal, opts Options) *Sequencer {
 // committed (INV-JA-1). If ctx ends first Submit returns ctx.Err(), but a
 // request already queued is still committed or rolled back by the
 // sequencer, never half-applied (INV-JA-3). Errors: ErrJournal,
-// ErrIdempotencyConflict, ErrClosed, or ctx.Err().
+// ErrIdempotencyConflict, ErrBadRequest, ErrClosed, or ctx.Err().
 func (s *Sequencer) Submit(ctx context.Context, req Request) (Reply, error) {
 	if err := s.Err(); err != nil {
 		return Reply{}, err
+	}
+	if req.Cmd == nil || req.Idem != nil && req.Idem.Key == "" {
+		return Reply{}, fmt.Errorf("%w: no command or an empty idempotency key", ErrBadRequest)
 	}
 	r, err := s.do(ctx, &call{req: req, reply: make(chan result, 1)})
 	return r.reply, err
@@ -232,11 +253,17 @@ func (s *Sequencer) Submit(ctx context.Context, req Request) (Reply, error) {
 // not change the state or keep a reference to it, and should be quick: no
 // command is decided while it runs. Query works in degraded mode.
 func (s *Sequencer) Query(ctx context.Context, fn func(*coord.State) any) (any, error) {
+	if fn == nil {
+		return nil, fmt.Errorf("%w: nil query", ErrBadRequest)
+	}
 	r, err := s.do(ctx, &call{query: fn, reply: make(chan result, 1)})
 	return r.value, err
 }
 
 func (s *Sequencer) do(ctx context.Context, c *call) (result, error) {
+	if err := ctx.Err(); err != nil {
+		return result{}, err
+	}
 	s.mu.RLock()
 	if s.closed {
 		s.mu.RUnlock()
