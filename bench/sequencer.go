@@ -16,10 +16,10 @@ import (
 	"github.com/synapse-hub/synapse/sequencer"
 )
 
-// JournalResult holds the figures `synapse bench journal` reports: durable
-// claim/release mutations through the sequencer and the SQLite journal at
-// synchronous=FULL, with group commit.
-type JournalResult struct {
+// SequencerResult holds the sequencer figures of `synapse bench journal`:
+// durable claim/release mutations through the sequencer and the SQLite
+// journal at synchronous=FULL, with group commit.
+type SequencerResult struct {
 	DurableMutationsPerSec float64 `json:"durable_mutations_per_s"`
 	P50CommitMs            float64 `json:"p50_commit_ms"`
 	P99CommitMs            float64 `json:"p99_commit_ms"`
@@ -32,17 +32,17 @@ type JournalResult struct {
 	GoMaxProcs             int     `json:"gomaxprocs"`
 }
 
-// JournalOptions tune Journal. The zero value works.
-type JournalOptions struct {
+// SequencerOptions tune Sequencer. The zero value works.
+type SequencerOptions struct {
 	Dir        string        // where the journal file goes (default: a temporary directory, removed after)
 	Submitters int           // concurrent clients (default 64)
 	Duration   time.Duration // how long to measure (default 3 s)
 }
 
-// Journal measures durable mutations per second and commit latency: each
+// Sequencer measures durable mutations per second and commit latency: each
 // submitter claims its own task and releases it, over and over, every
 // Submit waiting for its batch to be committed at FULL sync.
-func Journal(opts JournalOptions) (JournalResult, error) {
+func Sequencer(opts SequencerOptions) (SequencerResult, error) {
 	if opts.Submitters <= 0 {
 		opts.Submitters = 64
 	}
@@ -53,29 +53,29 @@ func Journal(opts JournalOptions) (JournalResult, error) {
 	if dir == "" {
 		d, err := os.MkdirTemp("", "synapse-bench-journal-")
 		if err != nil {
-			return JournalResult{}, err
+			return SequencerResult{}, err
 		}
 		defer os.RemoveAll(d)
 		dir = d
 	}
 	st, err := journal.Open(filepath.Join(dir, "bench-journal.db"), journal.Options{})
 	if err != nil {
-		return JournalResult{}, err
+		return SequencerResult{}, err
 	}
 	defer st.Close()
 	seq := sequencer.New(coord.New(coord.Limits{}), st, sequencer.Options{Logger: slog.New(slog.DiscardHandler)})
 	defer seq.Close()
 
 	if _, _, err := ClaimRelease(seq, opts.Submitters, 10, time.Time{}); err != nil { // warm up
-		return JournalResult{}, err
+		return SequencerResult{}, err
 	}
 	before := seq.Stats()
 	lat, elapsed, err := ClaimRelease(seq, opts.Submitters, 0, time.Now().Add(opts.Duration))
 	if err != nil {
-		return JournalResult{}, err
+		return SequencerResult{}, err
 	}
 	after := seq.Stats()
-	r := JournalResult{
+	r := SequencerResult{
 		DurableMutationsPerSec: float64(len(lat)) / elapsed.Seconds(),
 		P50CommitMs:            Percentile(lat, 50).Seconds() * 1e3,
 		P99CommitMs:            Percentile(lat, 99).Seconds() * 1e3,

@@ -15,7 +15,7 @@ import (
 // BenchmarkDurableClaimRelease drives the sequencer with 64 concurrent
 // submitters doing claim+release on the real journal at FULL sync (the
 // claim family is Full, INV-JA-4); `synapse bench journal` reports the same
-// figures through bench.Journal.
+// figures through bench.Sequencer.
 func BenchmarkDurableClaimRelease(b *testing.B) {
 	const submitters = 64
 	st, err := journal.Open(filepath.Join(b.TempDir(), "journal.db"), journal.Options{})
