@@ -39,4 +39,3 @@ func TestOpen_FileMode0600(t *testing.T) {
 		t.Errorf("loose file left at %o", fi.Mode().Perm())
 	}
 }
-

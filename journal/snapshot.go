@@ -66,6 +66,12 @@ type SnapshotInfo struct {
 	Err       string // why it cannot be used; "" when it is sound
 }
 
+// Snapshots describes the stored snapshots, newest first.
+func (s *Store) Snapshots() ([]SnapshotInfo, error) {
+	infos, _, err := s.snapshots()
+	return infos, err
+}
+
 // snapshots returns the stored snapshots, newest first, with their bodies.
 func (s *Store) snapshots() ([]SnapshotInfo, [][]byte, error) {
 	rows, err := s.rdb.Query(`SELECT seq, created_at, format, sha256, body FROM snapshots ORDER BY seq DESC`)

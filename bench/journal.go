@@ -1,0 +1,235 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/journal"
+)
+
+// JournalStoreResult holds the journal's storage figures (append, replay,
+// restart) for `synapse bench journal`; bench.Journal (sequencer.go)
+// measures mutations through the sequencer.
+type JournalStoreResult struct {
+	AppendPerSecBatch1   float64 `json:"append_records_per_s_batch1_full"`
+	AppendPerSecBatch64  float64 `json:"append_records_per_s_batch64_full"`
+	AppendPerSecBatch512 float64 `json:"append_records_per_s_batch512_full"`
+	ReplayEventsPerSec   float64 `json:"replay_events_per_s"`
+	RestartMsNoSnapshot  float64 `json:"restart_ms_1m_no_snapshot"`
+	RestartMsSnapshot    float64 `json:"restart_ms_1m_snapshot"`
+	SnapshotBytes        int     `json:"snapshot_bytes"`
+	SnapshotClaims       int     `json:"snapshot_claims"`
+	JournalEvents        int     `json:"journal_events"`
+	FileBytes            int64   `json:"file_bytes"`
+}
+
+// JournalRecord is the i-th fixture record: a full claim dict, the most
+// common and the largest durable payload.
+func JournalRecord(i int) journal.Record {
+	r := ClaimRequest(i)
+	c := &coord.Claim{
+		TaskID: r.TaskID, Owner: r.Agent, Worktree: r.Worktree, Paths: r.Paths, QuotaPrincipal: r.Principal,
+		ClaimedAt: t0, ExpiresAt: t0 + 3600, Epoch: int64(i + 1),
+	}
+	rec, _ := journal.Encode(coord.ClaimGranted{Claim: c})
+	return rec
+}
+
+// AppendRate appends `records` fixture records in batches of batchSize to a
+// fresh journal in dir, at synchronous=FULL, and returns records per second.
+func AppendRate(dir string, batchSize, records int) (float64, error) {
+	path := filepath.Join(dir, fmt.Sprintf("append-%d.db", batchSize))
+	defer removeJournal(path)
+	st, err := journal.Open(path, journal.Options{})
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	batch := &journal.Batch{Records: make([]journal.Record, batchSize)}
+	for k := range batchSize {
+		batch.Records[k] = JournalRecord(k)
+	}
+	ctx := context.Background()
+	start := time.Now()
+	for done := 0; done < records; done += batchSize {
+		batch.TS = t0 + float64(done)
+		if _, err := st.Append(ctx, batch); err != nil {
+			return 0, err
+		}
+	}
+	n := (records + batchSize - 1) / batchSize * batchSize
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+func removeJournal(path string) {
+	for _, s := range []string{"", "-wal", "-shm"} {
+		os.Remove(path + s)
+	}
+}
+
+// FillJournal writes a journal of n events at path as a busy hub would:
+// `claims` claims (fixture ClaimRequest), then task updates, checkpoints and
+// progress notes on them, round-robin, in batches of 512. When snapshotTail
+// >= 0 it writes a snapshot of the state as it was snapshotTail events
+// before the end. It returns the live state at the end (expired at the
+// last step's time) and that time.
+func FillJournal(path string, n, claims, snapshotTail int) (*coord.State, float64, error) {
+	st, err := journal.Open(path, journal.Options{})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer st.Close()
+	live := coord.New(coord.Limits{})
+	ctx := context.Background()
+	now := t0
+	batch := &journal.Batch{}
+	written := 0
+	flush := func() error {
+		if len(batch.Records) == 0 {
+			return nil
+		}
+		if _, err := st.Append(ctx, batch); err != nil {
+			return err
+		}
+		written += len(batch.Records)
+		batch.Records = batch.Records[:0]
+		return nil
+	}
+	snapAt := n - snapshotTail
+	for i := 0; written+len(batch.Records) < n; i++ {
+		var cmd coord.Command
+		if i < claims {
+			cmd = ClaimRequest(i)
+		} else {
+			k := i % claims
+			agent := ClaimRequest(k).Agent
+			task := fmt.Sprintf("task-%06d", k)
+			switch i % 4 {
+			case 0:
+				cmd = coord.CheckpointRequest{Agent: agent, TaskID: task, Checkpoint: fmt.Sprintf("cp-%d", i)}
+			case 1:
+				cmd = coord.PostProgress{Agent: agent, TaskID: task, Text: fmt.Sprintf("step %d done", i)}
+			default:
+				cmd = coord.UpdateRequest{Agent: agent, TaskID: task, Status: "working", DataRef: fmt.Sprintf("ref-%d", i)}
+			}
+		}
+		now += 0.0005
+		o := live.Step(cmd, now)
+		if o.Refusal != nil {
+			return nil, 0, fmt.Errorf("fixture step %d: %v", i, o.Refusal)
+		}
+		batch.TS = now
+		for _, ev := range o.Events {
+			if rec, ok := journal.Encode(ev); ok {
+				batch.Records = append(batch.Records, rec)
+			}
+		}
+		if len(batch.Records) >= 512 {
+			if err := flush(); err != nil {
+				return nil, 0, err
+			}
+		}
+		if snapshotTail >= 0 && written+len(batch.Records) >= snapAt && snapAt >= 0 {
+			if err := flush(); err != nil {
+				return nil, 0, err
+			}
+			seq, err := st.LastSeq()
+			if err != nil {
+				return nil, 0, err
+			}
+			if err := st.WriteSnapshot(seq, live.Image(), now); err != nil {
+				return nil, 0, err
+			}
+			snapAt = -1
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, 0, err
+	}
+	live.Tick(now)
+	return live, now, nil
+}
+
+// Restart opens the journal at path and replays it, as a hub starting up
+// does, and returns how long that took and what it rebuilt.
+func Restart(path string, now float64, useSnapshot bool) (time.Duration, *journal.Recovered, error) {
+	start := time.Now()
+	st, err := journal.Open(path, journal.Options{})
+	if err != nil {
+		return 0, nil, err
+	}
+	defer st.Close()
+	rec, err := journal.Replay(st, coord.Limits{}, now, journal.ReplayOptions{NoSnapshot: !useSnapshot})
+	if err != nil {
+		return 0, nil, err
+	}
+	return time.Since(start), rec, nil
+}
+
+// JournalStore runs the storage benchmarks in dir (a temporary directory when
+// empty): append throughput at FULL for batches of 1, 64 and 512, then a
+// 1M-event journal (100k claims) replayed in full and restarted from a
+// snapshot taken 10,000 events before its end.
+func JournalStore(dir string, progress func(string)) (JournalStoreResult, error) {
+	var res JournalStoreResult
+	if progress == nil {
+		progress = func(string) {}
+	}
+	if dir == "" {
+		d, err := os.MkdirTemp("", "synapse-bench-journal-")
+		if err != nil {
+			return res, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	var err error
+	for _, c := range []struct {
+		size, records int
+		out           *float64
+	}{{1, 2000, &res.AppendPerSecBatch1}, {64, 64 * 500, &res.AppendPerSecBatch64}, {512, 512 * 200, &res.AppendPerSecBatch512}} {
+		progress(fmt.Sprintf("append batch %d", c.size))
+		if *c.out, err = AppendRate(dir, c.size, c.records); err != nil {
+			return res, err
+		}
+	}
+	const events, claims = 1_000_000, 100_000
+	path := filepath.Join(dir, "replay.db")
+	defer removeJournal(path)
+	progress("fill 1M events")
+	_, now, err := FillJournal(path, events, claims, 10_000)
+	if err != nil {
+		return res, err
+	}
+	progress("restart without snapshot")
+	d, rec, err := Restart(path, now, false)
+	if err != nil {
+		return res, err
+	}
+	res.RestartMsNoSnapshot = float64(d.Microseconds()) / 1000
+	res.ReplayEventsPerSec = float64(rec.Events) / d.Seconds()
+	res.JournalEvents = rec.Events
+	progress("restart from snapshot")
+	if d, rec, err = Restart(path, now, true); err != nil {
+		return res, err
+	}
+	res.RestartMsSnapshot = float64(d.Microseconds()) / 1000
+	res.SnapshotClaims = rec.State.ClaimCount()
+	if fi, err := os.Stat(path); err == nil {
+		res.FileBytes = fi.Size()
+	}
+	st, err := journal.Open(path, journal.Options{ReadOnly: true})
+	if err != nil {
+		return res, err
+	}
+	defer st.Close()
+	snaps, err := st.Snapshots()
+	if err == nil && len(snaps) > 0 {
+		res.SnapshotBytes = snaps[0].Size
+	}
+	return res, err
+}
