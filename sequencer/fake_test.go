@@ -221,6 +221,15 @@ func async(s *Sequencer, ctx context.Context, req Request) <-chan result {
 	return ch
 }
 
+// plugged submits cmd and waits until its append is held in j, so that
+// what the test submits next queues up into the following batch.
+func plugged(t *testing.T, s *Sequencer, j *fakeJournal, cmd coord.Command) <-chan result {
+	t.Helper()
+	ch := async(s, context.Background(), Request{Cmd: cmd})
+	recv(t, j.entered)
+	return ch
+}
+
 // waitQueued waits until n calls sit in the submit queue. It polls, but
 // only for an ordering the test has set up: no timing is asserted.
 func waitQueued(t *testing.T, s *Sequencer, n int) {

@@ -97,8 +97,7 @@ func TestIdem_RefusalIsNotCached_INV_CR_1(t *testing.T) {
 func TestIdem_DuplicateInOneBatchAppliesOnce_INV_CR_1(t *testing.T) {
 	j := newFakeJournal().holding()
 	s := start(t, coord.New(coord.Limits{}), j, Options{})
-	plug := async(s, context.Background(), Request{Cmd: claim("z", "T0")})
-	recv(t, j.entered)
+	plug := plugged(t, s, j, claim("z", "T0"))
 	key := idemKey("a", "claim", "k1")
 	first := async(s, context.Background(), keyed(claim("a", "T1"), key, "d1"))
 	waitQueued(t, s, 1)

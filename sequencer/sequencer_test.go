@@ -3,6 +3,7 @@ package sequencer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"sync"
 	"testing"
@@ -109,8 +110,7 @@ func TestAppendFailure_RollsBackTheWholeBatch_INV_JA_2(t *testing.T) {
 
 	// A first claim holds the loop in Append while the mixed batch queues
 	// behind it, so the whole mix is decided as one batch.
-	plug := async(s, context.Background(), Request{Cmd: claim("z", "T0", "src/z")})
-	recv(t, j.entered)
+	plug := plugged(t, s, j, claim("z", "T0", "src/z"))
 	var results []<-chan result
 	for i, cmd := range mixedBatch() {
 		results = append(results, async(s, context.Background(), Request{Cmd: cmd}))
@@ -193,36 +193,30 @@ func TestDegraded_RequestsQueuedBehindTheFailureAreRefused_INV_JA_2(t *testing.T
 	}
 }
 
-func TestCancelDuringAppend_CommitStillApplies_INV_JA_3(t *testing.T) {
-	j := newFakeJournal().holding()
-	s := start(t, coord.New(coord.Limits{}), j, Options{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := async(s, ctx, Request{Cmd: claim("a", "T1")})
-	recv(t, j.entered)
-	cancel()
-	if r := recv(t, done); !errors.Is(r.err, context.Canceled) {
-		t.Fatalf("err = %v, want context.Canceled", r.err)
-	}
-	j.release <- nil
-	if c := claimOf(t, s, "T1"); c == nil || c.Owner != "a" {
-		t.Fatalf("the committed claim was lost: %v", c)
-	}
-	if got := kinds(j.batch(0)); !reflect.DeepEqual(got, []string{"claim"}) {
-		t.Fatalf("journal holds %v", got)
-	}
-}
-
-func TestCancelDuringAppend_FailureStillRollsBack_INV_JA_3(t *testing.T) {
-	j := newFakeJournal().holding()
-	s := start(t, coord.New(coord.Limits{}), j, Options{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := async(s, ctx, Request{Cmd: claim("a", "T1")})
-	recv(t, j.entered)
-	cancel()
-	recv(t, done)
-	j.release <- errDisk
-	if c := claimOf(t, s, "T1"); c != nil {
-		t.Fatalf("a claim whose append failed is live: %v", c)
+func TestCancelDuringAppend_OutcomeIsStillAuthoritative_INV_JA_3(t *testing.T) {
+	for _, verdict := range []error{nil, errDisk} {
+		t.Run(fmt.Sprint(verdict), func(t *testing.T) {
+			j := newFakeJournal().holding()
+			s := start(t, coord.New(coord.Limits{}), j, Options{})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := async(s, ctx, Request{Cmd: claim("a", "T1")})
+			recv(t, j.entered)
+			cancel()
+			if r := recv(t, done); !errors.Is(r.err, context.Canceled) {
+				t.Fatalf("err = %v, want context.Canceled", r.err)
+			}
+			j.release <- verdict
+			c := claimOf(t, s, "T1")
+			switch {
+			case verdict == nil && (c == nil || c.Owner != "a"):
+				t.Fatalf("the committed claim was lost: %v", c)
+			case verdict != nil && c != nil:
+				t.Fatalf("a claim whose append failed is live: %v", c)
+			}
+			if got := kinds(j.batch(0)); !reflect.DeepEqual(got, []string{"claim"}) {
+				t.Fatalf("the append carried %v", got)
+			}
+		})
 	}
 }
 
@@ -294,8 +288,7 @@ func TestSubmit_FullQueueWaitsOnContext(t *testing.T) {
 func TestGroupCommit_QueuedRequestsShareOneAppend(t *testing.T) {
 	j := newFakeJournal().holding()
 	s := start(t, coord.New(coord.Limits{}), j, Options{})
-	plug := async(s, context.Background(), Request{Cmd: claim("agent-0", "task-0")})
-	recv(t, j.entered)
+	plug := plugged(t, s, j, claim("agent-0", "task-0"))
 	var results []<-chan result
 	for i := 1; i < 64; i++ {
 		results = append(results, async(s, context.Background(), Request{Cmd: claim(agentName(i), taskName(i))}))
