@@ -1,6 +1,9 @@
 package coord
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // Status is a claim's lifecycle state (spec lifecycle, PROTOCOL.md §3.5).
 type Status uint8
@@ -84,8 +87,10 @@ type Claim struct {
 // Live reports whether the lease is live at now: strictly before its expiry.
 func (c *Claim) Live(now float64) bool { return c.ExpiresAt > now }
 
-// WholeWorktree reports whether the claim covers its entire worktree.
-func (c *Claim) WholeWorktree() bool { return len(c.Paths) == 0 }
+// WholeWorktree reports whether the claim covers its entire worktree: it
+// declares no path, or the root path "" (a replayed reference journal may
+// hold one beside others).
+func (c *Claim) WholeWorktree() bool { return len(c.Paths) == 0 || slices.Contains(c.Paths, "") }
 
 func (c *Claim) clone() *Claim {
 	n := *c

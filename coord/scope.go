@@ -1,14 +1,18 @@
 package coord
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // NormalizePath puts a declared path in canonical form (PROTOCOL.md §3.4):
 // back-slashes become slashes, empty and "." segments go, and a path that is
-// absolute, climbs with "..", is too long or is not printable becomes "" —
+// absolute, climbs with "..", is too long (in characters, as Python counts)
+// or is not printable becomes "" —
 // the whole worktree. Over-claiming is safe; under-claiming is not.
 func NormalizePath(p string, maxLen int) string {
 	p = strings.ReplaceAll(strip(p), `\`, "/")
-	if strings.HasPrefix(p, "/") || len(p) > maxLen || !printable(p) {
+	if strings.HasPrefix(p, "/") || utf8.RuneCountInString(p) > maxLen || !printable(p) {
 		return ""
 	}
 	segs := strings.Split(p, "/")
