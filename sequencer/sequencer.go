@@ -108,7 +108,7 @@ type Options struct {
 	// OnCommit, if set, gets every event of each committed batch (and of
 	// each timer tick) in commit order, volatile ones included, so the hub
 	// can broadcast them. It runs on the sequencer goroutine: it must not
-	// block, call Submit or Query, or keep the slice.
+	// block, call Submit, Query or Close, or keep the slice.
 	OnCommit func(events []coord.Event)
 	// Logger receives journal failures (default slog.Default()).
 	Logger *slog.Logger
@@ -294,7 +294,7 @@ func (s *Sequencer) Close() error {
 	s.mu.Lock()
 	if !s.closed {
 		s.closed = true
-		close(s.in) // no sender holds mu, so none can send on a closed channel
+		close(s.in) // Lock waited out every sender, and later ones see closed
 	}
 	s.mu.Unlock()
 	<-s.done
