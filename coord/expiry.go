@@ -23,27 +23,33 @@ func (a deadline) before(b deadline) bool {
 // deadlineHeap is a min-heap ordered by (at, gen, key), so equal
 // deadlines pop in a deterministic order. Leases carry their epoch as gen,
 // which is unique, so ties (a fleet granted at once) rarely compare strings.
-type deadlineHeap []deadline
-
-func (h *deadlineHeap) push(d deadline) {
-	*h = append(*h, d)
-	h.up(len(*h) - 1)
+type deadlineHeap struct {
+	items []deadline
+	// floor is the heap's size after its last compaction: entries that
+	// stay valid (a lease restored by a rollback may have two) can never
+	// make compaction run on every push.
+	floor int
 }
 
-func (h deadlineHeap) peek() (deadline, bool) {
-	if len(h) == 0 {
+func (h *deadlineHeap) push(d deadline) {
+	h.items = append(h.items, d)
+	h.up(len(h.items) - 1)
+}
+
+func (h *deadlineHeap) peek() (deadline, bool) {
+	if len(h.items) == 0 {
 		return deadline{}, false
 	}
-	return h[0], true
+	return h.items[0], true
 }
 
 func (h *deadlineHeap) pop() deadline {
-	old := *h
+	old := h.items
 	top := old[0]
 	last := len(old) - 1
 	old[0] = old[last]
 	old[last] = deadline{}
-	*h = old[:last]
+	h.items = old[:last]
 	h.down(0)
 	return top
 }
@@ -52,19 +58,21 @@ func (h *deadlineHeap) pop() deadline {
 // share cache lines, which is what a mass expiry of 100k leases pays for.
 const heapArity = 4
 
-func (h deadlineHeap) up(i int) {
+func (h *deadlineHeap) up(i int) {
+	items := h.items
 	for i > 0 {
 		p := (i - 1) / heapArity
-		if !h[i].before(h[p]) {
+		if !items[i].before(items[p]) {
 			return
 		}
-		h[i], h[p] = h[p], h[i]
+		items[i], items[p] = items[p], items[i]
 		i = p
 	}
 }
 
-func (h deadlineHeap) down(i int) {
-	n := len(h)
+func (h *deadlineHeap) down(i int) {
+	items := h.items
+	n := len(items)
 	for {
 		first := heapArity*i + 1
 		if first >= n {
@@ -72,14 +80,14 @@ func (h deadlineHeap) down(i int) {
 		}
 		m := first
 		for c := first + 1; c < first+heapArity && c < n; c++ {
-			if h[c].before(h[m]) {
+			if items[c].before(items[m]) {
 				m = c
 			}
 		}
-		if !h[m].before(h[i]) {
+		if !items[m].before(items[i]) {
 			return
 		}
-		h[i], h[m] = h[m], h[i]
+		items[i], items[m] = items[m], items[i]
 		i = m
 	}
 }
@@ -87,18 +95,22 @@ func (h deadlineHeap) down(i int) {
 // compact drops stale entries once they outnumber the live ones, so a heap
 // of often-renewed leases stays proportional to the live set.
 func (h *deadlineHeap) compact(live int, valid func(deadline) bool) {
-	if len(*h) <= 2*live+16 {
+	if len(h.items) <= 2*max(live, h.floor)+16 {
 		return
 	}
-	kept := (*h)[:0]
-	for _, d := range *h {
+	kept := h.items[:0]
+	for _, d := range h.items {
 		if valid(d) {
 			kept = append(kept, d)
 		}
 	}
-	clear((*h)[len(kept):])
-	*h = kept
+	clear(h.items[len(kept):])
+	h.items = kept
+	h.floor = len(kept)
 	for i := (len(kept) - 2) / heapArity; i >= 0; i-- {
 		h.down(i)
 	}
 }
+
+// len returns how many entries, stale ones included, the heap holds.
+func (h *deadlineHeap) len() int { return len(h.items) }

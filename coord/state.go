@@ -125,7 +125,7 @@ func (s *State) expire(now float64, o *Outcome) {
 		}
 		s.leases.pop()
 		c := s.claims[d.key]
-		if c == nil || c.Epoch != d.gen {
+		if !leaseEntryFor(c, d) {
 			continue // a stale entry: the lease was renewed, moved or dropped
 		}
 		s.unregisterClaim(c)
@@ -161,9 +161,14 @@ func (s *State) expire(now float64, o *Outcome) {
 	}
 }
 
-func (s *State) leaseValid(d deadline) bool {
-	c := s.claims[d.key]
-	return c != nil && c.Epoch == d.gen
+func (s *State) leaseValid(d deadline) bool { return leaseEntryFor(s.claims[d.key], d) }
+
+// leaseEntryFor reports whether heap entry d is the deadline of claim c.
+// Both the epoch and the expiry must match: a rolled-back grant leaves its
+// entry behind and its epoch free, so a later claim may carry the same
+// epoch with another expiry.
+func leaseEntryFor(c *Claim, d deadline) bool {
+	return c != nil && c.Epoch == d.gen && c.ExpiresAt == d.at
 }
 
 func (s *State) offerValid(d deadline) bool {
@@ -294,7 +299,8 @@ func (s *State) applyClaim(c *Claim, push func(func())) {
 // putClaim makes c the claim on task (nil removes it), keeping the scope
 // index, the principal counts and the expiry heap in step.
 func (s *State) putClaim(task string, c *Claim) {
-	if old := s.claims[task]; old != nil {
+	old := s.claims[task]
+	if old != nil {
 		s.dropClaim(old)
 	}
 	if c == nil {
@@ -303,6 +309,9 @@ func (s *State) putClaim(task string, c *Claim) {
 	s.claims[task] = c
 	s.index.insert(c)
 	s.principals[c.QuotaPrincipal]++
+	if old != nil && old.Epoch == c.Epoch && old.ExpiresAt == c.ExpiresAt {
+		return // an update within the lease: its heap entry still stands
+	}
 	s.leases.push(deadline{at: c.ExpiresAt, key: task, gen: c.Epoch})
 	s.leases.compact(len(s.claims), s.leaseValid)
 }
