@@ -105,7 +105,10 @@ var requiredRules = []string{
 	"INV-ME-1", "INV-ME-2", "INV-ME-3", "INV-ME-4", "INV-ME-5",
 	"INV-EF-1", "INV-EF-2", "INV-EF-3",
 	"INV-LL-1", "INV-LL-2", "INV-LL-3", "INV-LL-4",
-	"INV-CR-2", "INV-CR-3", "INV-RR-3",
+	"INV-CR-2", "INV-CR-3",
+	"INV-JA-1", "INV-JA-2", "INV-JA-3", "INV-JA-4",
+	"INV-RR-1", "INV-RR-2", "INV-RR-3",
+	"INV-CR-1", "INV-DG-2",
 }
 
 func TestSpecMap_CoversEveryRuleWithRealTests(t *testing.T) {
