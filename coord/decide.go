@@ -204,7 +204,7 @@ func (s *State) decideHandoff(r HandoffRequest, now float64) ([]Event, *Refusal)
 	if note := strip(r.Note); note != "" {
 		n.Note = note
 	}
-	n.Epoch, n.Version = s.epoch+1, 0 // INV-EF-1, INV-EF-3
+	n.Epoch, n.Version = s.epoch+1, 0                            // INV-EF-1, INV-EF-3
 	n.ClaimedAt, n.ExpiresAt = now, now+s.lim.ClampTTL(0, false) // a full default lease, inside the window (INV-LL-3)
 	text := "handed off to " + to
 	if note := strip(r.Note); note != "" {
