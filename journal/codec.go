@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/pyjson"
 )
 
 // Journal kinds the codec reads and writes (PROTOCOL.md §4.2).
@@ -55,7 +56,7 @@ func Encode(ev coord.Event) (rec Record, ok bool) {
 	case coord.HandedOff:
 		p = appendClaim(nil, e.Claim)
 	case coord.Released:
-		p = appendString(append([]byte(nil), `{"task_id":`...), e.TaskID)
+		p = pyjson.AppendString(append([]byte(nil), `{"task_id":`...), e.TaskID)
 		p = append(p, '}')
 	case coord.ClaimDenied:
 		p = appendDenial(nil, e)
@@ -76,51 +77,51 @@ func Encode(ev coord.Event) (rec Record, ok bool) {
 
 func appendClaim(b []byte, c *coord.Claim) []byte {
 	b = append(b, '{')
-	b = appendKey(b, "task_id")
-	b = appendString(b, c.TaskID)
-	b = appendKey(b, "owner")
-	b = appendString(b, c.Owner)
-	b = appendKey(b, "note")
-	b = appendString(b, c.Note)
-	b = appendKey(b, "claimed_at")
-	b = appendFloat(b, c.ClaimedAt)
-	b = appendKey(b, "lease_expires_at")
-	b = appendFloat(b, c.ExpiresAt)
-	b = appendKey(b, "status")
-	b = appendString(b, c.Status.String())
-	b = appendKey(b, "data_ref")
-	b = appendString(b, c.DataRef)
-	b = appendKey(b, "worktree")
-	b = appendString(b, c.Worktree)
-	b = appendKey(b, "paths")
-	b = appendStrings(b, c.Paths)
-	b = appendKey(b, "epoch")
-	b = appendInt(b, c.Epoch)
-	b = appendKey(b, "version")
-	b = appendInt(b, c.Version)
-	b = appendKey(b, "checkpoint")
-	b = appendString(b, c.Checkpoint)
-	b = appendKey(b, "git")
+	b = pyjson.AppendKey(b, "task_id")
+	b = pyjson.AppendString(b, c.TaskID)
+	b = pyjson.AppendKey(b, "owner")
+	b = pyjson.AppendString(b, c.Owner)
+	b = pyjson.AppendKey(b, "note")
+	b = pyjson.AppendString(b, c.Note)
+	b = pyjson.AppendKey(b, "claimed_at")
+	b = pyjson.AppendFloat(b, c.ClaimedAt)
+	b = pyjson.AppendKey(b, "lease_expires_at")
+	b = pyjson.AppendFloat(b, c.ExpiresAt)
+	b = pyjson.AppendKey(b, "status")
+	b = pyjson.AppendString(b, c.Status.String())
+	b = pyjson.AppendKey(b, "data_ref")
+	b = pyjson.AppendString(b, c.DataRef)
+	b = pyjson.AppendKey(b, "worktree")
+	b = pyjson.AppendString(b, c.Worktree)
+	b = pyjson.AppendKey(b, "paths")
+	b = pyjson.AppendStrings(b, c.Paths)
+	b = pyjson.AppendKey(b, "epoch")
+	b = pyjson.AppendInt(b, c.Epoch)
+	b = pyjson.AppendKey(b, "version")
+	b = pyjson.AppendInt(b, c.Version)
+	b = pyjson.AppendKey(b, "checkpoint")
+	b = pyjson.AppendString(b, c.Checkpoint)
+	b = pyjson.AppendKey(b, "git")
 	if c.Git == nil {
 		b = append(b, "null"...)
 	} else {
 		b = append(b, '{')
-		b = appendKey(b, "branch")
-		b = appendString(b, c.Git.Branch)
-		b = appendKey(b, "base")
-		b = appendString(b, c.Git.Base)
-		b = appendKey(b, "auto_release_on")
-		b = appendString(b, c.Git.AutoReleaseOn)
+		b = pyjson.AppendKey(b, "branch")
+		b = pyjson.AppendString(b, c.Git.Branch)
+		b = pyjson.AppendKey(b, "base")
+		b = pyjson.AppendString(b, c.Git.Base)
+		b = pyjson.AppendKey(b, "auto_release_on")
+		b = pyjson.AppendString(b, c.Git.AutoReleaseOn)
 		b = append(b, '}')
 	}
 	if c.PathIdentity != "" {
-		if raw, ok := canonicalRaw([]byte(c.PathIdentity)); ok {
-			b = appendKey(b, "path_identity")
+		if raw, ok := pyjson.CanonicalRaw([]byte(c.PathIdentity)); ok {
+			b = pyjson.AppendKey(b, "path_identity")
 			b = append(b, raw...)
 		}
 	}
-	b = appendKey(b, "quota_principal")
-	b = appendString(b, c.QuotaPrincipal)
+	b = pyjson.AppendKey(b, "quota_principal")
+	b = pyjson.AppendString(b, c.QuotaPrincipal)
 	return append(b, '}')
 }
 
@@ -133,22 +134,22 @@ func appendDenial(b []byte, e coord.ClaimDenied) []byte {
 		claimant, truncated = string(runes[:maxClaimantChars]), true
 	}
 	b = append(b, '{')
-	b = appendKey(b, "claimant")
-	b = appendString(b, claimant)
-	b = appendKey(b, "claimant_sha256")
-	b = appendString(b, sha256Hex([]byte(e.Claimant)))
-	b = appendKey(b, "claimant_truncated")
-	b = appendBool(b, truncated)
-	b = appendKey(b, "decision")
-	b = appendString(b, "deny")
-	b = appendKey(b, "path_count")
-	b = appendInt(b, int64(len(e.Paths)))
-	b = appendKey(b, "reason_code")
-	b = appendString(b, string(e.Code))
-	b = appendKey(b, "scope_sha256")
-	b = appendString(b, sha256Hex(ScopeDigestText(e.Worktree, e.Paths)))
-	b = appendKey(b, "task_id_sha256")
-	b = appendString(b, sha256Hex([]byte(e.TaskID)))
+	b = pyjson.AppendKey(b, "claimant")
+	b = pyjson.AppendString(b, claimant)
+	b = pyjson.AppendKey(b, "claimant_sha256")
+	b = pyjson.AppendString(b, sha256Hex([]byte(e.Claimant)))
+	b = pyjson.AppendKey(b, "claimant_truncated")
+	b = pyjson.AppendBool(b, truncated)
+	b = pyjson.AppendKey(b, "decision")
+	b = pyjson.AppendString(b, "deny")
+	b = pyjson.AppendKey(b, "path_count")
+	b = pyjson.AppendInt(b, int64(len(e.Paths)))
+	b = pyjson.AppendKey(b, "reason_code")
+	b = pyjson.AppendString(b, string(e.Code))
+	b = pyjson.AppendKey(b, "scope_sha256")
+	b = pyjson.AppendString(b, sha256Hex(ScopeDigestText(e.Worktree, e.Paths)))
+	b = pyjson.AppendKey(b, "task_id_sha256")
+	b = pyjson.AppendString(b, sha256Hex([]byte(e.TaskID)))
 	return append(b, '}')
 }
 
@@ -157,9 +158,9 @@ func appendDenial(b []byte, e coord.ClaimDenied) []byte {
 // ASCII-escaped).
 func ScopeDigestText(worktree string, paths []string) []byte {
 	b := append([]byte(nil), `{"paths":`...)
-	b = appendStrings(b, paths)
+	b = pyjson.AppendStrings(b, paths)
 	b = append(b, `,"worktree":`...)
-	b = appendString(b, worktree)
+	b = pyjson.AppendString(b, worktree)
 	return append(b, '}')
 }
 
@@ -170,18 +171,18 @@ func sha256Hex(b []byte) string {
 
 func appendOffer(b []byte, o *coord.Offer) []byte {
 	b = append(b, '{')
-	b = appendKey(b, "agent")
-	b = appendString(b, o.Agent)
-	b = appendKey(b, "kind")
-	b = appendString(b, o.Kind)
-	b = appendKey(b, "name")
-	b = appendString(b, o.Name)
-	b = appendKey(b, "capacity")
-	b = appendInt(b, int64(o.Capacity))
-	b = appendKey(b, "meta")
+	b = pyjson.AppendKey(b, "agent")
+	b = pyjson.AppendString(b, o.Agent)
+	b = pyjson.AppendKey(b, "kind")
+	b = pyjson.AppendString(b, o.Kind)
+	b = pyjson.AppendKey(b, "name")
+	b = pyjson.AppendString(b, o.Name)
+	b = pyjson.AppendKey(b, "capacity")
+	b = pyjson.AppendInt(b, int64(o.Capacity))
+	b = pyjson.AppendKey(b, "meta")
 	b = appendObject(b, o.Meta)
-	b = appendKey(b, "offered_at")
-	b = appendFloat(b, o.OfferedAt)
+	b = pyjson.AppendKey(b, "offered_at")
+	b = pyjson.AppendFloat(b, o.OfferedAt)
 	return append(b, '}')
 }
 
@@ -189,7 +190,7 @@ func appendOffer(b []byte, o *coord.Offer) []byte {
 // object is written as {} (the reference's default meta).
 func appendObject(b []byte, raw string) []byte {
 	if raw != "" {
-		if c, ok := canonicalRaw([]byte(raw)); ok && len(c) > 0 && c[0] == '{' {
+		if c, ok := pyjson.CanonicalRaw([]byte(raw)); ok && len(c) > 0 && c[0] == '{' {
 			return append(b, c...)
 		}
 	}
@@ -198,31 +199,31 @@ func appendObject(b []byte, raw string) []byte {
 
 func appendTask(b []byte, t *coord.BoardTask, causalParent string) []byte {
 	b = append(b, '{')
-	b = appendKey(b, "task_id")
-	b = appendString(b, t.TaskID)
-	b = appendKey(b, "title")
-	b = appendString(b, t.Title)
-	b = appendKey(b, "description")
-	b = appendString(b, t.Description)
-	b = appendKey(b, "depends_on")
-	b = appendStrings(b, t.DependsOn)
-	b = appendKey(b, "status")
-	b = appendString(b, t.Status)
-	b = appendKey(b, "suggested_owner")
-	b = appendString(b, t.SuggestedOwner)
-	b = appendKey(b, "project")
-	b = appendString(b, t.Project)
-	b = appendKey(b, "version")
-	b = appendInt(b, t.Version)
-	b = appendKey(b, "created_by")
-	b = appendString(b, t.CreatedBy)
-	b = appendKey(b, "created_at")
-	b = appendFloat(b, t.CreatedAt)
-	b = appendKey(b, "updated_at")
-	b = appendFloat(b, t.UpdatedAt)
+	b = pyjson.AppendKey(b, "task_id")
+	b = pyjson.AppendString(b, t.TaskID)
+	b = pyjson.AppendKey(b, "title")
+	b = pyjson.AppendString(b, t.Title)
+	b = pyjson.AppendKey(b, "description")
+	b = pyjson.AppendString(b, t.Description)
+	b = pyjson.AppendKey(b, "depends_on")
+	b = pyjson.AppendStrings(b, t.DependsOn)
+	b = pyjson.AppendKey(b, "status")
+	b = pyjson.AppendString(b, t.Status)
+	b = pyjson.AppendKey(b, "suggested_owner")
+	b = pyjson.AppendString(b, t.SuggestedOwner)
+	b = pyjson.AppendKey(b, "project")
+	b = pyjson.AppendString(b, t.Project)
+	b = pyjson.AppendKey(b, "version")
+	b = pyjson.AppendInt(b, t.Version)
+	b = pyjson.AppendKey(b, "created_by")
+	b = pyjson.AppendString(b, t.CreatedBy)
+	b = pyjson.AppendKey(b, "created_at")
+	b = pyjson.AppendFloat(b, t.CreatedAt)
+	b = pyjson.AppendKey(b, "updated_at")
+	b = pyjson.AppendFloat(b, t.UpdatedAt)
 	if causalParent != "" {
-		if c, ok := canonicalRaw([]byte(causalParent)); ok {
-			b = appendKey(b, "causal_parent")
+		if c, ok := pyjson.CanonicalRaw([]byte(causalParent)); ok {
+			b = pyjson.AppendKey(b, "causal_parent")
 			b = append(b, c...)
 		}
 	}
@@ -231,16 +232,16 @@ func appendTask(b []byte, t *coord.BoardTask, causalParent string) []byte {
 
 func appendNote(b []byte, n *coord.Note) []byte {
 	b = append(b, '{')
-	b = appendKey(b, "task_id")
-	b = appendString(b, n.TaskID)
-	b = appendKey(b, "author")
-	b = appendString(b, n.Author)
-	b = appendKey(b, "kind")
-	b = appendString(b, n.Kind)
-	b = appendKey(b, "text")
-	b = appendString(b, n.Text)
-	b = appendKey(b, "posted_at")
-	b = appendFloat(b, n.PostedAt)
+	b = pyjson.AppendKey(b, "task_id")
+	b = pyjson.AppendString(b, n.TaskID)
+	b = pyjson.AppendKey(b, "author")
+	b = pyjson.AppendString(b, n.Author)
+	b = pyjson.AppendKey(b, "kind")
+	b = pyjson.AppendString(b, n.Kind)
+	b = pyjson.AppendKey(b, "text")
+	b = pyjson.AppendString(b, n.Text)
+	b = pyjson.AppendKey(b, "posted_at")
+	b = pyjson.AppendFloat(b, n.PostedAt)
 	return append(b, '}')
 }
 
@@ -434,7 +435,7 @@ func decodeClaim(payload []byte) (*coord.Claim, error) {
 		if p.PathIdentity[0] != '{' {
 			return nil, errors.New("path_identity is not an object")
 		}
-		raw, _ := canonicalRaw(p.PathIdentity)
+		raw, _ := pyjson.CanonicalRaw(p.PathIdentity)
 		c.PathIdentity = string(raw)
 	}
 	if p.Git != nil {
@@ -500,7 +501,7 @@ func decodeOffer(payload []byte) (*coord.Offer, error) {
 			return nil, errors.New("meta is not an object")
 		}
 		// {} is the reference's "no meta"; the core holds that as "".
-		if raw, _ := canonicalRaw(p.Meta); string(raw) != "{}" {
+		if raw, _ := pyjson.CanonicalRaw(p.Meta); string(raw) != "{}" {
 			o.Meta = string(raw)
 		}
 	}
@@ -566,7 +567,7 @@ func decodeTask(payload []byte) (*coord.BoardTask, string, error) {
 	}
 	var parent string
 	if len(p.CausalParent) > 0 && string(p.CausalParent) != "null" {
-		raw, _ := canonicalRaw(p.CausalParent)
+		raw, _ := pyjson.CanonicalRaw(p.CausalParent)
 		parent = string(raw)
 	}
 	return t, parent, nil

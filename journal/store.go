@@ -22,6 +22,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/synapse-hub/synapse/pyjson"
+
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
 )
 
@@ -324,7 +326,7 @@ func prepareOperations(in []Operation) ([]preparedOp, error) {
 		if op.Key == "" {
 			return nil, fmt.Errorf("%w: operation %d has no key", ErrBadBatch, i)
 		}
-		c, ok := canonicalRaw(op.Response)
+		c, ok := pyjson.CanonicalRaw(op.Response)
 		if !ok {
 			return nil, fmt.Errorf("%w: operation %q: response is not JSON", ErrBadBatch, op.Key)
 		}
@@ -395,17 +397,17 @@ func (s *Store) writeBatch(ctx context.Context, b *Batch, ops []preparedOp) (int
 // sorted as its atomic path writes them.
 func idempotencyPayload(op preparedOp, first, commit int64) []byte {
 	b := []byte(`{"commit_seq":`)
-	b = appendInt(b, commit)
+	b = pyjson.AppendInt(b, commit)
 	b = append(b, `,"first_event_seq":`...)
-	b = appendInt(b, first)
+	b = pyjson.AppendInt(b, first)
 	b = append(b, `,"key":`...)
-	b = appendString(b, op.Key)
+	b = pyjson.AppendString(b, op.Key)
 	b = append(b, `,"request_digest":`...)
-	b = appendString(b, op.RequestDigest)
+	b = pyjson.AppendString(b, op.RequestDigest)
 	b = append(b, `,"response":`...)
 	b = append(b, op.response...)
 	b = append(b, `,"response_sha256":`...)
-	b = appendString(b, op.sha)
+	b = pyjson.AppendString(b, op.sha)
 	return append(b, '}')
 }
 

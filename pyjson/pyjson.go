@@ -1,4 +1,6 @@
-package journal
+// Package pyjson writes JSON text the way the reference hub's Python does,
+// so what we store and send reads byte for byte like the reference's.
+package pyjson
 
 import (
 	"bytes"
@@ -10,7 +12,7 @@ import (
 	"github.com/synapse-hub/synapse/coord"
 )
 
-// The journal's JSON text is what Python's json.dumps(ensure_ascii=True,
+// The text is what Python's json.dumps(ensure_ascii=True,
 // separators=(",", ":")) writes: compact, every character outside printable
 // ASCII escaped (lowercase \uXXXX, astral characters as surrogate pairs),
 // floats in repr form. These helpers append it to a byte slice; objects are
@@ -18,9 +20,9 @@ import (
 
 const hexDigits = "0123456789abcdef"
 
-// appendString appends s as a JSON string with ensure_ascii escaping.
+// AppendString appends s as a JSON string with ensure_ascii escaping.
 // Invalid UTF-8 bytes become U+FFFD, as Go's own encoder does.
-func appendString(b []byte, s string) []byte {
+func AppendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -70,10 +72,10 @@ func appendU(b []byte, r rune) []byte {
 	return append(b, '\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
 }
 
-// appendFloat appends f as Python's json module does: repr digits, integral
+// AppendFloat appends f as Python's json module does: repr digits, integral
 // values with ".0", and NaN/Infinity spelled as Python spells them (which
 // Decode refuses, so such a row is quarantined rather than misread).
-func appendFloat(b []byte, f float64) []byte {
+func AppendFloat(b []byte, f float64) []byte {
 	switch {
 	case math.IsNaN(f):
 		return append(b, "NaN"...)
@@ -85,28 +87,31 @@ func appendFloat(b []byte, f float64) []byte {
 	return append(b, coord.PyFloat(f)...)
 }
 
-func appendInt(b []byte, n int64) []byte { return strconv.AppendInt(b, n, 10) }
+// AppendInt appends n in decimal.
+func AppendInt(b []byte, n int64) []byte { return strconv.AppendInt(b, n, 10) }
 
-func appendBool(b []byte, v bool) []byte {
+// AppendBool appends true or false.
+func AppendBool(b []byte, v bool) []byte {
 	if v {
 		return append(b, "true"...)
 	}
 	return append(b, "false"...)
 }
 
-func appendStrings(b []byte, ss []string) []byte {
+// AppendStrings appends ss as a JSON array of strings.
+func AppendStrings(b []byte, ss []string) []byte {
 	b = append(b, '[')
 	for i, s := range ss {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, s)
+		b = AppendString(b, s)
 	}
 	return append(b, ']')
 }
 
-// appendKey appends `"k":`, preceded by a comma unless it opens the object.
-func appendKey(b []byte, k string) []byte {
+// AppendKey appends `"k":`, preceded by a comma unless it opens the object.
+func AppendKey(b []byte, k string) []byte {
 	if b[len(b)-1] != '{' {
 		b = append(b, ',')
 	}
@@ -115,9 +120,9 @@ func appendKey(b []byte, k string) []byte {
 	return append(b, '"', ':')
 }
 
-// canonicalRaw returns opaque JSON text in the journal's form: compact and
+// CanonicalRaw returns opaque JSON text in this form: compact and
 // ASCII-escaped, with its key order kept. ok is false when raw is not JSON.
-func canonicalRaw(raw []byte) (out []byte, ok bool) {
+func CanonicalRaw(raw []byte) (out []byte, ok bool) {
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil {
 		return nil, false
