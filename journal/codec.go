@@ -12,6 +12,7 @@ import (
 
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/pyjson"
+	"github.com/synapse-hub/synapse/wire"
 )
 
 // Journal kinds the codec reads and writes (PROTOCOL.md §4.2).
@@ -48,24 +49,24 @@ func Encode(ev coord.Event) (rec Record, ok bool) {
 	var p []byte
 	switch e := ev.(type) {
 	case coord.ClaimGranted:
-		p = appendClaim(nil, e.Claim)
+		p = wire.AppendClaim(nil, e.Claim, true)
 	case coord.TaskUpdated:
-		p = appendClaim(nil, e.Claim)
+		p = wire.AppendClaim(nil, e.Claim, true)
 	case coord.CheckpointSaved:
-		p = appendClaim(nil, e.Claim)
+		p = wire.AppendClaim(nil, e.Claim, true)
 	case coord.HandedOff:
-		p = appendClaim(nil, e.Claim)
+		p = wire.AppendClaim(nil, e.Claim, true)
 	case coord.Released:
 		p = pyjson.AppendString(append([]byte(nil), `{"task_id":`...), e.TaskID)
 		p = append(p, '}')
 	case coord.ClaimDenied:
 		p = appendDenial(nil, e)
 	case coord.ResourceOffered:
-		p = appendOffer(nil, e.Offer)
+		p = wire.AppendOffer(nil, e.Offer)
 	case coord.TaskPosted:
-		p = appendTask(nil, e.Task, e.CausalParent)
+		p = wire.AppendTask(nil, e.Task, e.CausalParent)
 	case coord.ProgressPosted:
-		p = appendNote(nil, e.Note)
+		p = wire.AppendNote(nil, e.Note)
 	default:
 		return Record{}, false
 	}
@@ -73,56 +74,6 @@ func Encode(ev coord.Event) (rec Record, ok bool) {
 		return Record{}, false
 	}
 	return Record{Kind: ev.Kind(), Payload: p, Durable: ev.Durability() == coord.Full}, true
-}
-
-func appendClaim(b []byte, c *coord.Claim) []byte {
-	b = append(b, '{')
-	b = pyjson.AppendKey(b, "task_id")
-	b = pyjson.AppendString(b, c.TaskID)
-	b = pyjson.AppendKey(b, "owner")
-	b = pyjson.AppendString(b, c.Owner)
-	b = pyjson.AppendKey(b, "note")
-	b = pyjson.AppendString(b, c.Note)
-	b = pyjson.AppendKey(b, "claimed_at")
-	b = pyjson.AppendFloat(b, c.ClaimedAt)
-	b = pyjson.AppendKey(b, "lease_expires_at")
-	b = pyjson.AppendFloat(b, c.ExpiresAt)
-	b = pyjson.AppendKey(b, "status")
-	b = pyjson.AppendString(b, c.Status.String())
-	b = pyjson.AppendKey(b, "data_ref")
-	b = pyjson.AppendString(b, c.DataRef)
-	b = pyjson.AppendKey(b, "worktree")
-	b = pyjson.AppendString(b, c.Worktree)
-	b = pyjson.AppendKey(b, "paths")
-	b = pyjson.AppendStrings(b, c.Paths)
-	b = pyjson.AppendKey(b, "epoch")
-	b = pyjson.AppendInt(b, c.Epoch)
-	b = pyjson.AppendKey(b, "version")
-	b = pyjson.AppendInt(b, c.Version)
-	b = pyjson.AppendKey(b, "checkpoint")
-	b = pyjson.AppendString(b, c.Checkpoint)
-	b = pyjson.AppendKey(b, "git")
-	if c.Git == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '{')
-		b = pyjson.AppendKey(b, "branch")
-		b = pyjson.AppendString(b, c.Git.Branch)
-		b = pyjson.AppendKey(b, "base")
-		b = pyjson.AppendString(b, c.Git.Base)
-		b = pyjson.AppendKey(b, "auto_release_on")
-		b = pyjson.AppendString(b, c.Git.AutoReleaseOn)
-		b = append(b, '}')
-	}
-	if c.PathIdentity != "" {
-		if raw, ok := pyjson.CanonicalRaw([]byte(c.PathIdentity)); ok {
-			b = pyjson.AppendKey(b, "path_identity")
-			b = append(b, raw...)
-		}
-	}
-	b = pyjson.AppendKey(b, "quota_principal")
-	b = pyjson.AppendString(b, c.QuotaPrincipal)
-	return append(b, '}')
 }
 
 // appendDenial writes the reference's digest-only audit form of a refused
@@ -167,82 +118,6 @@ func ScopeDigestText(worktree string, paths []string) []byte {
 func sha256Hex(b []byte) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
-}
-
-func appendOffer(b []byte, o *coord.Offer) []byte {
-	b = append(b, '{')
-	b = pyjson.AppendKey(b, "agent")
-	b = pyjson.AppendString(b, o.Agent)
-	b = pyjson.AppendKey(b, "kind")
-	b = pyjson.AppendString(b, o.Kind)
-	b = pyjson.AppendKey(b, "name")
-	b = pyjson.AppendString(b, o.Name)
-	b = pyjson.AppendKey(b, "capacity")
-	b = pyjson.AppendInt(b, int64(o.Capacity))
-	b = pyjson.AppendKey(b, "meta")
-	b = appendObject(b, o.Meta)
-	b = pyjson.AppendKey(b, "offered_at")
-	b = pyjson.AppendFloat(b, o.OfferedAt)
-	return append(b, '}')
-}
-
-// appendObject embeds opaque JSON object text; "" or text that is not a JSON
-// object is written as {} (the reference's default meta).
-func appendObject(b []byte, raw string) []byte {
-	if raw != "" {
-		if c, ok := pyjson.CanonicalRaw([]byte(raw)); ok && len(c) > 0 && c[0] == '{' {
-			return append(b, c...)
-		}
-	}
-	return append(b, "{}"...)
-}
-
-func appendTask(b []byte, t *coord.BoardTask, causalParent string) []byte {
-	b = append(b, '{')
-	b = pyjson.AppendKey(b, "task_id")
-	b = pyjson.AppendString(b, t.TaskID)
-	b = pyjson.AppendKey(b, "title")
-	b = pyjson.AppendString(b, t.Title)
-	b = pyjson.AppendKey(b, "description")
-	b = pyjson.AppendString(b, t.Description)
-	b = pyjson.AppendKey(b, "depends_on")
-	b = pyjson.AppendStrings(b, t.DependsOn)
-	b = pyjson.AppendKey(b, "status")
-	b = pyjson.AppendString(b, t.Status)
-	b = pyjson.AppendKey(b, "suggested_owner")
-	b = pyjson.AppendString(b, t.SuggestedOwner)
-	b = pyjson.AppendKey(b, "project")
-	b = pyjson.AppendString(b, t.Project)
-	b = pyjson.AppendKey(b, "version")
-	b = pyjson.AppendInt(b, t.Version)
-	b = pyjson.AppendKey(b, "created_by")
-	b = pyjson.AppendString(b, t.CreatedBy)
-	b = pyjson.AppendKey(b, "created_at")
-	b = pyjson.AppendFloat(b, t.CreatedAt)
-	b = pyjson.AppendKey(b, "updated_at")
-	b = pyjson.AppendFloat(b, t.UpdatedAt)
-	if causalParent != "" {
-		if c, ok := pyjson.CanonicalRaw([]byte(causalParent)); ok {
-			b = pyjson.AppendKey(b, "causal_parent")
-			b = append(b, c...)
-		}
-	}
-	return append(b, '}')
-}
-
-func appendNote(b []byte, n *coord.Note) []byte {
-	b = append(b, '{')
-	b = pyjson.AppendKey(b, "task_id")
-	b = pyjson.AppendString(b, n.TaskID)
-	b = pyjson.AppendKey(b, "author")
-	b = pyjson.AppendString(b, n.Author)
-	b = pyjson.AppendKey(b, "kind")
-	b = pyjson.AppendString(b, n.Kind)
-	b = pyjson.AppendKey(b, "text")
-	b = pyjson.AppendString(b, n.Text)
-	b = pyjson.AppendKey(b, "posted_at")
-	b = pyjson.AppendFloat(b, n.PostedAt)
-	return append(b, '}')
 }
 
 // Decode turns a journal row back into the coord event it records. A kind
