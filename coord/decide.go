@@ -119,7 +119,7 @@ func (s *State) decideRelease(r ReleaseRequest, now float64) ([]Event, *Refusal)
 	receipt := assess(task, r.Agent, r.Evidence)
 	evs := []Event{Released{TaskID: task, Owner: r.Agent, Epoch: c.Epoch, Receipt: receipt}}
 	if r.Evidence.present() {
-		evs = append(evs, ProgressPosted{Note: &Note{TaskID: task, Author: r.Agent, Kind: "assessment", Text: receipt.NoteText(), PostedAt: now}})
+		evs = append(evs, ProgressPosted{Note: &Note{TaskID: task, Author: r.Agent, Kind: "assessment", Text: receipt.NoteText(), PostedAt: now}, Receipt: true})
 	}
 	if ws := s.waitersOf(task); len(ws) > 0 {
 		evs = append(evs, WaitReady{TaskID: task, Waiters: ws, Reason: "release"})
@@ -324,7 +324,7 @@ func (s *State) decideDeclare(r DeclareTask, now float64) ([]Event, *Refusal) {
 			t.Project = prev.Project
 		}
 	}
-	return []Event{TaskPosted{Task: t, Redeclared: prev != nil, CausalParent: r.CausalParent}}, nil
+	return []Event{TaskPosted{Task: t, By: r.Agent, Redeclared: prev != nil, CausalParent: r.CausalParent}}, nil
 }
 
 func (s *State) decideBoardUpdate(r UpdateBoardTask, now float64) ([]Event, *Refusal) {
@@ -355,7 +355,7 @@ func (s *State) decideBoardUpdate(r UpdateBoardTask, now float64) ([]Event, *Ref
 	}
 	t.Version++
 	t.UpdatedAt = now
-	return []Event{TaskPosted{Task: &t, Update: true, CausalParent: r.CausalParent}}, nil
+	return []Event{TaskPosted{Task: &t, By: r.Agent, Update: true, CausalParent: r.CausalParent}}, nil
 }
 
 func (s *State) decideProgress(r PostProgress, now float64) ([]Event, *Refusal) {

@@ -96,13 +96,17 @@ type ResourceExpired struct {
 // TaskPosted is a board task declared, re-declared or updated.
 type TaskPosted struct {
 	Task         *BoardTask
+	By           string // who declared or updated it (not journalled)
 	Update       bool   // ledger_task_update rather than a declaration
 	Redeclared   bool   // a declaration of a task already on the board
 	CausalParent string // opaque JSON kept in the journal only
 }
 
 // ProgressPosted is a progress note on the board.
-type ProgressPosted struct{ Note *Note }
+type ProgressPosted struct {
+	Note    *Note
+	Receipt bool // the assessment note of a release with evidence (not journalled)
+}
 
 func (ClaimGranted) Kind() string    { return "claim" }
 func (TaskUpdated) Kind() string     { return "task_update" }
