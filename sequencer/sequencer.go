@@ -16,6 +16,8 @@
 //     never called after Close returns; the caller closes it then.
 //   - The published counters (Stats) and the degraded error (Err) are
 //     atomics any goroutine may read.
+//   - At most one snapshot writer goroutine runs at a time; it owns the
+//     image it was handed and nothing else (snapshot.go).
 //
 // A batch is everything queued when the loop looks, up to MaxBatch. Its
 // commands are decided in order at one clock reading, each Step kept with
@@ -29,6 +31,10 @@
 // the hub restarts and replays the journal; Err reports it for /health.
 // Query keeps working, and the expiry timer keeps expiring leases, since
 // expiry is volatile and replay would expire the same leases.
+//
+// Every SnapshotEvery committed journal records the loop takes the image of
+// the committed state and a background goroutine writes it as a snapshot,
+// so a restart replays only the events after it (snapshot.go).
 //
 // Queries run on the loop goroutine between batches, so they see committed
 // state only and never a batch in flight (INV-JA-1).
@@ -76,6 +82,10 @@ const (
 	// DefaultIdemCacheSize is the reference's in-memory idempotency LRU:
 	// 1024 successful responses.
 	DefaultIdemCacheSize = 1024
+	// DefaultSnapshotEvery is how many committed journal records separate
+	// two snapshots: at ~165,000 replayed events/s it bounds the replay
+	// after the newest snapshot to well under a second.
+	DefaultSnapshotEvery = 100_000
 	// maxTimerWait caps one sleep of the expiry timer, so a clock that jumps
 	// is noticed within this.
 	maxTimerWait = time.Minute
@@ -86,7 +96,8 @@ const (
 type Journal interface {
 	// Append commits every record and operation of b in one transaction and
 	// returns the seq of the first record; records are numbered
-	// consecutively in b.Records order. On error nothing was committed.
+	// consecutively in b.Records order, then one idempotency record per
+	// operation. On error nothing was committed.
 	Append(ctx context.Context, b *journal.Batch) (firstSeq int64, err error)
 	// Operation returns the committed idempotency record for key, if any.
 	Operation(key string) (journal.Operation, bool, error)
@@ -110,8 +121,17 @@ type Options struct {
 	// can broadcast them. It runs on the sequencer goroutine: it must not
 	// block, call Submit, Query or Close, or keep the slice.
 	OnCommit func(events []coord.Event)
-	// Logger receives journal failures (default slog.Default()).
+	// Logger receives journal and snapshot failures (default
+	// slog.Default()).
 	Logger *slog.Logger
+	// SnapshotEvery is how many journal records are committed between two
+	// snapshots (0: DefaultSnapshotEvery; negative: no snapshots). Taking
+	// one stalls the loop for State.Image(): ~85 ms at 100k claims.
+	SnapshotEvery int
+	// Snapshotter writes the snapshots (default: the Journal, when it
+	// implements Snapshotter, as *journal.Store does). A memory-only hub
+	// takes none.
+	Snapshotter Snapshotter
 }
 
 // Idem makes a request idempotent (PROTOCOL.md §4.3).
@@ -159,6 +179,9 @@ type Stats struct {
 	Appends  int64 // successful journal appends
 	Commands int64 // requests answered (applied, replayed or refused)
 	MaxBatch int64 // most requests one batch carried
+
+	Snapshots      int64 // snapshots written
+	SnapshotErrors int64 // snapshots that failed (logged; the journal stays the truth)
 }
 
 // Sequencer is the single writer of a coord.State. Its methods are safe for
@@ -185,6 +208,8 @@ type Sequencer struct {
 	state   *coord.State
 	lastNow float64
 	cache   *idemCache
+
+	snaps snapshots // see snapshot.go
 }
 
 // call is one Submit or Query in the queue.
@@ -219,6 +244,9 @@ func New(state *coord.State, j Journal, opts Options) *Sequencer {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.SnapshotEvery == 0 {
+		opts.SnapshotEvery = DefaultSnapshotEvery
+	}
 	s := &Sequencer{
 		j:     j,
 		opts:  opts,
@@ -228,6 +256,7 @@ func New(state *coord.State, j Journal, opts Options) *Sequencer {
 		state: state,
 		cache: newIdemCache(opts.IdemCacheSize),
 	}
+	s.setUpSnapshots()
 	go s.run()
 	return s
 }
@@ -287,9 +316,10 @@ func (s *Sequencer) do(ctx context.Context, c *call) (result, error) {
 }
 
 // Close stops accepting calls, lets the sequencer finish the batch in
-// flight and every queued call, and returns when it has stopped. The
-// journal is not called after Close returns, so the caller may close it
-// then. Close is idempotent.
+// flight and every queued call, waits for a snapshot being written, and
+// returns when it has stopped. Neither the journal nor the Snapshotter is
+// called after Close returns, so the caller may close them then. Close is
+// idempotent.
 func (s *Sequencer) Close() error {
 	s.mu.Lock()
 	if !s.closed {
@@ -298,6 +328,7 @@ func (s *Sequencer) Close() error {
 	}
 	s.mu.Unlock()
 	<-s.done
+	s.snaps.wg.Wait() // only the loop starts writers, and it has returned
 	return nil
 }
 
@@ -318,6 +349,9 @@ func (s *Sequencer) Stats() Stats {
 		Appends:  s.appends.Load(),
 		Commands: s.commands.Load(),
 		MaxBatch: s.maxBatch.Load(),
+
+		Snapshots:      s.snaps.written.Load(),
+		SnapshotErrors: s.snaps.failed.Load(),
 	}
 }
 
@@ -367,6 +401,7 @@ func (s *Sequencer) run() {
 		} else {
 			s.runBatch(batch)
 		}
+		s.maybeSnapshot()
 		clear(batch) // drop references to answered calls
 		if !open {
 			return
