@@ -2,17 +2,26 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"time"
 
 	"github.com/synapse-hub/synapse/bench"
+	"github.com/synapse-hub/synapse/journal"
 )
 
-const benchUsage = `Usage: synapse bench core [--json] [--runs N]
+const benchUsage = `Usage: synapse bench core|journal [--json] [--runs N]
 
-Runs the in-process micro-benchmarks of the coordination core and prints the
-median of N runs:
+Runs in-process benchmarks and prints the median of N runs. Progress goes to
+stderr; --json prints one JSON object on stdout for scripts.
+
+synapse bench core: the coordination core, in memory (about 30 s).
 
   scope_check_ns_1k / _100k  deciding a new, non-overlapping claim with 1k / 100k
                              live claims in one worktree (reference: ~0.29 s at 100k)
@@ -22,6 +31,21 @@ median of N runs:
   apply_events_per_s         replaying a log of 1,000,000 claim/release events
   heap_bytes_per_claim       live heap per live claim at 100k
 
+synapse bench journal: the durable SQLite journal, in a temporary directory
+removed afterwards (under a minute at --runs 3, a 1M-event fixture included).
+fsync cost is the disk's: set TMPDIR to a directory on the hub's disk.
+
+  durable_mutations_per_s    claim+release through the sequencer, 64 concurrent
+                             submitters, every commit at synchronous=FULL
+  p50_commit_ms / p99_commit_ms  Submit to committed reply, same run
+  append_records_per_s_batch{1,64,512}_full  raw journal appends at FULL
+  replay_events_per_s        replaying a 1,000,000-event journal (100k claims)
+  restart_ms_1m              open + replay + expire, from a snapshot 10,000 events
+                             before the end
+  restart_ms_1m_no_snapshot  the same, replaying the whole log
+  snapshot_image_ms_100k     taking the state's image for a snapshot at 100k claims:
+                             the sequencer's loop stalls this long once per snapshot
+
 Flags:
 `
 
@@ -29,17 +53,33 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, benchUsage); fs.PrintDefaults() }
-	if len(args) == 0 || args[0] != "core" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			fs.Usage()
-			return 0
-		}
-		fmt.Fprintln(stderr, "synapse bench: say what to measure: 'synapse bench core'.")
+	what := ""
+	if len(args) > 0 {
+		what = args[0]
+	}
+	switch what {
+	case "core", "journal":
+	case "-h", "--help", "help":
+		fs.Usage()
+		return 0
+	default:
+		fmt.Fprintln(stderr, "synapse bench: say what to measure: 'synapse bench core' or 'synapse bench journal'.")
 		return 2
 	}
 	asJSON := fs.Bool("json", false, "print one JSON object for scripts")
-	runs := fs.Int("runs", 5, "runs per figure; the median is reported")
+	defaultRuns := 5
+	if what == "journal" {
+		defaultRuns = 3
+	}
+	runs := fs.Int("runs", defaultRuns, "runs per figure; the median is reported (core: 5, journal: 3)")
 	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "synapse bench %s: unexpected argument %q; flags are --json and --runs N.\n", what, fs.Arg(0))
 		return 2
 	}
 	if *runs < 1 {
@@ -47,6 +87,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	progress := func(s string) { fmt.Fprintln(stderr, "bench:", s) }
+	if what == "journal" {
+		return runBenchJournal(*runs, *asJSON, progress, stdout, stderr)
+	}
 	r := bench.Core(*runs, progress)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -82,4 +125,182 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "\nscope check is %.0fx faster than the reference's scan at 100k claims (%d runs, GOMAXPROCS=%d)\n",
 		r.ScopeCheckSpeedup100, r.Runs, r.GoMaxProcs)
 	return 0
+}
+
+// journalBenchResult is what `synapse bench journal --json` prints: the
+// medians of bench.Sequencer and of the journal's append, replay and
+// restart figures (bench/journal.go), plus the snapshot stall.
+type journalBenchResult struct {
+	DurableMutationsPerSec float64 `json:"durable_mutations_per_s"`
+	P50CommitMs            float64 `json:"p50_commit_ms"`
+	P99CommitMs            float64 `json:"p99_commit_ms"`
+	MeanBatch              float64 `json:"mean_batch"`
+	Submitters             int     `json:"submitters"`
+	AppendPerSecBatch1     float64 `json:"append_records_per_s_batch1_full"`
+	AppendPerSecBatch64    float64 `json:"append_records_per_s_batch64_full"`
+	AppendPerSecBatch512   float64 `json:"append_records_per_s_batch512_full"`
+	ReplayEventsPerSec     float64 `json:"replay_events_per_s"`
+	RestartMs1M            float64 `json:"restart_ms_1m"`
+	RestartMs1MNoSnapshot  float64 `json:"restart_ms_1m_no_snapshot"`
+	SnapshotImageMs        float64 `json:"snapshot_image_ms_100k"`
+	SnapshotClaims         int     `json:"snapshot_claims"`
+	SnapshotBytes          int     `json:"snapshot_bytes"`
+	JournalEvents          int     `json:"journal_events"`
+	FileBytes              int64   `json:"file_bytes"`
+	FixtureSeconds         float64 `json:"fixture_s"`
+	Runs                   int     `json:"runs"`
+	GoMaxProcs             int     `json:"gomaxprocs"`
+}
+
+func runBenchJournal(runs int, asJSON bool, progress func(string), stdout, stderr io.Writer) int {
+	dir, err := os.MkdirTemp("", "synapse-bench-journal-")
+	if err != nil {
+		fmt.Fprintf(stderr, "synapse bench journal: temporary directory: %v (set TMPDIR to a writable disk)\n", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	r, err := measureJournal(dir, runs, progress)
+	if err != nil {
+		fmt.Fprintf(stderr, "synapse bench journal: %v\n", err)
+		return 1
+	}
+	if asJSON {
+		if err := json.NewEncoder(stdout).Encode(r); err != nil {
+			fmt.Fprintln(stderr, "synapse bench journal:", err)
+			return 1
+		}
+		return 0
+	}
+	rows := [][2]string{
+		{"durable mutations", fmt.Sprintf("%.0f /s", r.DurableMutationsPerSec)},
+		{"commit p50 / p99", fmt.Sprintf("%.2f / %.2f ms", r.P50CommitMs, r.P99CommitMs)},
+		{"append FULL, batch 1", fmt.Sprintf("%.0f rec/s", r.AppendPerSecBatch1)},
+		{"append FULL, batch 64", fmt.Sprintf("%.0f rec/s", r.AppendPerSecBatch64)},
+		{"append FULL, batch 512", fmt.Sprintf("%.0f rec/s", r.AppendPerSecBatch512)},
+		{"replay", fmt.Sprintf("%.0f ev/s", r.ReplayEventsPerSec)},
+		{"restart 1M, snapshot", fmt.Sprintf("%.0f ms", r.RestartMs1M)},
+		{"restart 1M, no snapshot", fmt.Sprintf("%.0f ms", r.RestartMs1MNoSnapshot)},
+		{"snapshot image stall", fmt.Sprintf("%.1f ms", r.SnapshotImageMs)},
+	}
+	fmt.Fprintf(stdout, "%-26s %18s\n", "figure (median of runs)", "value")
+	for _, row := range rows {
+		fmt.Fprintf(stdout, "%-26s %18s\n", row[0], row[1])
+	}
+	fmt.Fprintf(stdout, "\nmutations: claim+release, %d submitters, every commit at synchronous=FULL, mean batch %.1f\n",
+		r.Submitters, r.MeanBatch)
+	fmt.Fprintf(stdout, "journal: %d events, %s; snapshot of %d claims, %s (%d runs, GOMAXPROCS=%d)\n",
+		r.JournalEvents, mb(r.FileBytes), r.SnapshotClaims, mb(int64(r.SnapshotBytes)), r.Runs, r.GoMaxProcs)
+	return 0
+}
+
+// measureJournal runs every figure runs times in dir and keeps the medians.
+// The 1M-event fixture is built once and restarted from runs times.
+func measureJournal(dir string, runs int, progress func(string)) (journalBenchResult, error) {
+	r := journalBenchResult{Runs: runs, GoMaxProcs: runtime.GOMAXPROCS(0)}
+	var mut, p50, p99, batch, ap1, ap64, ap512 []float64
+	for i := range runs {
+		progress(fmt.Sprintf("run %d/%d: claim+release through the sequencer at FULL, 64 submitters, 3 s", i+1, runs))
+		sub := filepath.Join(dir, fmt.Sprintf("sequencer-%d", i))
+		if err := os.Mkdir(sub, 0o700); err != nil {
+			return r, err
+		}
+		s, err := bench.Sequencer(bench.SequencerOptions{Dir: sub})
+		os.RemoveAll(sub)
+		if err != nil {
+			return r, fmt.Errorf("sequencer: %w", err)
+		}
+		mut, p50, p99, batch = append(mut, s.DurableMutationsPerSec), append(p50, s.P50CommitMs), append(p99, s.P99CommitMs), append(batch, s.MeanBatch)
+		r.Submitters = s.Submitters
+		progress(fmt.Sprintf("run %d/%d: raw appends at FULL, batches of 1, 64, 512", i+1, runs))
+		for _, c := range []struct {
+			size, records int
+			out           *[]float64
+		}{{1, 500, &ap1}, {64, 64 * 200, &ap64}, {512, 512 * 100, &ap512}} {
+			v, err := bench.AppendRate(dir, c.size, c.records)
+			if err != nil {
+				return r, fmt.Errorf("append: %w", err)
+			}
+			*c.out = append(*c.out, v)
+		}
+	}
+	r.DurableMutationsPerSec, r.P50CommitMs, r.P99CommitMs, r.MeanBatch = median(mut), median(p50), median(p99), median(batch)
+	r.AppendPerSecBatch1, r.AppendPerSecBatch64, r.AppendPerSecBatch512 = median(ap1), median(ap64), median(ap512)
+
+	const events, claims, tail = 1_000_000, 100_000, 10_000
+	path := filepath.Join(dir, "replay.db")
+	progress("building the 1M-event fixture (100k claims, snapshot 10,000 events before the end); takes a while")
+	start := time.Now()
+	stop := watchSize(path, progress)
+	_, now, err := bench.FillJournal(path, events, claims, tail)
+	stop()
+	if err != nil {
+		return r, fmt.Errorf("fixture: %w", err)
+	}
+	r.FixtureSeconds = time.Since(start).Seconds()
+	progress(fmt.Sprintf("fixture built in %.0f s", r.FixtureSeconds))
+	var replay, noSnap, withSnap, image []float64
+	for i := range runs {
+		progress(fmt.Sprintf("run %d/%d: restart without snapshot (replays all 1M events)", i+1, runs))
+		d, rec, err := bench.Restart(path, now, false)
+		if err != nil {
+			return r, fmt.Errorf("restart: %w", err)
+		}
+		noSnap = append(noSnap, ms(d))
+		replay = append(replay, float64(rec.Events)/d.Seconds())
+		r.JournalEvents = rec.Events
+		progress(fmt.Sprintf("run %d/%d: restart from the snapshot", i+1, runs))
+		if d, rec, err = bench.Restart(path, now, true); err != nil {
+			return r, fmt.Errorf("restart: %w", err)
+		}
+		withSnap = append(withSnap, ms(d))
+		r.SnapshotClaims = rec.State.ClaimCount()
+		runtime.GC() // measure the image alone, not the replay's garbage
+		t := time.Now()
+		rec.State.Image()
+		image = append(image, ms(time.Since(t)))
+	}
+	r.ReplayEventsPerSec, r.RestartMs1MNoSnapshot, r.RestartMs1M, r.SnapshotImageMs = median(replay), median(noSnap), median(withSnap), median(image)
+	db, wal := fileSizes(path)
+	r.FileBytes = db + wal
+	st, err := journal.Open(path, journal.Options{ReadOnly: true})
+	if err != nil {
+		return r, err
+	}
+	defer st.Close()
+	snaps, err := st.Snapshots()
+	if err == nil && len(snaps) > 0 {
+		r.SnapshotBytes = snaps[0].Size
+	}
+	return r, err
+}
+
+// watchSize reports the fixture's growth every 5 s until stop is called.
+func watchSize(path string, progress func(string)) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				db, wal := fileSizes(path)
+				progress(fmt.Sprintf("  fixture: %s written", mb(db+wal)))
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	return s[len(s)/2]
 }

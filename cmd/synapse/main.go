@@ -1,6 +1,6 @@
 // Command synapse is the Synapse coordination hub and its client.
 //
-// One file per command family: version.go, bench.go, ...
+// One file per command family: version.go, bench.go, journal.go, ...
 package main
 
 import (
@@ -18,7 +18,8 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"bench", "measure the coordination core (bench core) in-process", runBench},
+		{"bench", "measure the core (bench core) or the durable journal (bench journal)", runBench},
+		{"journal", "check, compact or show stats of a journal file", runJournal},
 		{"version", "print the version and wire protocol", runVersion},
 		{"help", "show this help", runHelp},
 	}
