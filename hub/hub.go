@@ -1,0 +1,274 @@
+// Package hub is a Synapse hub on the wire: SYNAPSE CHANNEL protocol v2 over
+// WebSocket, compatible with the reference hub's clients (PROTOCOL.md §1–2),
+// with /health and /metrics served as HTTP on the same port (§7.1).
+//
+// Who owns what:
+//
+//   - Each socket has one session (session.go) and two goroutines. The read
+//     goroutine (the HTTP handler's own) decodes frames, runs the gates and
+//     the verb handlers; it is the only one that calls Submit or Query for
+//     that socket. The write goroutine owns the connection's writes: it
+//     drains the session's bounded queue of pre-encoded frames and, when
+//     asked, closes the socket with a code. A keepalive goroutine pings.
+//   - Enqueueing never blocks: a full queue disconnects that socket (slow
+//     consumer), so no sender, no other socket and never the sequencer waits
+//     on a slow reader.
+//   - The registry (registry.go) — bindings of names to sessions, roles,
+//     presence, last_seen, takeover damping, dead letters, capability cards
+//     and the chat history — is guarded by Hub.mu. Broadcasts are enqueued
+//     while holding mu, so every socket sees broadcasts in one total order.
+//   - The coord.State belongs to the sequencer. Claim-family and board
+//     mutations go through Submit; their broadcasts are encoded once and
+//     enqueued from OnCommit (events.go), on the sequencer goroutine, after
+//     the commit. The render cache (Hub.rendered) is touched only on that
+//     goroutine: Render fills it, OnCommit empties it.
+//   - Refusals and other private replies are sent by the submitting session
+//     after Submit returns, so they follow the commit too.
+package hub
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/journal"
+	"github.com/synapse-hub/synapse/sequencer"
+	"github.com/synapse-hub/synapse/wire"
+)
+
+// Version is the hub's package version, reported as hub_version and in
+// /health.
+const Version = "0.1.0-go"
+
+// Features are the additive protocol features announced in welcome.
+var Features = []string{"wait_ready", "error_code", "scoped_fanout"}
+
+// Config configures a Hub. The zero value serves an open, memory-only hub
+// with the reference's defaults.
+type Config struct {
+	HubID                 string        // default "syn-" + 8 random hex
+	Token                 string        // "" = open hub; else the first frame must carry it
+	MaxClients            int           // 256 (--max-clients) → close 4013 "hub at capacity"
+	MaxConnectionsPerHost int           // 32, 0 = unlimited (--max-connections-per-host) → close 4015
+	MaxFrameBytes         int           // 1 MiB (--max-msg-kb 1024)
+	MaxHistory            int           // 10000 chat history (--max-history)
+	SendQueue             int           // bounded outbound frames per socket (default 1024)
+	PingInterval          time.Duration // 15s
+	PongTimeout           time.Duration // 15s
+	AuthTimeout           time.Duration // 10s
+	Limits                coord.Limits  // core limits (MaxClaimsPerPrincipal = --max-claims-per-agent)
+	State                 *coord.State  // recovered state; nil = empty
+	Journal               *journal.Store
+	// Degraded, when not "", is why replay quarantined rows: gated
+	// mutations are refused (PROTOCOL.md §1.4 step 14) and /health says
+	// degraded.
+	Degraded string
+	Clock    func() float64 // unix seconds; default time.Now
+	Logger   *slog.Logger
+}
+
+// Defaults (the reference's flags).
+const (
+	DefaultMaxClients            = 256
+	DefaultMaxConnectionsPerHost = 32
+	DefaultMaxHistory            = 10000
+	DefaultSendQueue             = 1024
+	DefaultPingInterval          = 15 * time.Second
+	DefaultPongTimeout           = 15 * time.Second
+	DefaultAuthTimeout           = 10 * time.Second
+)
+
+// Hub is one Synapse hub. Its methods are safe for concurrent use.
+type Hub struct {
+	cfg     Config
+	log     *slog.Logger
+	seq     *sequencer.Sequencer
+	state   *coord.State // owned by seq; read only on its goroutine (OnCommit)
+	started float64
+	epoch   string // config_epoch: an opaque fingerprint of the posture
+
+	closing atomic.Bool
+	conns   sync.WaitGroup // live socket handlers
+	submits sync.WaitGroup // in-flight Submits, so Close lets them finish
+	subMu   sync.Mutex     // orders submits.Add against Close's Wait
+	nextID  atomic.Int64
+
+	activeClaims atomic.Int64 // published from OnCommit for /health and /metrics
+
+	// rendered holds broadcast frames Render encoded for a keyed request,
+	// so OnCommit sends the very bytes an idempotent replay will re-send.
+	// Sequencer goroutine only.
+	rendered map[any][]byte
+
+	m *metrics
+
+	mu  sync.Mutex // guards the registry below
+	reg registry
+}
+
+// New builds a hub and starts its sequencer. The caller serves Handler and
+// ends with Close, then closes the journal.
+func New(cfg Config) (*Hub, error) {
+	if cfg.HubID == "" {
+		var b [4]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("hub: hub id: %w", err)
+		}
+		cfg.HubID = "syn-" + hex.EncodeToString(b[:])
+	}
+	if cfg.MaxClients <= 0 {
+		cfg.MaxClients = DefaultMaxClients
+	}
+	if cfg.MaxConnectionsPerHost < 0 {
+		cfg.MaxConnectionsPerHost = 0
+	}
+	if cfg.MaxFrameBytes <= 0 {
+		cfg.MaxFrameBytes = wire.DefaultMaxFrameBytes
+	}
+	if cfg.MaxHistory <= 0 {
+		cfg.MaxHistory = DefaultMaxHistory
+	}
+	if cfg.SendQueue <= 0 {
+		cfg.SendQueue = DefaultSendQueue
+	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = DefaultPingInterval
+	}
+	if cfg.PongTimeout <= 0 {
+		cfg.PongTimeout = DefaultPongTimeout
+	}
+	if cfg.AuthTimeout <= 0 {
+		cfg.AuthTimeout = DefaultAuthTimeout
+	}
+	if cfg.Limits == (coord.Limits{}) {
+		cfg.Limits = coord.DefaultLimits()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = func() float64 { return float64(time.Now().UnixNano()) / 1e9 }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.State == nil {
+		cfg.State = coord.New(cfg.Limits)
+	}
+	h := &Hub{
+		cfg:      cfg,
+		log:      cfg.Logger.With("hub_id", cfg.HubID),
+		state:    cfg.State,
+		started:  cfg.Clock(),
+		rendered: make(map[any][]byte),
+	}
+	h.epoch = configEpoch(cfg)
+	h.reg.init()
+	h.activeClaims.Store(int64(cfg.State.ClaimCount()))
+	h.m = newMetrics(h)
+	var j sequencer.Journal
+	if cfg.Journal != nil {
+		j = cfg.Journal
+	}
+	h.seq = sequencer.New(cfg.State, j, sequencer.Options{
+		Clock:    cfg.Clock,
+		OnCommit: h.onCommit,
+		Logger:   cfg.Logger,
+	})
+	return h, nil
+}
+
+// HubID returns the hub's id, stamped on every frame it sends.
+func (h *Hub) HubID() string { return h.cfg.HubID }
+
+// Handler serves WebSocket upgrades on any path, and GET /health and
+// /metrics as plain HTTP on the same port.
+func (h *Hub) Handler() http.Handler {
+	metricsHandler := h.m.handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isUpgrade(r) {
+			switch r.URL.Path {
+			case "/health":
+				h.serveHealth(w, r)
+				return
+			case "/metrics":
+				metricsHandler.ServeHTTP(w, r)
+				return
+			}
+			http.Error(w, "websocket upgrade required", http.StatusUpgradeRequired)
+			return
+		}
+		h.serveSocket(w, r)
+	})
+}
+
+// Close stops accepting sockets and frames, lets the requests already
+// submitted commit and their replies reach the send queues, closes every
+// socket with 1001 once its queue is written, and closes the sequencer. The
+// caller closes the journal afterwards. If ctx ends first the remaining
+// sockets are dropped at once.
+func (h *Hub) Close(ctx context.Context) error {
+	if h.closing.Swap(true) {
+		return nil
+	}
+	// No new Submit can start now (see beginSubmit); wait for the ones in
+	// flight so their replies are queued before the sockets close.
+	h.subMu.Lock()
+	h.subMu.Unlock()
+	waitCtx(ctx, &h.submits)
+	h.mu.Lock()
+	for s := range h.reg.sessions {
+		s.closeWith(1001, "hub shutting down")
+	}
+	h.mu.Unlock()
+	err := waitCtx(ctx, &h.conns)
+	if err != nil {
+		h.mu.Lock()
+		for s := range h.reg.sessions {
+			s.kill()
+		}
+		h.mu.Unlock()
+	}
+	h.seq.Close()
+	if err != nil {
+		return fmt.Errorf("hub: close: %w", err)
+	}
+	return nil
+}
+
+// beginSubmit registers an in-flight mutation; it fails once Close has
+// begun, so nothing is submitted that Close would not wait for.
+func (h *Hub) beginSubmit() bool {
+	h.subMu.Lock()
+	defer h.subMu.Unlock()
+	if h.closing.Load() {
+		return false
+	}
+	h.submits.Add(1)
+	return true
+}
+
+func waitCtx(ctx context.Context, wg *sync.WaitGroup) error {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (h *Hub) now() float64 { return h.cfg.Clock() }
+
+// errClosing is the reason a request is not served during shutdown.
+var errClosing = errors.New("hub: shutting down")
+
+func isUpgrade(r *http.Request) bool {
+	return headerHasToken(r.Header.Values("Connection"), "upgrade") && headerHasToken(r.Header.Values("Upgrade"), "websocket")
+}

@@ -1,0 +1,178 @@
+package hub
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the hub's Prometheus series, on a private registry. Names
+// follow the reference's where one exists (PROTOCOL.md §7.1).
+type metrics struct {
+	reg                 *prometheus.Registry
+	connections         prometheus.Gauge
+	rejected            *prometheus.CounterVec
+	framesIn            *prometheus.CounterVec
+	framesOut           *prometheus.CounterVec
+	bytesIn             prometheus.Counter
+	claimsGranted       prometheus.Counter
+	claimsDenied        *prometheus.CounterVec
+	slowConsumers       prometheus.Counter
+	reaped              prometheus.Counter
+	authFailures        prometheus.Counter
+	takeovers           prometheus.Counter
+	takeoverQuarantines prometheus.Counter
+	idemReplays         prometheus.Counter
+	idemConflicts       prometheus.Counter
+	chatDirected        prometheus.Counter
+	chatBroadcast       prometheus.Counter
+	submitSeconds       prometheus.Histogram
+	commitEvents        prometheus.Histogram
+}
+
+func newMetrics(h *Hub) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	counter := func(name, help string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+		m.reg.MustRegister(c)
+		return c
+	}
+	vec := func(name, help, label string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label})
+		m.reg.MustRegister(c)
+		return c
+	}
+	gaugeFunc := func(name, help string, f func() float64) {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+	}
+	m.connections = prometheus.NewGauge(prometheus.GaugeOpts{Name: "synapse_connected_clients", Help: "Open WebSocket connections."})
+	m.reg.MustRegister(m.connections)
+	m.rejected = vec("synapse_connections_rejected_total", "Sockets refused at admission, by close code.", "code")
+	m.framesIn = vec("synapse_messages_total", "Frames received, by type.", "type")
+	m.framesOut = vec("synapse_frames_out_total", "Frames enqueued to sockets, by type.", "type")
+	m.bytesIn = counter("synapse_bytes_in_total", "Bytes of frames received.")
+	m.claimsGranted = counter("synapse_claims_granted_total", "Claims granted.")
+	m.claimsDenied = vec("synapse_claims_denied_total", "Claims denied, by reason code.", "reason")
+	m.slowConsumers = counter("synapse_slow_consumer_disconnects_total", "Sockets dropped because their send queue was full.")
+	m.reaped = counter("synapse_dead_sockets_reaped_total", "Sockets dropped for a missed pong.")
+	m.authFailures = counter("synapse_auth_failures_total", "First frames refused by the token gate.")
+	m.takeovers = counter("synapse_takeovers_total", "Name takeovers admitted.")
+	m.takeoverQuarantines = counter("synapse_takeover_quarantines_total", "Names put in takeover quarantine.")
+	m.idemReplays = counter("synapse_atomic_operations_replayed_total", "Idempotent retries answered from the stored response.")
+	m.idemConflicts = counter("synapse_atomic_operations_conflicts_total", "Idempotency keys reused for a different request.")
+	m.chatDirected = counter("synapse_chat_directed_total", "Directed chats relayed.")
+	m.chatBroadcast = counter("synapse_chat_broadcast_total", "Broadcast chats relayed.")
+	m.submitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "synapse_commit_latency_seconds", Help: "Time from Submit to committed reply of a mutation (batching and journal included).",
+		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
+	})
+	m.commitEvents = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "synapse_commit_batch_events", Help: "Events published per committed batch.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+	})
+	m.reg.MustRegister(m.submitSeconds, m.commitEvents)
+	gaugeFunc("synapse_up", "1 while the hub serves.", func() float64 { return 1 })
+	gaugeFunc("synapse_active_claims", "Live claims.", func() float64 { return float64(h.activeClaims.Load()) })
+	gaugeFunc("synapse_online_agents", "Bound names, sidecars included.", func() float64 {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return float64(len(h.reg.byName))
+	})
+	gaugeFunc("synapse_chat_history_messages", "Chats retained in history.", func() float64 {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return float64(len(h.reg.history))
+	})
+	gaugeFunc("synapse_dead_letter_targets", "Targets with dead letters.", func() float64 {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return float64(len(h.reg.deadLetters))
+	})
+	gaugeFunc("synapse_send_queue_frames", "Frames waiting in all send queues.", func() float64 {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		n := 0
+		for s := range h.reg.sessions {
+			n += len(s.out)
+		}
+		return float64(n)
+	})
+	gaugeFunc("synapse_send_queue_max_frames", "Frames waiting in the fullest send queue.", func() float64 {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		n := 0
+		for s := range h.reg.sessions {
+			n = max(n, len(s.out))
+		}
+		return float64(n)
+	})
+	gaugeFunc("synapse_journal_corrupt_rows", "1 when replay quarantined rows (gated mutations refused).", func() float64 {
+		if h.cfg.Degraded != "" {
+			return 1
+		}
+		return 0
+	})
+	gaugeFunc("synapse_sequencer_batches", "Batches the sequencer decided.", func() float64 { return float64(h.seq.Stats().Batches) })
+	gaugeFunc("synapse_sequencer_max_batch", "Most requests one batch carried.", func() float64 { return float64(h.seq.Stats().MaxBatch) })
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// serveHealth answers GET /health with the reference's fields (§7.1).
+func (h *Hub) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	h.mu.Lock()
+	online := len(h.reg.byName)
+	h.mu.Unlock()
+	status, reason := "ok", ""
+	if h.cfg.Degraded != "" {
+		status, reason = "degraded", h.cfg.Degraded
+	}
+	if err := h.seq.Err(); err != nil {
+		status, reason = "degraded", err.Error()
+	}
+	corrupt := 0
+	if h.cfg.Degraded != "" {
+		corrupt = 1
+	}
+	journalKind := "memory"
+	if h.cfg.Journal != nil {
+		journalKind = "sqlite"
+	}
+	body := map[string]any{
+		"status":                   status,
+		"protocol_version":         2,
+		"hub_id":                   h.cfg.HubID,
+		"version":                  Version,
+		"uptime_seconds":           h.now() - h.started,
+		"online_agents":            online,
+		"active_claims":            h.activeClaims.Load(),
+		"journal":                  journalKind,
+		"journal_corrupt_rows":     corrupt,
+		"config_epoch":             h.epoch,
+		"operation_outbox_pending": 0,
+	}
+	if reason != "" {
+		body["degraded_reason"] = reason
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// configEpoch is an opaque fingerprint of the hub's posture (who_snapshot
+// and /health config_epoch).
+func configEpoch(cfg Config) string {
+	s := fmt.Sprintf("v1|token=%t|max_clients=%d|per_host=%d|frame=%d|history=%d|claims=%d|journal=%t",
+		cfg.Token != "", cfg.MaxClients, cfg.MaxConnectionsPerHost, cfg.MaxFrameBytes, cfg.MaxHistory,
+		cfg.Limits.MaxClaimsPerPrincipal, cfg.Journal != nil)
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:8]) + "-" + strconv.Itoa(1)
+}

@@ -1,0 +1,287 @@
+package hub
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/wire"
+)
+
+// Capability card lifetimes (PROTOCOL.md §2.13, §3.2).
+const (
+	cardTTL           = 300.0
+	persistentCardTTL = 86400.0
+)
+
+// card is an advertised capability card, kept in memory only.
+type card struct {
+	frame      []byte // the card dict, encoded
+	at         float64
+	persistent bool
+}
+
+// query runs fn on the sequencer goroutine between batches (committed
+// state only) and returns what it encoded.
+func (s *session) query(fn func(st *coord.State, now float64) []byte) []byte {
+	v, err := s.h.seq.Query(context.Background(), func(st *coord.State) any { return fn(st, s.h.now()) })
+	if err != nil {
+		return nil
+	}
+	b, _ := v.([]byte)
+	return b
+}
+
+func (s *session) stateRequest(sender string) {
+	h := s.h
+	core := s.query(func(st *coord.State, now float64) []byte {
+		f := wire.Object()
+		f.Append("active_claims", func(b []byte) []byte {
+			b = append(b, '[')
+			n := 0
+			for _, c := range st.Claims() { // sorted by task id
+				if !c.Live(now) {
+					continue // expiry runs first (§2.12)
+				}
+				if n > 0 {
+					b = append(b, ',')
+				}
+				n++
+				b = wire.AppendClaim(b, c, false)
+			}
+			return append(b, ']')
+		})
+		f.Append("resources", func(b []byte) []byte {
+			b = append(b, '[')
+			n := 0
+			ttl := st.Limits().ResourceTTL
+			for _, o := range st.Offers() {
+				if ttl > 0 && o.OfferedAt+ttl <= now {
+					continue
+				}
+				if n > 0 {
+					b = append(b, ',')
+				}
+				n++
+				b = append(b, wire.Object().Str("agent", o.Agent).Str("kind", o.Kind).Str("name", o.Name).
+					Int("capacity", int64(o.Capacity)).Append("meta", func(b []byte) []byte { return wire.AppendObject(b, o.Meta) }).Bytes()...)
+			}
+			return append(b, ']')
+		})
+		return f.Bytes()
+	})
+	if core == nil {
+		s.fail(sender, "shutting_down", "Hub is shutting down.")
+		return
+	}
+	claims, resources := splitTwo(core)
+	h.mu.Lock()
+	now := h.now()
+	names := make([]string, 0, len(h.reg.lastSeen))
+	for n := range h.reg.lastSeen {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	agents := wire.List(nil, names, func(b []byte, n string) []byte {
+		return append(b, wire.Object().Str("agent", n).Float("last_seen", h.reg.lastSeen[n]).Bytes()...)
+	})
+	type dl struct {
+		target string
+		*deadLetter
+	}
+	dls := make([]dl, 0, len(h.reg.deadLetters))
+	for t, d := range h.reg.deadLetters {
+		dls = append(dls, dl{t, d})
+	}
+	h.mu.Unlock()
+	sort.Slice(dls, func(i, j int) bool { // worst first
+		if dls[i].count != dls[j].count {
+			return dls[i].count > dls[j].count
+		}
+		return dls[i].target < dls[j].target
+	})
+	dead := wire.List(nil, dls, func(b []byte, d dl) []byte {
+		return append(b, wire.Object().Str("target", d.target).Int("count", d.count).
+			Float("last_ts", d.lastTS).Str("last_sender", d.lastSender).Bytes()...)
+	})
+	snap := wire.Object().Raw("active_claims", claims).Raw("agents", agents).Raw("resources", resources).
+		Float("generated_at", now).Raw("dead_letters", dead).Raw("pending_relay_approvals", []byte("[]")).Bytes()
+	h.m.framesOut.WithLabelValues("state_snapshot").Inc()
+	s.reply(s.frame("state_snapshot", sender, "State snapshot").Raw("snapshot", snap).Bytes())
+}
+
+// splitTwo takes apart the {"active_claims":[..],"resources":[..]} object
+// the state query encodes.
+func splitTwo(obj []byte) (claims, resources []byte) {
+	const a, r = `{"active_claims":`, `,"resources":`
+	i := strings.LastIndex(string(obj), r)
+	return obj[len(a):i], obj[i+len(r) : len(obj)-1]
+}
+
+func (s *session) whoRequest(sender string) {
+	h := s.h
+	h.mu.Lock()
+	now := h.now()
+	online := h.onlineLocked()
+	roles := wire.Object()
+	live := wire.Object()
+	wakes := wire.Object()
+	anyWake := false
+	for _, n := range online {
+		rs := h.reg.byName[n]
+		if len(rs.roles) > 0 {
+			roles.Strs(n, rs.roles)
+		}
+		if rs.wake != "" {
+			wakes.Str(n, rs.wake)
+			anyWake = true
+		}
+		if identity(n) != n {
+			continue // sidecars are not seats
+		}
+		waiter := h.reg.byName[n+"-rx"] != nil || h.reg.byName[n+"-pane-rx"] != nil
+		age := now - rs.lastReaction
+		live.Raw(n, wire.Object().Bool("proven_live", age <= livenessWindow || waiter).
+			Bool("has_live_waiter", waiter).Float("last_reaction_age", age).Bytes())
+	}
+	clients := len(h.reg.sessions)
+	h.mu.Unlock()
+	f := s.frame("who_snapshot", sender, "Who snapshot").Strs("online_agents", online).Raw("agent_roles", roles.Bytes()).
+		Int("connected_clients", int64(clients)).Str("hub_version", Version).Str("config_epoch", h.epoch)
+	if h.cfg.Journal != nil {
+		f.Raw("mailbox_pending", []byte("{}"))
+	} else {
+		f.Null("mailbox_pending")
+	}
+	f.Raw("agent_liveness", live.Bytes())
+	if anyWake {
+		f.Raw("wake_capabilities", wakes.Bytes())
+	}
+	h.m.framesOut.WithLabelValues("who_snapshot").Inc()
+	s.reply(f.Bytes())
+}
+
+func (s *session) boardRequest(sender string) {
+	board := s.query(func(st *coord.State, _ float64) []byte {
+		return wire.Object().
+			Append("tasks", func(b []byte) []byte {
+				return wire.List(b, st.BoardTasks(), func(b []byte, t *coord.BoardTask) []byte { return wire.AppendTask(b, t, "") })
+			}).
+			Strs("ready", st.Ready()).
+			Append("progress", func(b []byte) []byte {
+				return wire.List(b, st.Notes(), func(b []byte, n *coord.Note) []byte { return wire.AppendNote(b, n) })
+			}).Bytes()
+	})
+	if board == nil {
+		s.fail(sender, "shutting_down", "Hub is shutting down.")
+		return
+	}
+	s.h.m.framesOut.WithLabelValues("board_snapshot").Inc()
+	s.reply(s.frame("board_snapshot", sender, "Board snapshot").Raw("board", board).Bytes())
+}
+
+// advertise stores a capability card (PROTOCOL.md §2.13) and broadcasts it.
+func (s *session) advertise(sender string, in *wire.Inbound) {
+	h := s.h
+	persist, _, ok := in.Bool("persist")
+	if !ok {
+		s.fail(sender, "malformed_frame", "Malformed frame: 'persist' must be a boolean.")
+		return
+	}
+	dispatchable, hasDispatchable, ok := in.Bool("dispatchable")
+	if !ok {
+		s.fail(sender, "malformed_frame", "Malformed frame: 'dispatchable' must be a boolean.")
+		return
+	}
+	agent := sender
+	if a := strings.TrimSpace(in.Str("agent")); a != "" {
+		if a != sender && a != identity(sender) {
+			s.fail(sender, "capability_identity", "Capability registration for another identity requires the connection to be that identity or a recognised receiver sidecar.")
+			return
+		}
+		agent = a
+	}
+	if persist && namespace(agent) == "" {
+		s.fail(sender, "capability_identity", "Persistent capability registration requires a project-scoped seat identity (<project>/<seat>).")
+		return
+	}
+	now := h.now()
+	var contracts []any
+	if list, ok := in.Value("contracts").([]any); ok {
+		for _, c := range list {
+			if _, ok := c.(map[string]any); ok {
+				contracts = append(contracts, c)
+			}
+		}
+	}
+	if contracts == nil {
+		contracts = []any{}
+	}
+	sig, _ := in.Value("signature").(map[string]any)
+	if sig == nil {
+		sig = map[string]any{}
+	}
+	meta, _ := in.Value("meta").(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	cf := wire.Object().Str("agent", agent).Str("description", in.Text("description")).
+		Strs("skills", strs(in, "skills")).Strs("task_classes", strs(in, "task_classes")).
+		Str("model", in.Text("model")).Str("project", namespace(agent)).
+		Str("manifest_digest", in.Str("manifest_digest")).
+		Append("contracts", func(b []byte) []byte { return appendAny(b, contracts, nil) }).
+		Append("meta", func(b []byte) []byte { return appendAny(b, meta, nil) }).
+		Append("signature", func(b []byte) []byte { return appendAny(b, sig, nil) }).
+		Raw("verification", wire.Object().Str("detail", "card is unsigned and remains advisory discovery").
+			Str("result", "missing_signature").Bytes()).
+		Float("advertised_at", now)
+	if persist {
+		cf.Bool("persistent", true)
+		if hasDispatchable {
+			cf.Bool("dispatchable", dispatchable)
+		}
+	}
+	cardBytes := cf.Bytes()
+	b := s.frame("capability_advertised", "all", "Capability advertised by "+agent).Str("agent", agent).Raw("card", cardBytes).Bytes()
+	h.mu.Lock()
+	h.reg.cards[agent] = &card{frame: cardBytes, at: now, persistent: persist}
+	h.broadcastLocked(b, claimAudience("", agent), "capability_advertised")
+	h.mu.Unlock()
+}
+
+func strs(in *wire.Inbound, k string) []string {
+	list, _ := in.Value(k).([]any)
+	out := make([]string, 0, len(list))
+	for _, v := range list {
+		if s, ok := v.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (s *session) manifestRequest(sender string) {
+	h := s.h
+	h.mu.Lock()
+	now := h.now()
+	names := make([]string, 0, len(h.reg.cards))
+	for n, c := range h.reg.cards {
+		ttl := cardTTL
+		if c.persistent {
+			ttl = persistentCardTTL
+		}
+		if now-c.at > ttl {
+			delete(h.reg.cards, n)
+			continue
+		}
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	list := wire.List(nil, names, func(b []byte, n string) []byte { return append(b, h.reg.cards[n].frame...) })
+	h.mu.Unlock()
+	h.m.framesOut.WithLabelValues("manifest_snapshot").Inc()
+	s.reply(s.frame("manifest_snapshot", sender, "Manifest snapshot").Raw("manifest", list).Bytes())
+}
+
+

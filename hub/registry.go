@@ -1,0 +1,372 @@
+package hub
+
+import (
+	"crypto/subtle"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/coder/websocket"
+	"github.com/synapse-hub/synapse/wire"
+)
+
+// Registry bounds and windows.
+const (
+	maxLastSeen        = 4096 // state_snapshot.agents (the reference never prunes)
+	maxDeadLetters     = 200  // targets, stalest evicted (PROTOCOL.md §4.6)
+	takeoverCooldown   = 2.0  // seconds between two takeovers of a name
+	takeoverWindow     = 30.0 // seconds in which the 5th takeover quarantines
+	takeoverBurst      = 5
+	takeoverQuarantine = 60.0
+	livenessWindow     = 90.0 // a reaction this recent proves a seat live
+)
+
+// registry is the hub's connection-side state, guarded by Hub.mu.
+type registry struct {
+	sessions    map[*session]struct{}
+	perHost     map[string]int
+	byName      map[string]*session
+	lastSeen    map[string]float64
+	takeovers   map[string]*damping
+	deadLetters map[string]*deadLetter
+	cards       map[string]*card
+	history     []chatEntry // oldest first, at most MaxHistory
+	msgID       int64
+}
+
+func (r *registry) init() {
+	r.sessions = make(map[*session]struct{})
+	r.perHost = make(map[string]int)
+	r.byName = make(map[string]*session)
+	r.lastSeen = make(map[string]float64)
+	r.takeovers = make(map[string]*damping)
+	r.deadLetters = make(map[string]*deadLetter)
+	r.cards = make(map[string]*card)
+}
+
+// damping is a name's takeover history (PROTOCOL.md §1.7).
+type damping struct {
+	times           []float64 // successful takeovers within takeoverWindow
+	quarantineUntil float64
+}
+
+// check decides a takeover of the name at now: "" admits it (and records
+// it), otherwise the close reason.
+func (d *damping) check(now float64) string {
+	if now < d.quarantineUntil {
+		return "takeover quarantine"
+	}
+	if n := len(d.times); n > 0 && now-d.times[n-1] < takeoverCooldown {
+		return "takeover cooldown"
+	}
+	kept := d.times[:0]
+	for _, t := range d.times {
+		if now-t < takeoverWindow {
+			kept = append(kept, t)
+		}
+	}
+	d.times = kept
+	if len(d.times)+1 >= takeoverBurst {
+		d.times = d.times[:0]
+		d.quarantineUntil = now + takeoverQuarantine
+		return "takeover quarantine"
+	}
+	d.times = append(d.times, now)
+	return ""
+}
+
+// reserved names may never be bound (PROTOCOL.md §1.4 step 4).
+func reserved(name string) bool {
+	switch strings.ToLower(name) {
+	case "synapsehub", "synapse", "system":
+		return true
+	}
+	return false
+}
+
+// identity maps a sidecar name (X-rx, X-pane-rx) to the identity it serves.
+func identity(name string) string {
+	if s, ok := strings.CutSuffix(name, "-pane-rx"); ok && s != "" {
+		return s
+	}
+	if s, ok := strings.CutSuffix(name, "-rx"); ok && s != "" {
+		return s
+	}
+	return name
+}
+
+// namespace is the project prefix of a name: everything before the first '/'.
+func namespace(name string) string {
+	if i := strings.IndexByte(name, '/'); i >= 0 {
+		return name[:i]
+	}
+	return ""
+}
+
+// admit applies the admission limits to a new socket and, on an open hub,
+// sends its welcome (PROTOCOL.md §1.4).
+func (h *Hub) admit(s *session) (websocket.StatusCode, string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.closing.Load():
+		return websocket.StatusGoingAway, "hub shutting down", false
+	case len(h.reg.sessions) >= h.cfg.MaxClients:
+		return 4013, "hub at capacity", false
+	case h.cfg.MaxConnectionsPerHost > 0 && h.reg.perHost[s.host] >= h.cfg.MaxConnectionsPerHost:
+		return 4015, "too many connections from host", false
+	}
+	h.reg.sessions[s] = struct{}{}
+	h.reg.perHost[s.host]++
+	if s.authed {
+		s.send(h.welcomeLocked())
+	}
+	return 0, "", true
+}
+
+func (h *Hub) welcomeLocked() []byte {
+	return wire.NewFrame("welcome", "self", "Welcome to Synapse", h.now(), h.cfg.HubID).
+		Int("connected_clients", int64(len(h.reg.sessions))).
+		Strs("online_agents", h.onlineLocked()).
+		Int("protocol_version", wire.ProtocolVersion).
+		Strs("features", Features).
+		Bytes()
+}
+
+// onlineLocked is the sorted list of bound names, sidecars included.
+func (h *Hub) onlineLocked() []string {
+	out := make([]string, 0, len(h.reg.byName))
+	for n := range h.reg.byName {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// register runs the identity gates of one frame (PROTOCOL.md §1.4 steps
+// 4–11): reserved names, the token, binding or takeover, and the per-frame
+// presence bookkeeping. It reports false when the socket is being closed.
+func (s *session) register(sender string, in *wire.Inbound, typ string) bool {
+	h := s.h
+	if reserved(sender) {
+		s.reply(s.frame("name_conflict", sender, "Name '"+sender+"' is reserved for hub protocol provenance. Choose a non-reserved agent name.").Bytes())
+		s.closeWith(4009, "reserved identity")
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !s.authed {
+		tok, _ := in.Value("token").(string)
+		switch {
+		case tok == "":
+			h.m.authFailures.Inc()
+			s.reply(s.frame("auth_denied", sender, "Authentication token required.").Bytes())
+			s.closeWith(4010, "auth denied")
+			return false
+		case subtle.ConstantTimeCompare([]byte(tok), []byte(h.cfg.Token)) != 1:
+			h.m.authFailures.Inc()
+			s.reply(s.frame("auth_denied", sender, "Invalid authentication token.").Bytes())
+			s.closeWith(4010, "auth denied")
+			return false
+		}
+	}
+	in.Delete("token")
+	now := h.now()
+	first := s.name == ""
+	if !first && s.name != sender {
+		s.reply(s.frame("name_conflict", s.name, "Sender name switch denied: '"+s.name+"' -> '"+sender+"'. Reconnect with a new --name.").Bytes())
+		s.closeWith(4009, "name switch")
+		return false
+	}
+	if first && !s.bindLocked(sender, in, now) {
+		return false
+	}
+	if typ == "heartbeat" || first {
+		s.registrationFieldsLocked(in)
+	}
+	h.touchLocked(sender, now)
+	if first || typ != "heartbeat" {
+		s.lastReaction = now
+		delete(h.reg.deadLetters, sender)
+	}
+	return true
+}
+
+// bindLocked binds the first frame's sender to s: a new name, or a takeover
+// of a live one (damped), or a refusal.
+func (s *session) bindLocked(name string, in *wire.Inbound, now float64) bool {
+	h := s.h
+	old := h.reg.byName[name]
+	if old != nil {
+		if !in.Truthy("takeover") {
+			s.reply(s.frame("name_conflict", name, "Name '"+name+"' is already online from another session. Use a unique --name.").Bytes())
+			s.closeWith(4009, "name conflict")
+			return false
+		}
+		d := h.reg.takeovers[name]
+		if d == nil {
+			d = &damping{}
+			h.reg.takeovers[name] = d
+		}
+		if reason := d.check(now); reason != "" {
+			if reason == "takeover quarantine" {
+				h.m.takeoverQuarantines.Inc()
+			}
+			s.closeWith(4014, reason)
+			return false
+		}
+		h.m.takeovers.Inc()
+		// Takeover is silent to others: the name stays online throughout.
+		old.superseded = true
+		old.closeWith(4010, "superseded")
+	}
+	var welcome []byte
+	if !s.authed {
+		s.authed = true
+		welcome = h.welcomeLocked() // before the bind: online_agents excludes the newcomer
+	}
+	s.name = name
+	h.reg.byName[name] = s
+	if welcome != nil {
+		s.send(welcome)
+	}
+	if old == nil {
+		h.presenceLocked("joined", name)
+	}
+	return true
+}
+
+// registrationFieldsLocked applies the fields any heartbeat may carry:
+// roles, wake capability, fan-out mode.
+func (s *session) registrationFieldsLocked(in *wire.Inbound) {
+	if list, ok := in.Value("roles").([]any); ok {
+		roles := make([]string, 0, len(list))
+		for _, v := range list {
+			if r, ok := v.(string); ok && strings.TrimSpace(r) != "" {
+				roles = append(roles, strings.TrimSpace(r))
+			}
+		}
+		slices.Sort(roles)
+		s.roles = slices.Compact(roles)
+	}
+	if in.Has("wake_capability") {
+		switch w := in.Str("wake_capability"); w {
+		case "direct", "passive", "pane_bridge":
+			s.wake = w
+		default:
+			s.wake = ""
+		}
+	}
+	switch in.Str("fanout") {
+	case "scoped":
+		s.scoped = true
+	case "full", "all":
+		s.scoped = false
+	}
+}
+
+// touchLocked records that name was seen, keeping the map bounded: the
+// reference never prunes it.
+func (h *Hub) touchLocked(name string, now float64) {
+	h.reg.lastSeen[name] = now
+	if len(h.reg.lastSeen) <= maxLastSeen {
+		return
+	}
+	type seen struct {
+		name string
+		at   float64
+	}
+	var offline []seen
+	for n, at := range h.reg.lastSeen {
+		if h.reg.byName[n] == nil {
+			offline = append(offline, seen{n, at})
+		}
+	}
+	sort.Slice(offline, func(i, j int) bool { return offline[i].at < offline[j].at })
+	for i := 0; i < len(offline) && len(h.reg.lastSeen) > maxLastSeen*9/10; i++ {
+		delete(h.reg.lastSeen, offline[i].name)
+	}
+}
+
+// leave forgets a socket that ended. If it still owned its name the name is
+// freed, its live card forgotten, its waits ended, and the others told.
+func (h *Hub) leave(s *session) {
+	h.mu.Lock()
+	delete(h.reg.sessions, s)
+	if h.reg.perHost[s.host]--; h.reg.perHost[s.host] <= 0 {
+		delete(h.reg.perHost, s.host)
+	}
+	name := ""
+	if s.name != "" && h.reg.byName[s.name] == s {
+		name = s.name
+		delete(h.reg.byName, name)
+		if c := h.reg.cards[name]; c != nil && !c.persistent {
+			delete(h.reg.cards, name)
+		}
+		h.presenceLocked("left", name)
+	}
+	h.mu.Unlock()
+	h.m.connections.Dec()
+	if name != "" {
+		h.disconnect(name)
+	}
+}
+
+// presenceLocked broadcasts a presence_update to every bound socket.
+func (h *Hub) presenceLocked(event, name string) {
+	b := wire.NewFrame("presence_update", "all", "Presence update", h.now(), h.cfg.HubID).
+		Strs("online_agents", h.onlineLocked()).Str("event", event).Str("agent", name).Bytes()
+	h.broadcastLocked(b, audience{everyone: true}, "presence_update")
+}
+
+// audience says which scoped sockets a broadcast concerns; sockets with the
+// full fan-out get every broadcast.
+type audience struct {
+	everyone   bool
+	names      []string // identities addressed
+	namespaces []string // project prefixes concerned
+}
+
+func (a *audience) reaches(s *session) bool {
+	if a.everyone {
+		return true
+	}
+	id := identity(s.name)
+	for _, n := range a.names {
+		if n == id || n == s.name {
+			return true
+		}
+	}
+	ns := namespace(id)
+	for _, n := range a.namespaces {
+		if n == ns {
+			return true
+		}
+	}
+	return false
+}
+
+// broadcastLocked enqueues one encoded frame on every bound socket it
+// concerns. Unbound and unauthenticated sockets get nothing.
+func (h *Hub) broadcastLocked(b []byte, aud audience, typ string) {
+	n := 0
+	for s := range h.reg.sessions {
+		if s.name == "" || s.superseded || !s.authed {
+			continue
+		}
+		if s.scoped && !aud.reaches(s) {
+			continue
+		}
+		if s.send(b) {
+			n++
+		}
+	}
+	h.m.framesOut.WithLabelValues(typ).Add(float64(n))
+}
+
+// sendToLocked enqueues a private frame on the socket bound to name.
+func (h *Hub) sendToLocked(name string, b []byte, typ string) {
+	if s := h.reg.byName[name]; s != nil && s.send(b) {
+		h.m.framesOut.WithLabelValues(typ).Inc()
+	}
+}

@@ -1,0 +1,540 @@
+package hub
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/pyjson"
+	"github.com/synapse-hub/synapse/sequencer"
+	"github.com/synapse-hub/synapse/wire"
+)
+
+// knownTypes are the verbs this hub serves; they label the frame metrics
+// (anything else is counted as "other", so labels stay bounded).
+var knownTypes = map[string]bool{
+	"chat": true, "heartbeat": true, "claim": true, "release": true, "task_update": true,
+	"handoff": true, "checkpoint": true, "wait_request": true, "resource": true,
+	"resource_offer": true, "offer_resource": true, "ledger_task": true,
+	"ledger_task_update": true, "ledger_progress": true, "board_request": true,
+	"advertise": true, "manifest_request": true, "state_request": true,
+	"who_request": true, "history_request": true, "resume_request": true,
+}
+
+// idempotent verbs accept idem_key (PROTOCOL.md §4.3; never chat).
+var idempotent = map[string]bool{
+	"claim": true, "release": true, "task_update": true, "handoff": true, "checkpoint": true,
+	"ledger_task": true, "ledger_task_update": true, "ledger_progress": true,
+	"resource": true, "resource_offer": true, "offer_resource": true,
+}
+
+// gated verbs are refused while the journal needs recovery (§1.4 step 14).
+var gated = idempotent
+
+// handle runs one inbound frame through the ingress pipeline (PROTOCOL.md
+// §1.4): decode, identity gates, then the verb.
+func (s *session) handle(data []byte) {
+	h := s.h
+	in, err := wire.Decode(data, h.cfg.MaxFrameBytes, wire.DefaultMaxDepth)
+	if err != nil {
+		de := wire.ErrMalformedJSON
+		errors.As(err, &de)
+		h.m.framesIn.WithLabelValues("malformed").Inc()
+		// The reference sends decode errors to the offending socket only,
+		// but with target "all" (PROTOCOL.md §10).
+		s.reply(s.frame("error", "all", de.Message).Str("error_code", de.Code).Bytes())
+		return
+	}
+	typ := in.Type()
+	label := typ
+	if !knownTypes[label] {
+		label = "other"
+	}
+	h.m.framesIn.WithLabelValues(label).Inc()
+	sender := strings.TrimSpace(in.Str("sender"))
+	if sender == "" {
+		sender = "anon-" + itoa(s.id)
+	}
+	if !s.register(sender, in, typ) {
+		return
+	}
+	if gated[typ] && h.cfg.Degraded != "" {
+		s.fail(sender, "journal_recovery_required", "Mutation refused: durable journal recovery is required. Inspect the journal and run `synapse compact --drop-corrupt` ("+h.cfg.Degraded+").")
+		return
+	}
+	in.Set("sender", sender)
+	in.Set("type", typ)
+	switch typ {
+	case "heartbeat":
+	case "chat":
+		s.chat(sender, in)
+	case "claim":
+		s.claim(sender, in)
+	case "release":
+		s.release(sender, in)
+	case "task_update":
+		s.taskUpdate(sender, in)
+	case "handoff":
+		s.handoff(sender, in)
+	case "checkpoint":
+		s.checkpoint(sender, in)
+	case "wait_request":
+		s.waitRequest(sender, in)
+	case "resource", "resource_offer", "offer_resource":
+		s.resource(sender, typ, in)
+	case "ledger_task":
+		s.ledgerTask(sender, in)
+	case "ledger_task_update":
+		s.ledgerTaskUpdate(sender, in)
+	case "ledger_progress":
+		s.ledgerProgress(sender, in)
+	case "board_request":
+		s.boardRequest(sender)
+	case "advertise":
+		s.advertise(sender, in)
+	case "manifest_request":
+		s.manifestRequest(sender)
+	case "state_request":
+		s.stateRequest(sender)
+	case "who_request":
+		s.whoRequest(sender)
+	case "history_request":
+		s.historyRequest(sender, in)
+	case "resume_request":
+		s.resumeRequest(sender, in)
+	default:
+		s.fail(sender, "unknown_type", "Unknown message type '"+typ+"'.")
+	}
+}
+
+// fail sends a private error frame with its machine code (additive).
+func (s *session) fail(target, code, msg string) {
+	s.h.m.framesOut.WithLabelValues("error").Inc()
+	s.reply(s.frame("error", target, msg).Str("error_code", code).Bytes())
+}
+
+// refused sends a coord refusal as the verb's denial frame (or a plain
+// error for verbs the reference refuses with one), with error_code.
+func (s *session) refused(sender, denialType string, ref *coord.Refusal, task string) {
+	if ref.TaskID != "" {
+		task = ref.TaskID
+	}
+	if denialType == "" || denialType == "error" {
+		s.fail(sender, string(ref.Code), ref.Message)
+		return
+	}
+	f := s.frame(denialType, sender, ref.Message).Str("task_id", task)
+	switch denialType {
+	case "claim_denied":
+		f.Str("reason_code", string(ref.Code))
+	case "wait_denied":
+		if ref.Holder != "" {
+			f.Str("holder", ref.Holder)
+		}
+	}
+	s.h.m.framesOut.WithLabelValues(denialType).Inc()
+	s.reply(f.Str("error_code", string(ref.Code)).Bytes())
+}
+
+// submit runs a mutation through the sequencer with the frame's idempotency
+// key, and settles everything but the outcome: replays (the stored frame,
+// to the requester only), idempotency conflicts, journal failures and
+// shutdown. ok means Outcome is there to read.
+func (s *session) submit(sender, typ, task string, in *wire.Inbound, cmd coord.Command) (sequencer.Reply, bool) {
+	h := s.h
+	req := sequencer.Request{Cmd: cmd, Render: h.render}
+	if key, _ := in.Value("idem_key").(string); key != "" && idempotent[typ] {
+		digest, err := requestDigest(in)
+		if err != nil {
+			s.fail(sender, "invalid_idempotency_request", "Idempotency request could not be canonicalised.")
+			return sequencer.Reply{}, false
+		}
+		req.Idem = &sequencer.Idem{Key: sender + "\x00" + typ + "\x00" + key, Digest: digest}
+	}
+	if !h.beginSubmit() {
+		s.fail(sender, "shutting_down", "Hub is shutting down.")
+		return sequencer.Reply{}, false
+	}
+	t0 := time.Now()
+	reply, err := h.seq.Submit(context.Background(), req)
+	h.m.submitSeconds.Observe(time.Since(t0).Seconds())
+	h.submits.Done()
+	switch {
+	case errors.Is(err, sequencer.ErrIdempotencyConflict):
+		h.m.idemConflicts.Inc()
+		s.fail(sender, "idempotency_conflict", "Idempotency key was already used for a different request.")
+		return reply, false
+	case errors.Is(err, sequencer.ErrJournal):
+		what := "Mutation"
+		if task != "" {
+			what = "Task '" + task + "'"
+		}
+		s.fail(sender, "journal_unavailable", what+" was not journalled (journal unavailable); mutation rolled back.")
+		return reply, false
+	case errors.Is(err, sequencer.ErrClosed):
+		s.fail(sender, "shutting_down", "Hub is shutting down.")
+		return reply, false
+	case err != nil:
+		s.fail(sender, "internal_error", "Request failed: "+err.Error())
+		return reply, false
+	}
+	if reply.Replayed {
+		h.m.idemReplays.Inc()
+		if len(reply.Response) > 0 && string(reply.Response) != "null" {
+			s.reply(reply.Response)
+		}
+		return reply, false
+	}
+	return reply, true
+}
+
+// requestDigest is the idempotency digest of a routed frame: sha256 of its
+// canonical JSON without the clock and signature fields (PROTOCOL.md §4.3).
+func requestDigest(in *wire.Inbound) (string, error) {
+	m := in.Map()
+	c := make(map[string]any, len(m))
+	for k, v := range m {
+		switch k {
+		case "timestamp", "client_timestamp", "auth", "signature", "token":
+			continue
+		}
+		c[k] = v
+	}
+	b, err := pyjson.AppendValue(nil, c)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// taskID reads task_id, falling back to payload when it is empty (§9.5).
+func taskID(in *wire.Inbound, keys ...string) string {
+	for _, k := range append(keys, "task_id", "payload") {
+		if t := strings.TrimSpace(in.Text(k)); t != "" {
+			return t
+		}
+	}
+	return ""
+}
+
+// strictEpoch reads a fencing field; a present non-number is refused.
+func (s *session) strictInt(sender, key string, in *wire.Inbound) (int64, bool, bool) {
+	v, present, err := in.StrictInt(key)
+	if err != nil {
+		s.fail(sender, "malformed_frame", "Malformed frame: '"+key+"' must be a number.")
+		return 0, false, false
+	}
+	return v, present, true
+}
+
+func (s *session) claim(sender string, in *wire.Inbound) {
+	task := taskID(in)
+	cmd := coord.ClaimRequest{
+		Agent:    sender,
+		TaskID:   task,
+		Note:     strings.TrimSpace(in.Text("note")),
+		Worktree: in.Str("worktree"),
+		Paths:    in.Strings("paths"),
+		Git:      parseGit(in),
+	}
+	if cmd.Paths == nil {
+		cmd.Paths = []string{}
+	}
+	cmd.TTL, cmd.HasTTL = in.LenientFloat("ttl_seconds")
+	if _, ok := in.Value("path_identity").(map[string]any); ok {
+		cmd.PathIdentity = in.RawJSON("path_identity")
+	}
+	reply, ok := s.submit(sender, "claim", task, in, cmd)
+	if !ok {
+		return
+	}
+	if ref := reply.Outcome.Refusal; ref != nil {
+		s.h.m.claimsDenied.WithLabelValues(string(ref.Code)).Inc()
+		s.refused(sender, "claim_denied", ref, task)
+	}
+}
+
+func parseGit(in *wire.Inbound) *coord.Git {
+	m, ok := in.Value("git").(map[string]any)
+	if !ok {
+		return nil
+	}
+	g := &coord.Git{Base: "main", AutoReleaseOn: "merge"}
+	if v, ok := m["branch"].(string); ok {
+		g.Branch = v
+	}
+	if v, ok := m["base"].(string); ok && v != "" {
+		g.Base = v
+	}
+	if v, present := m["auto_release_on"]; present {
+		switch v {
+		case "manual", "commit", "merge":
+			g.AutoReleaseOn = v.(string)
+		default:
+			g.AutoReleaseOn = "manual"
+		}
+	}
+	return g
+}
+
+var evidenceKeys = []string{"evidence", "artifacts", "known_failures", "changed_files", "generated_artifacts", "approvals", "confidence", "freshness_seconds"}
+
+func (s *session) release(sender string, in *wire.Inbound) {
+	task := taskID(in)
+	epoch, hasEpoch, ok := s.strictInt(sender, "epoch", in)
+	if !ok {
+		return
+	}
+	cmd := coord.ReleaseRequest{Agent: sender, TaskID: task, Epoch: epoch, HasEpoch: hasEpoch}
+	for _, k := range evidenceKeys {
+		if in.Has(k) {
+			e := &coord.Evidence{
+				Evidence:           in.StringOrList("evidence"),
+				Artifacts:          in.StringOrList("artifacts"),
+				KnownFailures:      in.StringOrList("known_failures"),
+				ChangedFiles:       in.StringOrList("changed_files"),
+				GeneratedArtifacts: in.StringOrList("generated_artifacts"),
+				Approvals:          in.StringOrList("approvals"),
+				Confidence:         in.Str("confidence"),
+			}
+			e.Freshness, e.HasFreshness = in.LenientFloat("freshness_seconds")
+			cmd.Evidence = e
+			break
+		}
+	}
+	if reply, ok := s.submit(sender, "release", task, in, cmd); ok && reply.Outcome.Refusal != nil {
+		s.refused(sender, "release_denied", reply.Outcome.Refusal, task)
+	}
+}
+
+func (s *session) taskUpdate(sender string, in *wire.Inbound) {
+	task := taskID(in, "id")
+	if t := strings.TrimSpace(in.Text("task_id")); t != "" {
+		task = t
+	}
+	epoch, hasEpoch, ok := s.strictInt(sender, "epoch", in)
+	if !ok {
+		return
+	}
+	ev, hasEV, ok := s.strictInt(sender, "expected_version", in)
+	if !ok {
+		return
+	}
+	cmd := coord.UpdateRequest{
+		Agent: sender, TaskID: task,
+		Status:  strings.TrimSpace(in.Text("status")),
+		Note:    strings.TrimSpace(in.Text("note")),
+		DataRef: in.Text("data_ref"),
+		Epoch:   epoch, HasEpoch: hasEpoch,
+		ExpectedVersion: ev, HasExpectedVersion: hasEV,
+	}
+	if reply, ok := s.submit(sender, "task_update", task, in, cmd); ok && reply.Outcome.Refusal != nil {
+		s.refused(sender, "error", reply.Outcome.Refusal, task)
+	}
+}
+
+func (s *session) handoff(sender string, in *wire.Inbound) {
+	task := taskID(in)
+	to := strings.TrimSpace(in.Str("to_agent"))
+	if to == "" {
+		to = strings.TrimSpace(in.Str("target"))
+		if !in.Has("target") {
+			to = "all"
+		}
+	}
+	epoch, hasEpoch, ok := s.strictInt(sender, "epoch", in)
+	if !ok {
+		return
+	}
+	s.h.mu.Lock()
+	online := s.h.reg.byName[to] != nil
+	s.h.mu.Unlock()
+	cmd := coord.HandoffRequest{
+		Agent: sender, TaskID: task, To: to, ToOnline: online,
+		Note:  strings.TrimSpace(in.Text("note")),
+		Epoch: epoch, HasEpoch: hasEpoch,
+	}
+	if reply, ok := s.submit(sender, "handoff", task, in, cmd); ok && reply.Outcome.Refusal != nil {
+		s.refused(sender, "handoff_denied", reply.Outcome.Refusal, task)
+	}
+}
+
+func (s *session) checkpoint(sender string, in *wire.Inbound) {
+	task := strings.TrimSpace(in.Text("task_id"))
+	cp := in.Text("checkpoint")
+	if !in.Has("checkpoint") {
+		cp = in.Text("payload")
+	}
+	epoch, hasEpoch, ok := s.strictInt(sender, "epoch", in)
+	if !ok {
+		return
+	}
+	cmd := coord.CheckpointRequest{Agent: sender, TaskID: task, Checkpoint: cp, Epoch: epoch, HasEpoch: hasEpoch}
+	if reply, ok := s.submit(sender, "checkpoint", task, in, cmd); ok && reply.Outcome.Refusal != nil {
+		s.refused(sender, "checkpoint_denied", reply.Outcome.Refusal, task)
+	}
+}
+
+func (s *session) waitRequest(sender string, in *wire.Inbound) {
+	task := taskID(in)
+	if reply, ok := s.submit(sender, "wait_request", task, in, coord.WaitRequest{Agent: sender, TaskID: task}); ok && reply.Outcome.Refusal != nil {
+		s.refused(sender, "wait_denied", reply.Outcome.Refusal, task)
+	}
+}
+
+func (s *session) resource(sender, typ string, in *wire.Inbound) {
+	kind := strings.TrimSpace(in.Str("kind"))
+	if kind == "" {
+		kind = strings.TrimSpace(in.Str("resource_kind"))
+	}
+	name := strings.TrimSpace(in.Str("name"))
+	if name == "" {
+		name = strings.TrimSpace(in.Str("resource_name"))
+	}
+	capacity, ok := in.LenientInt("capacity")
+	if !ok || capacity < 1 {
+		capacity = 1
+	}
+	meta := ""
+	if _, ok := in.Value("meta").(map[string]any); ok {
+		meta = in.RawJSON("meta")
+	}
+	cmd := coord.OfferResource{Agent: sender, Kind: kind, Name: name, Capacity: int(min(capacity, 1<<31-1)), Meta: meta}
+	if reply, ok := s.submit(sender, typ, "", in, cmd); ok && reply.Outcome.Refusal != nil {
+		s.refused(sender, "error", reply.Outcome.Refusal, "")
+	}
+}
+
+var fingerprintRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// causalParent validates causal_parent (PROTOCOL.md §2.11): "" when absent,
+// else its canonical JSON, or why it is malformed.
+func causalParent(in *wire.Inbound) (string, string) {
+	v := in.Value("causal_parent")
+	if v == nil {
+		return "", ""
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return "", "'causal_parent' must be an object."
+	}
+	hub, _ := m["hub_id"].(string)
+	if hub == "" || len(hub) > 512 {
+		return "", "'causal_parent.hub_id' must be a non-empty string of at most 512 bytes."
+	}
+	seq, ok := jsonInt(m["seq"])
+	if !ok || seq < 1 {
+		return "", "'causal_parent.seq' must be a positive integer."
+	}
+	fp, _ := m["event_fingerprint"].(string)
+	if !fingerprintRE.MatchString(fp) {
+		return "", "'causal_parent.event_fingerprint' must be a lowercase sha256 hex digest."
+	}
+	return in.RawJSON("causal_parent"), ""
+}
+
+func (s *session) boardVersion(sender string, in *wire.Inbound) (int64, bool, bool) {
+	v, present, err := in.BoardInt("expected_version")
+	if err != nil {
+		s.fail(sender, "malformed_frame", "Malformed frame: 'expected_version' must be an integer.")
+		return 0, false, false
+	}
+	return v, present, true
+}
+
+func (s *session) ledgerTask(sender string, in *wire.Inbound) {
+	task := strings.TrimSpace(in.Text("task_id"))
+	ev, hasEV, ok := s.boardVersion(sender, in)
+	if !ok {
+		return
+	}
+	cp, why := causalParent(in)
+	if why != "" {
+		s.fail(sender, "malformed_frame", "Malformed frame: "+why)
+		return
+	}
+	cmd := coord.DeclareTask{
+		Agent: sender, TaskID: task,
+		Title:          strings.TrimSpace(in.Text("title")),
+		Description:    in.Text("description"),
+		DependsOn:      in.Strings("depends_on"),
+		SuggestedOwner: strings.TrimSpace(in.Str("suggested_owner")),
+		Project:        strings.TrimSpace(in.Str("project")),
+		ExpectedVersion: ev, HasExpectedVersion: hasEV,
+		CausalParent: cp,
+	}
+	if reply, ok := s.submit(sender, "ledger_task", task, in, cmd); ok && reply.Outcome.Refusal != nil {
+		s.refused(sender, "error", reply.Outcome.Refusal, task)
+	}
+}
+
+func (s *session) ledgerTaskUpdate(sender string, in *wire.Inbound) {
+	task := strings.TrimSpace(in.Text("task_id"))
+	ev, hasEV, ok := s.boardVersion(sender, in)
+	if !ok {
+		return
+	}
+	cp, why := causalParent(in)
+	if why != "" {
+		s.fail(sender, "malformed_frame", "Malformed frame: "+why)
+		return
+	}
+	opt := func(k string) *string {
+		if v, ok := in.Value(k).(string); ok {
+			v = strings.TrimSpace(v)
+			return &v
+		}
+		return nil
+	}
+	cmd := coord.UpdateBoardTask{
+		Agent: sender, TaskID: task,
+		Status: opt("status"), SuggestedOwner: opt("suggested_owner"), Project: opt("project"),
+		ExpectedVersion: ev, HasExpectedVersion: hasEV, CausalParent: cp,
+	}
+	if cmd.Status != nil && *cmd.Status == "" {
+		cmd.Status = nil // a blank status leaves it alone
+	}
+	if reply, ok := s.submit(sender, "ledger_task_update", task, in, cmd); ok && reply.Outcome.Refusal != nil {
+		s.refused(sender, "error", reply.Outcome.Refusal, task)
+	}
+}
+
+func (s *session) ledgerProgress(sender string, in *wire.Inbound) {
+	task := strings.TrimSpace(in.Text("task_id"))
+	text := in.Text("text")
+	if text == "" {
+		text = in.Text("payload")
+	}
+	cmd := coord.PostProgress{Agent: sender, TaskID: task, Kind: strings.TrimSpace(in.Str("kind")), Text: text}
+	if reply, ok := s.submit(sender, "ledger_progress", task, in, cmd); ok && reply.Outcome.Refusal != nil {
+		s.refused(sender, "error", reply.Outcome.Refusal, task)
+	}
+}
+
+// disconnect ends the waits of an agent whose socket closed.
+func (h *Hub) disconnect(name string) {
+	if !h.beginSubmit() {
+		return
+	}
+	defer h.submits.Done()
+	_, _ = h.seq.Submit(context.Background(), sequencer.Request{Cmd: coord.Disconnect{Agent: name}})
+}
+
+func itoa(n int64) string { return string(pyjson.AppendInt(nil, n)) }
+
+// jsonInt reads a decoded JSON integer (not a float lexeme, not a bool).
+func jsonInt(v any) (int64, bool) {
+	n, ok := v.(json.Number)
+	if !ok || strings.ContainsAny(string(n), ".eE") {
+		return 0, false
+	}
+	i, err := n.Int64()
+	return i, err == nil
+}

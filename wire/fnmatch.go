@@ -1,0 +1,136 @@
+package wire
+
+// Fnmatch reports whether name matches pattern with the semantics of
+// Python's fnmatch.fnmatchcase, which the reference uses for chat targets
+// (PROTOCOL.md §2.2, §9.3): case-sensitive; '*' matches any run of
+// characters, '/' included; '?' one character; '[seq]' and '[!seq]' a
+// character class with a-z ranges; a '[' without its ']' is a literal; no
+// backslash escapes. path.Match differs on every one of the '/', '!' and
+// '\' points.
+func Fnmatch(name, pattern string) bool {
+	toks := compileGlob(pattern)
+	s := []rune(name)
+	// Greedy match with backtracking to the last star: linear in practice,
+	// O(len(s)·len(toks)) at worst, never exponential.
+	si, ti := 0, 0
+	star, starS := -1, 0
+	for si < len(s) {
+		if ti < len(toks) && toks[ti].kind != tokStar && toks[ti].match(s[si]) {
+			si++
+			ti++
+			continue
+		}
+		if ti < len(toks) && toks[ti].kind == tokStar {
+			star, starS = ti, si
+			ti++
+			continue
+		}
+		if star >= 0 {
+			starS++
+			si, ti = starS, star+1
+			continue
+		}
+		return false
+	}
+	for ti < len(toks) && toks[ti].kind == tokStar {
+		ti++
+	}
+	return ti == len(toks)
+}
+
+// HasGlob reports whether a target part is a glob with '*' (an "audience"
+// message in the reference: never dead-lettered, never replayed).
+func HasGlob(target string) bool {
+	for i := 0; i < len(target); i++ {
+		if target[i] == '*' {
+			return true
+		}
+	}
+	return false
+}
+
+type tokKind uint8
+
+const (
+	tokLit tokKind = iota
+	tokAny
+	tokStar
+	tokClass
+)
+
+type globTok struct {
+	kind   tokKind
+	lit    rune
+	negate bool
+	ranges [][2]rune
+}
+
+func (t *globTok) match(c rune) bool {
+	switch t.kind {
+	case tokLit:
+		return c == t.lit
+	case tokAny:
+		return true
+	case tokClass:
+		in := false
+		for _, r := range t.ranges {
+			if r[0] <= c && c <= r[1] {
+				in = true
+				break
+			}
+		}
+		return in != t.negate
+	}
+	return false
+}
+
+func compileGlob(pattern string) []globTok {
+	p := []rune(pattern)
+	var toks []globTok
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; c {
+		case '*':
+			if len(toks) == 0 || toks[len(toks)-1].kind != tokStar {
+				toks = append(toks, globTok{kind: tokStar})
+			}
+		case '?':
+			toks = append(toks, globTok{kind: tokAny})
+		case '[':
+			j := i + 1
+			if j < len(p) && p[j] == '!' {
+				j++
+			}
+			if j < len(p) && p[j] == ']' {
+				j++
+			}
+			for j < len(p) && p[j] != ']' {
+				j++
+			}
+			if j >= len(p) { // no closing bracket: a literal '['
+				toks = append(toks, globTok{kind: tokLit, lit: '['})
+				continue
+			}
+			body := p[i+1 : j]
+			t := globTok{kind: tokClass}
+			if len(body) > 0 && body[0] == '!' {
+				t.negate, body = true, body[1:]
+			}
+			for k := 0; k < len(body); {
+				if k+2 < len(body) && body[k+1] == '-' {
+					if body[k] <= body[k+2] { // Python drops reversed ranges
+						t.ranges = append(t.ranges, [2]rune{body[k], body[k+2]})
+					}
+					k += 3
+					continue
+				}
+				t.ranges = append(t.ranges, [2]rune{body[k], body[k]})
+				k++
+			}
+			toks = append(toks, t)
+			i = j
+		default:
+			toks = append(toks, globTok{kind: tokLit, lit: c})
+		}
+	}
+	return toks
+}

@@ -1,0 +1,45 @@
+package wire
+
+import "testing"
+
+// Expected values are Python 3.12 fnmatch.fnmatchcase results.
+func TestFnmatch_PythonFnmatchcaseSemantics(t *testing.T) {
+	cases := []struct {
+		name, pat string
+		want      bool
+	}{
+		{"proj/a", "proj/*", true},
+		{"proj/a/b", "proj/*", true}, // '*' crosses '/'
+		{"proj", "proj/*", false},
+		{"proj/a", "*", true},
+		{"", "*", true},
+		{"", "", true},
+		{"a", "", false},
+		{"proj/a", "proj/?", true},
+		{"proj/ab", "proj/?", false},
+		{"proj/a", "proj/[ab]", true},
+		{"proj/c", "proj/[!ab]", true},
+		{"proj/a", "proj/[!ab]", false},
+		{"proj/x", "proj/[a-z]", true},
+		{"proj/X", "proj/[a-z]", false}, // case-sensitive
+		{"Proj/a", "proj/*", false},
+		{"a]", "[]]]", false},
+		{"]", "[]]", true},
+		{"!", "[!]", false},
+		{"[a", "[a", true}, // unclosed bracket is a literal
+		{`a\b`, `a\b`, true},
+		{`a*b`, `a\*b`, false}, // no backslash escapes: '\' is literal, '*' a star
+		{`a\xb`, `a\*b`, true},
+		{"aXbXc", "a*b*c", true},
+		{"abcabd", "*abd", true},
+		{"aaaaaaaaaaaaaaaaaaaaaaaaaaaaab", "*a*a*a*a*a*a*c", false},
+		{"z", "[z-a]", false},
+		{"-", "[a-]", true},
+		{"é", "?", true},
+	}
+	for _, c := range cases {
+		if got := Fnmatch(c.name, c.pat); got != c.want {
+			t.Errorf("Fnmatch(%q, %q) = %v, want %v", c.name, c.pat, got, c.want)
+		}
+	}
+}
