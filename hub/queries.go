@@ -283,5 +283,3 @@ func (s *session) manifestRequest(sender string) {
 	h.m.framesOut.WithLabelValues("manifest_snapshot").Inc()
 	s.reply(s.frame("manifest_snapshot", sender, "Manifest snapshot").Raw("manifest", list).Bytes())
 }
-
-

@@ -462,11 +462,11 @@ func (s *session) ledgerTask(sender string, in *wire.Inbound) {
 	}
 	cmd := coord.DeclareTask{
 		Agent: sender, TaskID: task,
-		Title:          strings.TrimSpace(in.Text("title")),
-		Description:    in.Text("description"),
-		DependsOn:      in.Strings("depends_on"),
-		SuggestedOwner: strings.TrimSpace(in.Str("suggested_owner")),
-		Project:        strings.TrimSpace(in.Str("project")),
+		Title:           strings.TrimSpace(in.Text("title")),
+		Description:     in.Text("description"),
+		DependsOn:       in.Strings("depends_on"),
+		SuggestedOwner:  strings.TrimSpace(in.Str("suggested_owner")),
+		Project:         strings.TrimSpace(in.Str("project")),
 		ExpectedVersion: ev, HasExpectedVersion: hasEV,
 		CausalParent: cp,
 	}

@@ -1,0 +1,250 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// testDeadline bounds every wait for a frame: generous, since the suite must
+// pass on a busy 2-core machine; a passing test never waits for it.
+const testDeadline = 10 * time.Second
+
+// testHub is a hub served over a real socket by httptest.
+type testHub struct {
+	t   *testing.T
+	h   *Hub
+	srv *httptest.Server
+	url string
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func startHub(t *testing.T, cfg Config) *testHub {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger()
+	}
+	h, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h.Handler())
+	th := &testHub{t: t, h: h, srv: srv, url: "ws" + strings.TrimPrefix(srv.URL, "http")}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = h.Close(ctx)
+		srv.Close()
+	})
+	return th
+}
+
+// tconn is one test client socket. Frames are read by a background
+// goroutine into a channel, so a test can wait for the frame it expects
+// with a deadline and no sleeps.
+type tconn struct {
+	t      *testing.T
+	c      *websocket.Conn
+	frames chan map[string]any
+	mu     sync.Mutex
+	err    error // why reading ended
+	done   chan struct{}
+}
+
+func (th *testHub) dial() *tconn {
+	th.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, th.url, nil)
+	if err != nil {
+		th.t.Fatalf("dial: %v", err)
+	}
+	c.SetReadLimit(64 << 20)
+	tc := &tconn{t: th.t, c: c, frames: make(chan map[string]any, 4096), done: make(chan struct{})}
+	go tc.readLoop()
+	th.t.Cleanup(func() { _ = c.CloseNow() })
+	return tc
+}
+
+func (tc *tconn) readLoop() {
+	defer close(tc.done)
+	for {
+		_, data, err := tc.c.Read(context.Background())
+		if err != nil {
+			tc.mu.Lock()
+			tc.err = err
+			tc.mu.Unlock()
+			return
+		}
+		var m map[string]any
+		d := json.NewDecoder(strings.NewReader(string(data)))
+		d.UseNumber()
+		if err := d.Decode(&m); err != nil {
+			tc.t.Errorf("hub sent non-JSON frame %q: %v", data, err)
+			continue
+		}
+		tc.frames <- m
+	}
+}
+
+// connect dials and reads the welcome of an open hub.
+func (th *testHub) connect() *tconn {
+	tc := th.dial()
+	tc.expect("welcome")
+	return tc
+}
+
+// join connects and registers name, reading its own joined presence.
+func (th *testHub) join(name string, extra ...map[string]any) *tconn {
+	tc := th.connect()
+	f := map[string]any{"sender": name, "target": "System", "type": "heartbeat", "payload": "online", "timestamp": nowTS()}
+	for _, e := range extra {
+		for k, v := range e {
+			f[k] = v
+		}
+	}
+	tc.send(f)
+	tc.expectWhere("presence_update", func(m map[string]any) bool { return m["agent"] == name && m["event"] == "joined" })
+	return tc
+}
+
+func nowTS() float64 { return float64(time.Now().UnixNano()) / 1e9 }
+
+func (tc *tconn) send(f map[string]any) {
+	tc.t.Helper()
+	b, err := json.Marshal(f)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	tc.sendRaw(string(b))
+}
+
+func (tc *tconn) sendRaw(s string) {
+	tc.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	if err := tc.c.Write(ctx, websocket.MessageText, []byte(s)); err != nil {
+		tc.t.Fatalf("send: %v", err)
+	}
+}
+
+// next returns the next frame, failing the test after the deadline.
+func (tc *tconn) next() map[string]any {
+	tc.t.Helper()
+	select {
+	case m := <-tc.frames:
+		return m
+	case <-tc.done:
+		select {
+		case m := <-tc.frames:
+			return m
+		default:
+		}
+		tc.t.Fatalf("connection ended while waiting for a frame: %v", tc.readErr())
+	case <-time.After(testDeadline):
+		tc.t.Fatalf("no frame within %v", testDeadline)
+	}
+	return nil
+}
+
+// expect reads until a frame of type typ arrives and returns it.
+func (tc *tconn) expect(typ string) map[string]any {
+	tc.t.Helper()
+	return tc.expectWhere(typ, nil)
+}
+
+func (tc *tconn) expectWhere(typ string, ok func(map[string]any) bool) map[string]any {
+	tc.t.Helper()
+	deadline := time.After(testDeadline)
+	for {
+		select {
+		case m := <-tc.frames:
+			if m["type"] == typ && (ok == nil || ok(m)) {
+				return m
+			}
+		case <-tc.done:
+			select {
+			case m := <-tc.frames:
+				if m["type"] == typ && (ok == nil || ok(m)) {
+					return m
+				}
+				continue
+			default:
+			}
+			tc.t.Fatalf("connection ended while waiting for %s: %v", typ, tc.readErr())
+		case <-deadline:
+			tc.t.Fatalf("no %s frame within %v", typ, testDeadline)
+		}
+	}
+}
+
+// expectClose waits for the hub to close the socket and checks the code
+// and reason.
+func (tc *tconn) expectClose(code websocket.StatusCode, reason string) {
+	tc.t.Helper()
+	select {
+	case <-tc.done:
+	case <-time.After(testDeadline):
+		tc.t.Fatalf("socket not closed within %v (want %d %q)", testDeadline, code, reason)
+	}
+	err := tc.readErr()
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) {
+		tc.t.Fatalf("socket ended with %v, want close %d %q", err, code, reason)
+	}
+	if ce.Code != code || ce.Reason != reason {
+		tc.t.Fatalf("close = %d %q, want %d %q", ce.Code, ce.Reason, code, reason)
+	}
+}
+
+func (tc *tconn) readErr() error {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	return tc.err
+}
+
+// quiet asserts that no frame arrives for d (used only to check that
+// something does NOT happen, never for ordering).
+func (tc *tconn) quiet(d time.Duration) {
+	tc.t.Helper()
+	select {
+	case m := <-tc.frames:
+		tc.t.Fatalf("unexpected frame %v", m)
+	case <-time.After(d):
+	}
+}
+
+// sync makes sure everything caused by earlier sends has been queued to
+// this socket: the reply to a who_request comes after them.
+func (tc *tconn) sync(name string) {
+	tc.t.Helper()
+	tc.send(map[string]any{"sender": name, "type": "who_request", "target": "System", "payload": "who"})
+	tc.expect("who_snapshot")
+}
+
+func (tc *tconn) close() {
+	_ = tc.c.Close(websocket.StatusNormalClosure, "")
+}
+
+func num(t *testing.T, v any) float64 {
+	t.Helper()
+	n, ok := v.(json.Number)
+	if !ok {
+		t.Fatalf("%v (%T) is not a number", v, v)
+	}
+	f, err := n.Float64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
