@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/synapse-hub/synapse/coord"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -248,3 +249,15 @@ func num(t *testing.T, v any) float64 {
 	}
 	return f
 }
+
+type limitsT = coordLimits
+
+func defaultLimitsWith(edit func(*limitsT)) limitsT {
+	l := coordDefaultLimits()
+	edit(&l)
+	return l
+}
+
+type coordLimits = coord.Limits
+
+var coordDefaultLimits = coord.DefaultLimits
