@@ -126,7 +126,7 @@ type Options struct {
 	Logger *slog.Logger
 	// SnapshotEvery is how many journal records are committed between two
 	// snapshots (0: DefaultSnapshotEvery; negative: no snapshots). Taking
-	// one stalls the loop for State.Image(): ~85 ms at 100k claims.
+	// one stalls the loop for State.Capture(): a few ms at 100k claims.
 	SnapshotEvery int
 	// Snapshotter writes the snapshots (default: the Journal, when it
 	// implements Snapshotter, as *journal.Store does). A memory-only hub

@@ -25,10 +25,11 @@ import (
 // shared. Never two writers at once: while one runs, the loop skips and
 // tries again after the next append.
 //
-// The image costs the loop a stall: no command is decided while Image()
-// copies and sorts the state, ~85 ms (worst ~135 ms) at 100k claims on 2
-// vCPU (BenchmarkSnapshotStall_Image100kClaims), once per SnapshotEvery
-// records. Encoding and writing happen on the writer goroutine.
+// The snapshot costs the loop a short stall: no command is decided while
+// State.Capture gathers the stored pointers (see
+// BenchmarkSnapshotStall_Image100kClaims), once per SnapshotEvery records.
+// Sorting and copying into the Image, encoding and writing happen on the
+// writer goroutine; the capture shares only values the state never changes.
 //
 // A failed snapshot is logged and counted, nothing more: the journal is
 // still the truth, and replay falls back to an older snapshot or the whole
@@ -104,17 +105,18 @@ func (s *Sequencer) maybeSnapshot() {
 		return
 	}
 	start := time.Now()
-	img := s.state.Image() // the stall (see above)
+	capture := s.state.Capture() // the stall (see above)
 	stall := time.Since(start)
 	t.since = 0
 	s.snaps.wg.Add(1)
-	go s.writeSnapshot(t.last, img, s.lastNow, stall)
+	go s.writeSnapshot(t.last, capture, s.lastNow, stall)
 }
 
 // writeSnapshot is the writer goroutine.
-func (s *Sequencer) writeSnapshot(seq int64, img coord.Image, at float64, stall time.Duration) {
+func (s *Sequencer) writeSnapshot(seq int64, capture *coord.Capture, at float64, stall time.Duration) {
 	defer s.snaps.wg.Done()
 	start := time.Now()
+	img := capture.Image() // sorting and copying happen here, off the loop
 	err := s.snaps.w.WriteSnapshot(seq, img, at)
 	s.snaps.busy.Store(false) // before the counters, so a reader that sees them may expect the next one
 	if err != nil {
