@@ -145,7 +145,7 @@ func (s *session) whoRequest(sender string) {
 		live.Raw(n, wire.Object().Bool("proven_live", age <= livenessWindow || waiter).
 			Bool("has_live_waiter", waiter).Float("last_reaction_age", age).Bytes())
 	}
-	clients := len(h.reg.sessions)
+	clients := h.liveSocketsLocked()
 	h.mu.Unlock()
 	f := s.frame("who_snapshot", sender, "Who snapshot").Strs("online_agents", online).Raw("agent_roles", roles.Bytes()).
 		Int("connected_clients", int64(clients)).Str("hub_version", Version).Str("config_epoch", h.epoch)

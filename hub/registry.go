@@ -126,11 +126,22 @@ func (h *Hub) admit(s *session) (websocket.StatusCode, string, bool) {
 
 func (h *Hub) welcomeLocked() []byte {
 	return wire.NewFrame("welcome", "self", "Welcome to Synapse", h.now(), h.cfg.HubID).
-		Int("connected_clients", int64(len(h.reg.sessions))).
+		Int("connected_clients", int64(h.liveSocketsLocked())).
 		Strs("online_agents", h.onlineLocked()).
 		Int("protocol_version", wire.ProtocolVersion).
 		Strs("features", Features).
 		Bytes()
+}
+
+// liveSocketsLocked counts the sockets not being closed.
+func (h *Hub) liveSocketsLocked() int {
+	n := 0
+	for s := range h.reg.sessions {
+		if !s.isClosing() {
+			n++
+		}
+	}
+	return n
 }
 
 // onlineLocked is the sorted list of bound names, sidecars included.
