@@ -44,6 +44,12 @@ type Options struct {
 	ReadOnly bool
 	// KeepSnapshots is how many snapshots WriteSnapshot keeps (default 2).
 	KeepSnapshots int
+	// MaxPageCount, when positive, caps the file at that many pages on the
+	// writer connection (PRAGMA max_page_count, which is per connection and
+	// never below the file's current size): an append that would grow the
+	// file further fails with SQLITE_FULL and rolls back, as on a full disk.
+	// For fault-injection tests; a hub leaves it 0 (SQLite's default cap).
+	MaxPageCount int
 }
 
 // Errors callers may compare against.
@@ -152,6 +158,9 @@ func (s *Store) open() error {
 	wp := []string{"synchronous(NORMAL)"}
 	if !s.opts.ReadOnly {
 		wp = append([]string{"journal_mode(WAL)"}, wp...)
+	}
+	if s.opts.MaxPageCount > 0 {
+		wp = append(wp, fmt.Sprintf("max_page_count(%d)", s.opts.MaxPageCount))
 	}
 	if s.db, err = sql.Open("sqlite", dsn(s.path, s.opts.ReadOnly, s.opts.BusyTimeout, wp...)); err != nil {
 		return err
