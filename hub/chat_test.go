@@ -72,7 +72,7 @@ func TestChat_HubClockOverridesClientTimestamp_INV_CK_1(t *testing.T) {
 		keptVal float64
 	}{
 		{4_000_000_000.5, true, 4_000_000_000.5}, // a future stamp is advisory only
-		{12.0, true, 12},                          // a backdated one too
+		{12.0, true, 12},                         // a backdated one too
 		{0, false, 0},
 		{"yesterday", false, 0},
 		{true, false, 0},

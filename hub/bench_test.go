@@ -1,0 +1,111 @@
+package hub
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// BenchmarkClaimRoundTrip measures claim → claim_granted over real sockets
+// (memory-only hub, full broadcast fan-out) with 1 and 32 concurrent agents,
+// each renewing its own claim in a loop, and reports p50/p99.
+func BenchmarkClaimRoundTrip(b *testing.B) {
+	for _, agents := range []int{1, 32} {
+		for _, scoped := range []bool{false, true} {
+			name := fmt.Sprintf("agents=%d", agents)
+			if scoped {
+				name += "/scoped"
+			}
+			b.Run(name, func(b *testing.B) { benchClaims(b, agents, scoped) })
+		}
+	}
+}
+
+func benchClaims(b *testing.B, agents int, scoped bool) {
+	h, err := New(Config{Logger: quietLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(h.Handler())
+	defer srv.Close()
+	defer h.Close(context.Background())
+	url := "ws" + strings.TrimPrefix(srv.URL, "http")
+	ctx := context.Background()
+
+	type agent struct {
+		c     *websocket.Conn
+		claim []byte
+		mine  []byte
+		lat   []time.Duration
+	}
+	as := make([]*agent, agents)
+	for i := range as {
+		c, _, err := websocket.Dial(ctx, url, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.SetReadLimit(1 << 20)
+		defer c.CloseNow()
+		name := fmt.Sprintf("p%d/agent", i)
+		reg := map[string]any{"sender": name, "type": "heartbeat", "target": "System", "payload": "online"}
+		if scoped {
+			reg["fanout"] = "scoped"
+		}
+		rb, _ := json.Marshal(reg)
+		if err := c.Write(ctx, websocket.MessageText, rb); err != nil {
+			b.Fatal(err)
+		}
+		cb, _ := json.Marshal(map[string]any{"sender": name, "type": "claim", "target": "System", "task_id": name + "/T", "paths": []string{name}})
+		as[i] = &agent{c: c, claim: cb, mine: []byte(`"owner":"` + name + `"`)}
+	}
+	per := max(1, b.N/agents)
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for _, a := range as {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range per {
+				t0 := time.Now()
+				if err := a.c.Write(ctx, websocket.MessageText, a.claim); err != nil {
+					b.Error(err)
+					return
+				}
+				for {
+					_, data, err := a.c.Read(ctx)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if bytes.Contains(data, []byte(`"type":"claim_granted"`)) && bytes.Contains(data, a.mine) {
+						break
+					}
+				}
+				a.lat = append(a.lat, time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	var all []time.Duration
+	for _, a := range as {
+		all = append(all, a.lat...)
+	}
+	slices.Sort(all)
+	if len(all) == 0 {
+		return
+	}
+	p := func(q float64) float64 { return float64(all[min(len(all)-1, int(q*float64(len(all))))].Microseconds()) }
+	b.ReportMetric(p(0.50), "p50-µs")
+	b.ReportMetric(p(0.99), "p99-µs")
+	b.ReportMetric(float64(len(all))/b.Elapsed().Seconds(), "claims/s")
+}
