@@ -42,6 +42,10 @@ func (s *Sequencer) runBatch(calls []*call) {
 		if c.req.Idem != nil && s.answeredByKey(p, keyed) {
 			continue
 		}
+		if c.req.Cmd == nil { // a journal-only request: its records, nothing to decide
+			s.appendRecords(p, b)
+			continue
+		}
 		p.out = s.state.Step(c.req.Cmd, now)
 		p.applied = true
 		if id := c.req.Idem; id != nil && p.out.Refusal == nil { // refusals are never cached
@@ -55,8 +59,22 @@ func (s *Sequencer) runBatch(calls []*call) {
 			keyed[id.Key] = p
 		}
 		s.encodeInto(p, b)
+		if p.out.Refusal == nil {
+			s.appendRecords(p, b)
+		}
 	}
 	s.commit(ps, b)
+}
+
+// appendRecords adds the request's own records after its events.
+func (s *Sequencer) appendRecords(p *pending, b *journal.Batch) {
+	if s.j == nil || len(p.c.req.Records) == 0 {
+		return
+	}
+	if p.firstRec < 0 {
+		p.firstRec = len(b.Records)
+	}
+	b.Records = append(b.Records, p.c.req.Records...)
 }
 
 // answeredByKey settles a keyed request that needs no decision: a duplicate
@@ -180,27 +198,29 @@ func (s *Sequencer) commit(ps []*pending, b *journal.Batch) {
 	for _, op := range b.Operations {
 		s.cache.put(op)
 	}
-	if s.opts.OnCommit != nil {
-		var evs []coord.Event
-		for _, p := range ps {
-			if p.applied {
-				evs = append(evs, p.out.Events...)
-			}
-		}
-		if len(evs) > 0 {
-			s.opts.OnCommit(evs)
-		}
-	}
+	// Publish in commit order, request by request, so a chat committed
+	// between two claims is fanned out between their broadcasts.
 	for _, p := range ps {
 		switch {
 		case p.err != nil:
+			continue
 		case p.replayOf != nil:
 			p.reply = Reply{Response: p.replayOf.reply.Response, Replayed: true}
-		case p.applied:
+			continue
+		case p.reply.Replayed:
+			continue
+		}
+		if p.firstRec >= 0 {
+			p.reply.Seq = first + int64(p.firstRec)
+		}
+		if p.applied {
 			p.reply.Outcome = coord.Outcome{Events: p.out.Events, Refusal: p.out.Refusal}
-			if p.firstRec >= 0 {
-				p.reply.Seq = first + int64(p.firstRec)
+			if s.opts.OnCommit != nil && len(p.out.Events) > 0 {
+				s.opts.OnCommit(p.out.Events)
 			}
+		}
+		if p.c != nil && p.c.req.Committed != nil {
+			p.c.req.Committed(p.reply)
 		}
 	}
 	s.answer(ps)

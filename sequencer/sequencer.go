@@ -116,7 +116,7 @@ type Options struct {
 	// DefaultIdemCacheSize). Without a journal it is the only record of
 	// used keys; with one it saves a read of the operations table.
 	IdemCacheSize int
-	// OnCommit, if set, gets every event of each committed batch (and of
+	// OnCommit, if set, gets the events of each committed request (and of
 	// each timer tick) in commit order, volatile ones included, so the hub
 	// can broadcast them. It runs on the sequencer goroutine: it must not
 	// block, call Submit, Query or Close, or keep the slice.
@@ -154,6 +154,19 @@ type Request struct {
 	// and must not keep the outcome. Output that is not JSON fails the
 	// request with ErrBadRequest.
 	Render func(coord.Outcome) []byte
+	// Records are journal records of the request's own (a chat row, a
+	// mailbox watermark, a receipt), committed in the batch right after the
+	// command's events; with no Cmd the request is only these records. A
+	// refused command's records are not written. A memory-only hub writes
+	// none.
+	Records []journal.Record
+	// Committed, if set, runs on the sequencer goroutine once the request
+	// is committed, in commit order with OnCommit (after the request's own
+	// events were published), with the reply the caller will get: the hub
+	// stamps Reply.Seq on a chat and fans it out here. It must not block
+	// or call the sequencer. It does not run for a failed or replayed
+	// request.
+	Committed func(Reply)
 }
 
 // Reply is what a committed request got.
@@ -168,8 +181,9 @@ type Reply struct {
 	// Replayed reports an idempotent duplicate: nothing was applied and
 	// Response is what the first request got.
 	Replayed bool
-	// Seq is the journal seq of the command's first record, 0 if it wrote
-	// none (or the hub has no journal).
+	// Seq is the journal seq of the request's first record (its command's
+	// first event, else its first own Record), 0 if it wrote none (or the
+	// hub has no journal).
 	Seq int64
 }
 
@@ -270,8 +284,8 @@ func (s *Sequencer) Submit(ctx context.Context, req Request) (Reply, error) {
 	if err := s.Err(); err != nil {
 		return Reply{}, err
 	}
-	if req.Cmd == nil || req.Idem != nil && req.Idem.Key == "" {
-		return Reply{}, fmt.Errorf("%w: no command or an empty idempotency key", ErrBadRequest)
+	if req.Cmd == nil && len(req.Records) == 0 || req.Idem != nil && req.Idem.Key == "" {
+		return Reply{}, fmt.Errorf("%w: no command or records, or an empty idempotency key", ErrBadRequest)
 	}
 	r, err := s.do(ctx, &call{req: req, reply: make(chan result, 1)})
 	return r.reply, err
