@@ -100,7 +100,15 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 		h.m.chatBroadcast.Inc()
 		h.broadcastLocked(frame, audience{everyone: true}, "chat")
 		if in.Truthy("receipt_requested") {
-			s.receiptLocked(sender, target, id, cmid, hasCMID, nil)
+			seen := map[string]bool{}
+			names := []string{}
+			for _, n := range h.onlineLocked() {
+				if id := identity(n); n != sender && !seen[id] {
+					seen[id] = true
+					names = append(names, id)
+				}
+			}
+			s.receiptLocked(sender, target, id, cmid, hasCMID, names)
 		}
 		return
 	}
@@ -133,9 +141,6 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 	}
 	if in.Truthy("receipt_requested") {
 		s.receiptLocked(sender, target, id, cmid, hasCMID, names)
-		if directed && len(names) == 0 {
-			return
-		}
 	}
 }
 
@@ -198,7 +203,6 @@ func (h *Hub) deadLetterLocked(target, sender string, now float64) {
 }
 
 // receiptLocked sends the immediate delivery_receipt (traces/chat.jsonl).
-// recipients nil means a broadcast.
 func (s *session) receiptLocked(sender, target string, msgID int64, cmid string, hasCMID bool, recipients []string) {
 	h := s.h
 	if recipients == nil {
