@@ -1,0 +1,464 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// DefaultURI is where a hub started with no flags listens.
+const DefaultURI = "ws://127.0.0.1:8876"
+
+// Tunables with their defaults; the zero value of an Options field means
+// its default.
+const (
+	DefaultHeartbeatInterval = 20 * time.Second // the reference clients' keepalive
+	DefaultHandshakeTimeout  = 10 * time.Second // the hub's own auth timeout
+	DefaultSubscriberBuffer  = 256
+	DefaultMaxFrameBytes     = 64 << 20 // snapshots of a large board are big
+	DefaultReconnectMin      = 100 * time.Millisecond
+	DefaultReconnectMax      = 10 * time.Second
+	// writeTimeout bounds one frame write. Writes never use the caller's
+	// context: coder/websocket closes the socket when a write's context
+	// ends, and one cancelled call must not drop everyone's connection.
+	writeTimeout = 10 * time.Second
+)
+
+// Options configures Dial. Empty fields take their defaults.
+type Options struct {
+	URI   string   // default $SYNAPSE_URI, else DefaultURI
+	Name  string   // the agent name, e.g. "proj/alpha"; default $SYNAPSE_NAME; required
+	Token string   // connect token of a secured hub; default $SYNAPSE_TOKEN
+	Roles []string // "<project>/<role>" names this agent also answers to
+	// Scoped asks the hub for scoped fan-out (welcome feature
+	// "scoped_fanout"): only the claim and board events of this agent's
+	// namespace and the frames addressed to it, instead of every broadcast.
+	Scoped bool
+
+	HeartbeatInterval time.Duration // app-level keepalive (default 20 s)
+	HandshakeTimeout  time.Duration // dial + welcome + registration (default 10 s)
+	// NoReconnect turns off automatic reconnection: a dropped socket closes
+	// the client. One-shot tools (the CLI) want this.
+	NoReconnect  bool
+	ReconnectMin time.Duration // first backoff delay (default 100 ms)
+	ReconnectMax time.Duration // backoff cap (default 10 s)
+	// SubscriberBuffer is each subscription's channel capacity (default
+	// 256). A subscriber that falls further behind loses frames (counted in
+	// Stats.Dropped); it never slows the client.
+	SubscriberBuffer int
+	MaxFrameBytes    int64 // largest frame accepted from the hub (default 64 MiB)
+}
+
+func (o *Options) setDefaults() error {
+	if o.URI == "" {
+		o.URI = os.Getenv("SYNAPSE_URI")
+	}
+	if o.URI == "" {
+		o.URI = DefaultURI
+	}
+	if o.Name == "" {
+		o.Name = os.Getenv("SYNAPSE_NAME")
+	}
+	o.Name = strings.TrimSpace(o.Name)
+	if o.Name == "" {
+		return errors.New("client: an agent name is required (Options.Name or SYNAPSE_NAME)")
+	}
+	if o.Token == "" {
+		o.Token = os.Getenv("SYNAPSE_TOKEN")
+	}
+	if o.HeartbeatInterval <= 0 {
+		o.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if o.HandshakeTimeout <= 0 {
+		o.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if o.ReconnectMin <= 0 {
+		o.ReconnectMin = DefaultReconnectMin
+	}
+	if o.ReconnectMax < o.ReconnectMin {
+		o.ReconnectMax = max(DefaultReconnectMax, o.ReconnectMin)
+	}
+	if o.SubscriberBuffer <= 0 {
+		o.SubscriberBuffer = DefaultSubscriberBuffer
+	}
+	if o.MaxFrameBytes <= 0 {
+		o.MaxFrameBytes = DefaultMaxFrameBytes
+	}
+	return nil
+}
+
+// Welcome is what the hub said when the connection opened.
+type Welcome struct {
+	HubID            string   `json:"hub_id"`
+	ProtocolVersion  int      `json:"protocol_version"`
+	Features         []string `json:"features"` // additive features; empty on the reference hub
+	OnlineAgents     []string `json:"online_agents"`
+	ConnectedClients int      `json:"connected_clients"`
+	Timestamp        float64  `json:"timestamp"` // hub clock, unix seconds
+}
+
+// HasFeature reports whether the hub announced an additive feature
+// ("wait_ready", "error_code", "scoped_fanout").
+func (w Welcome) HasFeature(name string) bool { return slices.Contains(w.Features, name) }
+
+// Stats are the client's counters.
+type Stats struct {
+	Reconnects uint64 // successful reconnections since Dial
+	Dropped    uint64 // frames a full subscriber channel lost
+}
+
+// Client is one agent's connection to a hub. Its methods are safe for
+// concurrent use.
+//
+// Who owns what: one reader goroutine per socket reads every frame and
+// dispatches it under mu, to the call in flight it answers or to the
+// subscribers; it never blocks on either. Writers serialise on wmu, which
+// also orders the pending list (see call). A heartbeat goroutine lives as
+// long as the client; a reconnect goroutine runs while the socket is down.
+type Client struct {
+	opts Options
+
+	wmu sync.Mutex // held across "register the call + write its frame"
+
+	mu      sync.Mutex // guards everything below
+	conn    *conn      // nil while disconnected
+	up      chan struct{}
+	pending []*call
+	subs    map[*subscriber]struct{}
+	welcome Welcome
+	closed  bool
+	failErr error // why the client gave up, if it did
+
+	done       chan struct{} // closed by Close (or when the client gives up)
+	wg         sync.WaitGroup
+	reconnects atomic.Uint64
+	dropped    atomic.Uint64
+}
+
+// conn is one socket's life.
+type conn struct {
+	ws   *websocket.Conn
+	down chan struct{} // closed when this socket is gone
+}
+
+// Dial connects to the hub, registers the name and returns once the hub
+// has bound it: the registration heartbeat gets no reply, so Dial follows
+// it with a who_request and waits for the answer. A connection the hub
+// refuses returns a *RejectedError; no hub at the URI, ErrUnreachable.
+func Dial(ctx context.Context, opts Options) (*Client, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	c := &Client{opts: opts, subs: make(map[*subscriber]struct{}), done: make(chan struct{}), up: make(chan struct{})}
+	hctx, cancel := context.WithTimeout(ctx, opts.HandshakeTimeout)
+	cn, w, err := c.connect(hctx, false)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	c.install(cn, w)
+	c.wg.Add(1)
+	go c.heartbeatLoop()
+	return c, nil
+}
+
+// Name returns the agent name the client registered.
+func (c *Client) Name() string { return c.opts.Name }
+
+// URI returns the hub's address.
+func (c *Client) URI() string { return c.opts.URI }
+
+// Welcome returns the welcome of the current (or last) connection.
+func (c *Client) Welcome() Welcome {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.welcome
+}
+
+// HasFeature reports whether the hub announced an additive feature.
+func (c *Client) HasFeature(name string) bool { return c.Welcome().HasFeature(name) }
+
+// Stats returns the client's counters.
+func (c *Client) Stats() Stats {
+	return Stats{Reconnects: c.reconnects.Load(), Dropped: c.dropped.Load()}
+}
+
+// Close ends the connection: calls in flight fail with ErrClosed and every
+// subscription channel is closed. Claims stay with the hub until their
+// leases expire (release them first if the work is done).
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	close(c.done)
+	cn := c.conn
+	c.conn = nil
+	c.failPendingLocked(ErrClosed)
+	for s := range c.subs {
+		c.removeSubLocked(s)
+	}
+	c.mu.Unlock()
+	if cn != nil {
+		_ = cn.ws.Close(websocket.StatusNormalClosure, "client closed")
+	}
+	c.wg.Wait()
+	return nil
+}
+
+// connect dials and registers one socket. takeover is set on reconnects:
+// the name's old socket is ours and may not have been reaped yet.
+func (c *Client) connect(ctx context.Context, takeover bool) (*conn, Welcome, error) {
+	ws, _, err := websocket.Dial(ctx, c.opts.URI, &websocket.DialOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		return nil, Welcome{}, fmt.Errorf("%w at %s: %v", ErrUnreachable, c.opts.URI, err)
+	}
+	ws.SetReadLimit(c.opts.MaxFrameBytes)
+	reg := c.envelope("heartbeat", "online")
+	if c.opts.Token != "" {
+		reg["token"] = c.opts.Token
+	}
+	if c.opts.Roles != nil {
+		reg["roles"] = c.opts.Roles
+	}
+	if c.opts.Scoped {
+		reg["fanout"] = "scoped"
+	}
+	if takeover {
+		reg["takeover"] = true
+	}
+	fail := func(err error) (*conn, Welcome, error) {
+		ws.CloseNow()
+		return nil, Welcome{}, err
+	}
+	for _, m := range []map[string]any{reg, c.envelope("who_request", "")} {
+		if err := writeJSON(ws, m); err != nil {
+			return fail(fmt.Errorf("%w at %s: register: %v", ErrUnreachable, c.opts.URI, err))
+		}
+	}
+	var (
+		w       Welcome
+		seen    bool
+		refusal string
+		early   []Frame
+	)
+	for {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			var ce websocket.CloseError
+			if errors.As(err, &ce) {
+				return fail(&RejectedError{Code: int(ce.Code), Reason: ce.Reason, Message: refusal})
+			}
+			return fail(fmt.Errorf("%w at %s: no answer to the registration: %v", ErrUnreachable, c.opts.URI, err))
+		}
+		f, err := parseFrame(data)
+		if err != nil {
+			continue
+		}
+		switch f.Type {
+		case "welcome":
+			if err := f.Decode(&w); err == nil {
+				seen = true
+			}
+		case "name_conflict", "auth_denied":
+			refusal = f.Payload // the close follows
+		case "who_snapshot":
+			if !seen {
+				return fail(fmt.Errorf("%w at %s: the hub sent no welcome", ErrUnreachable, c.opts.URI))
+			}
+			c.mu.Lock()
+			for _, e := range early {
+				c.publishLocked(e)
+			}
+			c.mu.Unlock()
+			return &conn{ws: ws, down: make(chan struct{})}, w, nil
+		default:
+			early = append(early, f)
+		}
+	}
+}
+
+// install makes cn the live socket and starts its reader.
+func (c *Client) install(cn *conn, w Welcome) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		cn.ws.CloseNow()
+		return
+	}
+	c.conn, c.welcome = cn, w
+	close(c.up)
+	c.wg.Add(1)
+	go c.readLoop(cn)
+}
+
+func (c *Client) readLoop(cn *conn) {
+	defer c.wg.Done()
+	for {
+		_, data, err := cn.ws.Read(context.Background())
+		if err != nil {
+			c.lost(cn)
+			return
+		}
+		f, err := parseFrame(data)
+		if err != nil {
+			continue
+		}
+		c.dispatch(f)
+	}
+}
+
+// lost handles the end of socket cn: calls in flight fail with
+// ErrDisconnected and, unless the client is closed or told not to, a
+// reconnect begins.
+func (c *Client) lost(cn *conn) {
+	cn.ws.CloseNow()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	close(cn.down)
+	if c.conn != cn {
+		return // Close already let it go
+	}
+	c.conn = nil
+	c.up = make(chan struct{})
+	c.failPendingLocked(ErrDisconnected)
+	if c.closed {
+		return
+	}
+	if c.opts.NoReconnect {
+		c.giveUpLocked(ErrDisconnected)
+		return
+	}
+	c.wg.Add(1)
+	go c.reconnectLoop()
+}
+
+// giveUpLocked closes the client from the inside (no more reconnects).
+func (c *Client) giveUpLocked(err error) {
+	c.closed = true
+	c.failErr = err
+	close(c.done)
+	for s := range c.subs {
+		c.removeSubLocked(s)
+	}
+}
+
+// reconnectLoop redials with jittered exponential backoff until it
+// succeeds, the client is closed, or the hub refuses the token.
+func (c *Client) reconnectLoop() {
+	defer c.wg.Done()
+	delay := c.opts.ReconnectMin
+	for {
+		t := time.NewTimer(delay/2 + rand.N(delay/2+1))
+		select {
+		case <-c.done:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), c.opts.HandshakeTimeout)
+		cn, w, err := c.connect(ctx, true)
+		cancel()
+		if err == nil {
+			c.reconnects.Add(1)
+			c.install(cn, w)
+			return
+		}
+		var rej *RejectedError
+		if errors.As(err, &rej) && rej.AuthFailed() {
+			c.mu.Lock()
+			if !c.closed {
+				c.giveUpLocked(err)
+			}
+			c.mu.Unlock()
+			return
+		}
+		delay = min(delay*2, c.opts.ReconnectMax)
+	}
+}
+
+// awaitUp blocks until the client is connected.
+func (c *Client) awaitUp(ctx context.Context) error {
+	c.mu.Lock()
+	up, closed := c.up, c.closed
+	c.mu.Unlock()
+	if closed {
+		return c.closedErr()
+	}
+	select {
+	case <-up:
+		return nil
+	case <-c.done:
+		return c.closedErr()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *Client) closedErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failErr != nil {
+		return fmt.Errorf("%w: %w", ErrClosed, c.failErr)
+	}
+	return ErrClosed
+}
+
+func (c *Client) heartbeatLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.opts.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+			m := c.envelope("heartbeat", "alive")
+			if c.opts.Roles != nil {
+				m["roles"] = c.opts.Roles
+			}
+			c.wmu.Lock()
+			c.mu.Lock()
+			cn := c.conn
+			c.mu.Unlock()
+			if cn != nil {
+				_ = writeJSON(cn.ws, m) // a failed write ends the reader, which reconnects
+			}
+			c.wmu.Unlock()
+		}
+	}
+}
+
+// envelope starts an agent frame (PROTOCOL.md §1.3). Control verbs go to
+// target "System", as the reference clients send them.
+func (c *Client) envelope(typ, payload string) map[string]any {
+	return map[string]any{
+		"sender":    c.opts.Name,
+		"target":    "System",
+		"type":      typ,
+		"payload":   payload,
+		"timestamp": float64(time.Now().UnixNano()) / 1e9,
+	}
+}
+
+func writeJSON(ws *websocket.Conn, m map[string]any) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	return ws.Write(ctx, websocket.MessageText, b)
+}

@@ -1,0 +1,181 @@
+package client
+
+import (
+	"context"
+	"fmt"
+)
+
+// Matching replies to calls.
+//
+// The protocol has no request ids, so a reply is matched to the call it
+// answers by its type family and the task and agent it names: a claim
+// waits for claim_granted with its task_id and owner == this agent, or
+// claim_denied with its task_id; a release for release_granted (task_id,
+// owner) or release_denied; a handoff for handoff_granted whose
+// previous_owner is this agent; a query for its *_snapshot; a chat for the
+// echo of its own client_msg_id (and then its delivery_receipt).
+//
+// Plain `error` frames name no task. One goes to the oldest call still
+// waiting for its first frame. That is exact because the hub handles one
+// socket's frames one at a time and queues every reply to a frame before it
+// reads the next (broadcasts leave from the commit, before the submitter is
+// answered), so replies come back in request order. The pending list is
+// kept in write order for the same reason: registering a call and writing
+// its frame happen under one lock.
+//
+// A call whose context ends stays in the list, marked abandoned, until its
+// reply arrives or the socket drops, so a late reply is never taken for a
+// later call's.
+
+// call is one request in flight.
+type call struct {
+	match  func(f Frame) (take, finish bool)
+	frames []Frame
+	done   chan error // buffered; nil = finished with frames
+	cn     *conn
+}
+
+// do sends m and waits for the frames match takes, up to the one that
+// finishes the call.
+func (c *Client) do(ctx context.Context, m map[string]any, match func(Frame) (take, finish bool)) ([]Frame, error) {
+	cl := &call{match: match, done: make(chan error, 1)}
+	c.wmu.Lock()
+	c.mu.Lock()
+	if c.closed {
+		err := c.failErr
+		c.mu.Unlock()
+		c.wmu.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrClosed, err)
+		}
+		return nil, ErrClosed
+	}
+	cn := c.conn
+	if cn == nil {
+		c.mu.Unlock()
+		c.wmu.Unlock()
+		return nil, ErrDisconnected
+	}
+	cl.cn = cn
+	c.pending = append(c.pending, cl)
+	c.mu.Unlock()
+	err := writeJSON(cn.ws, m)
+	c.wmu.Unlock()
+	if err != nil {
+		c.mu.Lock()
+		c.removePendingLocked(cl)
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: %v", ErrDisconnected, err)
+	}
+	select {
+	case err := <-cl.done:
+		if err != nil {
+			return nil, err
+		}
+		return cl.frames, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// dispatch hands one inbound frame to the call it answers, and to the
+// subscribers if no call took it or if it is a broadcast (everyone sees a
+// grant, including the agent that asked for it).
+func (c *Client) dispatch(f Frame) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	taken := false
+	for _, cl := range c.pending {
+		take, finish := cl.match(f)
+		if !take && f.Type == "error" && !f.Has("task_id") && len(cl.frames) == 0 {
+			take, finish = true, true
+		}
+		if !take {
+			continue
+		}
+		taken = true
+		cl.frames = append(cl.frames, f)
+		if finish {
+			c.removePendingLocked(cl)
+			cl.done <- nil
+		}
+		break
+	}
+	if !taken || f.broadcast() {
+		c.publishLocked(f)
+	}
+}
+
+func (c *Client) removePendingLocked(cl *call) {
+	for i, p := range c.pending {
+		if p == cl {
+			c.pending = append(c.pending[:i], c.pending[i+1:]...)
+			return
+		}
+	}
+}
+
+// failPendingLocked ends every call in flight with err.
+func (c *Client) failPendingLocked(err error) {
+	for _, cl := range c.pending {
+		cl.done <- err
+	}
+	c.pending = nil
+}
+
+// subscriber is one Subscribe channel.
+type subscriber struct {
+	ch     chan Frame
+	filter func(Frame) bool
+}
+
+// Subscribe returns a channel of the frames the hub sends that filter
+// accepts (nil accepts all): broadcasts (claim_granted, release_granted,
+// presence_update, chat, ...) and private frames no call was waiting for
+// (directed chats, wait_ready, delivery receipts of other calls). The
+// channel is buffered (Options.SubscriberBuffer); when it is full a frame
+// is dropped and counted in Stats.Dropped, so a slow subscriber never
+// stalls the client. It is closed when ctx ends or the client closes.
+// filter runs on the reader goroutine: keep it quick and do not call the
+// client from it.
+func (c *Client) Subscribe(ctx context.Context, filter func(Frame) bool) <-chan Frame {
+	s := &subscriber{ch: make(chan Frame, c.opts.SubscriberBuffer), filter: filter}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		close(s.ch)
+		return s.ch
+	}
+	c.subs[s] = struct{}{}
+	c.mu.Unlock()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-c.done:
+		}
+		c.mu.Lock()
+		c.removeSubLocked(s)
+		c.mu.Unlock()
+	}()
+	return s.ch
+}
+
+func (c *Client) removeSubLocked(s *subscriber) {
+	if _, ok := c.subs[s]; ok {
+		delete(c.subs, s)
+		close(s.ch)
+	}
+}
+
+func (c *Client) publishLocked(f Frame) {
+	for s := range c.subs {
+		if s.filter != nil && !s.filter(f) {
+			continue
+		}
+		select {
+		case s.ch <- f:
+		default:
+			c.dropped.Add(1)
+		}
+	}
+}
