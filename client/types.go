@@ -187,15 +187,15 @@ type DeliveryReceipt struct {
 
 // Who is the hub's who_snapshot.
 type Who struct {
-	HubID            string               `json:"hub_id"`
-	OnlineAgents     []string             `json:"online_agents"`
-	AgentRoles       map[string][]string  `json:"agent_roles"`
-	ConnectedClients int                  `json:"connected_clients"`
-	HubVersion       string               `json:"hub_version"`
-	ConfigEpoch      string               `json:"config_epoch"`
-	MailboxPending   map[string]int       `json:"mailbox_pending"` // nil without a journal
-	AgentLiveness    map[string]Liveness  `json:"agent_liveness"`
-	WakeCapabilities map[string]string    `json:"wake_capabilities"`
+	HubID            string              `json:"hub_id"`
+	OnlineAgents     []string            `json:"online_agents"`
+	AgentRoles       map[string][]string `json:"agent_roles"`
+	ConnectedClients int                 `json:"connected_clients"`
+	HubVersion       string              `json:"hub_version"`
+	ConfigEpoch      string              `json:"config_epoch"`
+	MailboxPending   map[string]int      `json:"mailbox_pending"` // nil without a journal
+	AgentLiveness    map[string]Liveness `json:"agent_liveness"`
+	WakeCapabilities map[string]string   `json:"wake_capabilities"`
 }
 
 // Liveness is who_snapshot's view of one seat.
