@@ -652,6 +652,31 @@ func TestTraceSender_RoundTripsTheSentFrames(t *testing.T) {
 	}
 }
 
+// The stop-point and divergence tables name records that exist: a stop
+// point is an action (a send or a client close), a divergence a receive.
+func TestTraceTables_NameRealRecords(t *testing.T) {
+	find := func(scenario string, step int) (traceRecord, bool) {
+		for _, r := range loadTrace(t, scenario+".jsonl").Records {
+			if r.Step == step {
+				return r, true
+			}
+		}
+		return traceRecord{}, false
+	}
+	for _, sp := range traceStopPoints {
+		if r, ok := find(sp.scenario, sp.step); !ok || !(r.Dir == "send" || r.Dir == "close" && r.By == "client") {
+			t.Errorf("stop point %s step %d is not a send or client close: %v", sp.scenario, sp.step, r)
+		}
+	}
+	for _, d := range traceDivergences {
+		for _, step := range d.steps {
+			if r, ok := find(d.scenario, step); !ok || r.Dir != "recv" {
+				t.Errorf("divergence %s step %d is not a receive: %v", d.scenario, step, r)
+			}
+		}
+	}
+}
+
 // ---- Replay against our hub -------------------------------------------------
 
 func TestCompat_Handshake(t *testing.T)   { t.Parallel(); replayTrace(t, "handshake") }

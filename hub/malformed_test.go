@@ -23,9 +23,10 @@ type malformedRow struct {
 	name    string
 	frame   string
 	binary  bool
-	typ     string // the reply's type
-	payload string // its payload with names as letters; "" = the reference's text is unknown, type only
-	decode  bool   // a decode refusal: target "all" (traces/errors.jsonl), error_code optional
+	typ     string         // the reply's type
+	payload string         // its payload with names as letters; "" = the reference's text is unknown, type only
+	decode  bool           // a decode refusal: target "all" (traces/errors.jsonl), error_code optional
+	fields  map[string]any // further fields the reply must carry
 }
 
 const (
@@ -107,19 +108,19 @@ func malformedRows() []malformedRow {
 		// Each is aimed at B's claims, so it is refused whatever the hub makes
 		// of the bad field.
 		{name: "claim paths as a string", frame: `{"sender":"$A","target":"System","type":"claim","task_id":"X1","worktree":"/wt/held","paths":"src/x.go"}`,
-			typ: "claim_denied", payload: "Task 'X1' file scope conflicts with 'HELD' held by B."},
+			typ: "claim_denied", payload: "Task 'X1' file scope conflicts with 'HELD' held by B.", fields: map[string]any{"reason_code": "SCOPE_CONFLICT", "task_id": "X1"}},
 		{name: "claim paths as a number", frame: `{"sender":"$A","target":"System","type":"claim","task_id":"X2","worktree":"/wt/held","paths":7}`,
-			typ: "claim_denied", payload: "Task 'X2' file scope conflicts with 'HELD' held by B."},
+			typ: "claim_denied", payload: "Task 'X2' file scope conflicts with 'HELD' held by B.", fields: map[string]any{"reason_code": "SCOPE_CONFLICT", "task_id": "X2"}},
 		{name: "claim paths as an object", frame: `{"sender":"$A","target":"System","type":"claim","task_id":"X3","worktree":"/wt/held","paths":{"src":true}}`,
-			typ: "claim_denied", payload: "Task 'X3' file scope conflicts with 'HELD' held by B."},
+			typ: "claim_denied", payload: "Task 'X3' file scope conflicts with 'HELD' held by B.", fields: map[string]any{"reason_code": "SCOPE_CONFLICT", "task_id": "X3"}},
 		{name: "claim ttl_seconds as a bool", frame: `{"sender":"$A","target":"System","type":"claim","task_id":"HELD","ttl_seconds":true}`,
-			typ: "claim_denied", payload: "Task 'HELD' is already claimed by B."},
+			typ: "claim_denied", payload: "Task 'HELD' is already claimed by B.", fields: map[string]any{"reason_code": "LEASE_LIVE"}},
 		{name: "claim ttl_seconds as garbage", frame: `{"sender":"$A","target":"System","type":"claim","task_id":"HELD","ttl_seconds":"soon"}`,
-			typ: "claim_denied", payload: "Task 'HELD' is already claimed by B."},
+			typ: "claim_denied", payload: "Task 'HELD' is already claimed by B.", fields: map[string]any{"reason_code": "LEASE_LIVE"}},
 		{name: "claim ttl_seconds huge", frame: `{"sender":"$A","target":"System","type":"claim","task_id":"HELD","ttl_seconds":1e308}`,
-			typ: "claim_denied", payload: "Task 'HELD' is already claimed by B."},
+			typ: "claim_denied", payload: "Task 'HELD' is already claimed by B.", fields: map[string]any{"reason_code": "LEASE_LIVE"}},
 		{name: "claim without task_id", frame: `{"sender":"$A","target":"System","type":"claim","payload":""}`,
-			typ: "claim_denied", payload: "Task ID is required."},
+			typ: "claim_denied", payload: "Task ID is required.", fields: map[string]any{"reason_code": "TASK_ID_REQUIRED"}},
 
 		// Fencing fields of the wrong type on A's own claim: a strict epoch
 		// is a JSON number, not a bool (PROTOCOL.md §2.5, §9.6). If the hub
@@ -197,7 +198,7 @@ func malformedRows() []malformedRow {
 			typ: "error"},
 		// Not a refusal: an unparsable limit means "all" (PROTOCOL.md §2.12).
 		{name: "history_request with limit abc", frame: `{"sender":"$A","target":"System","type":"history_request","limit":"abc"}`,
-			typ: "history_snapshot", payload: "History snapshot"},
+			typ: "history_snapshot", payload: "History snapshot", fields: map[string]any{"requested_limit": "all"}},
 	}
 	// Routing fields of every non-string JSON type (null is allowed).
 	for _, field := range []string{"sender", "target", "type", "channel"} {
@@ -333,6 +334,11 @@ func mfRun(t *testing.T, rows []malformedRow) {
 		}
 		if reply["type"] != row.typ || reply["target"] != wantTarget || (row.payload != "" && reply["payload"] != row.payload) {
 			t.Errorf("%s: got %s, want type %q target %q payload %q", row.name, traceJSON(reply), row.typ, wantTarget, row.payload)
+		}
+		for k, v := range row.fields {
+			if reply[k] != v {
+				t.Errorf("%s: %s is %s, want %v", row.name, k, traceJSON(reply[k]), v)
+			}
 		}
 		if code, _ := reply["error_code"].(string); !row.decode && (row.typ == "error" || strings.HasSuffix(row.typ, "_denied")) && code == "" {
 			t.Errorf("%s: refusal without error_code: %s", row.name, traceJSON(reply))
