@@ -44,9 +44,10 @@ import (
 	"github.com/synapse-hub/synapse/wire"
 )
 
-// Version is the hub's package version, reported as hub_version and in
-// /health.
-const Version = "0.1.0-go"
+// Version is the release of this hub and of the synapse binary, reported
+// as hub_version and in /health; set it with
+// -ldflags "-X github.com/synapse-hub/synapse/hub.Version=…".
+var Version = "0.1.0-dev"
 
 // Features are the additive protocol features announced in welcome.
 var Features = []string{"wait_ready", "error_code", "scoped_fanout"}

@@ -2,6 +2,8 @@ package hub
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net"
 	"net/http"
@@ -261,4 +263,21 @@ func headerHasToken(values []string, token string) bool {
 		}
 	}
 	return false
+}
+
+// principalDomain prefixes the token in the quota principal's digest, as
+// the reference does (PROTOCOL.md §5.1).
+const principalDomain = "synapse-channel:claim-quota-principal:v1\x00"
+
+// principal is the server-derived quota principal the claim cap is charged
+// to (INV-ME-5): the connect token's digest on a secured hub, the remote
+// host on an open one — never the asserted name, which a client could
+// rotate to multiply its budget. A loopback fleet on an open hub therefore
+// shares one budget (raise --max-claims-per-agent, or give agents tokens).
+func (s *session) principal() string {
+	if tok := s.h.cfg.Token; tok != "" {
+		sum := sha256.Sum256([]byte(principalDomain + tok))
+		return "auth-token:" + hex.EncodeToString(sum[:])
+	}
+	return "open-host:" + s.host
 }

@@ -237,12 +237,13 @@ func (s *session) strictInt(sender, key string, in *wire.Inbound) (int64, bool, 
 func (s *session) claim(sender string, in *wire.Inbound) {
 	task := taskID(in)
 	cmd := coord.ClaimRequest{
-		Agent:    sender,
-		TaskID:   task,
-		Note:     strings.TrimSpace(in.Text("note")),
-		Worktree: in.Str("worktree"),
-		Paths:    in.Strings("paths"),
-		Git:      parseGit(in),
+		Agent:     sender,
+		Principal: s.principal(),
+		TaskID:    task,
+		Note:      strings.TrimSpace(in.Text("note")),
+		Worktree:  in.Str("worktree"),
+		Paths:     in.Strings("paths"),
+		Git:       parseGit(in),
 	}
 	if cmd.Paths == nil {
 		cmd.Paths = []string{}
@@ -354,12 +355,15 @@ func (s *session) handoff(sender string, in *wire.Inbound) {
 		return
 	}
 	s.h.mu.Lock()
-	online := s.h.reg.byName[to] != nil
+	recipient := s.h.reg.byName[to]
 	s.h.mu.Unlock()
 	cmd := coord.HandoffRequest{
-		Agent: sender, TaskID: task, To: to, ToOnline: online,
+		Agent: sender, TaskID: task, To: to, ToOnline: recipient != nil,
 		Note:  strings.TrimSpace(in.Text("note")),
 		Epoch: epoch, HasEpoch: hasEpoch,
+	}
+	if recipient != nil {
+		cmd.ToPrincipal = recipient.principal() // INV-ME-5: the cap gates the recipient's principal
 	}
 	if reply, ok := s.submit(sender, "handoff", task, in, cmd); ok && reply.Outcome.Refusal != nil {
 		s.refused(sender, "handoff_denied", reply.Outcome.Refusal, task)

@@ -143,7 +143,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	srv := &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stdout, "synapse hub %s listening on ws://%s (hub_id %s, protocol v%d)\njournal: %s\n", Version, ln.Addr(), h.HubID(), WireProtocolVersion, journalDesc)
+	fmt.Fprintf(stdout, "synapse hub %s listening on ws://%s (hub_id %s, protocol v%d)\njournal: %s\n", hub.Version, ln.Addr(), h.HubID(), WireProtocolVersion, journalDesc)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()

@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-)
 
-// Version is the release of this binary; set with -ldflags "-X main.Version=…".
-var Version = "0.1.0-dev"
+	"github.com/synapse-hub/synapse/hub"
+)
 
 // WireProtocolVersion is the SYNAPSE CHANNEL protocol this hub speaks.
 const WireProtocolVersion = 2
@@ -21,9 +20,9 @@ func runVersion(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *asJSON {
-		fmt.Fprintf(stdout, `{"version":%q,"protocol_version":%d,"go":%q}`+"\n", Version, WireProtocolVersion, runtime.Version())
+		fmt.Fprintf(stdout, `{"version":%q,"protocol_version":%d,"go":%q}`+"\n", hub.Version, WireProtocolVersion, runtime.Version())
 		return 0
 	}
-	fmt.Fprintf(stdout, "synapse %s (protocol v%d, %s)\n", Version, WireProtocolVersion, runtime.Version())
+	fmt.Fprintf(stdout, "synapse %s (protocol v%d, %s)\n", hub.Version, WireProtocolVersion, runtime.Version())
 	return 0
 }
