@@ -1,0 +1,602 @@
+package main
+
+// The claim family: claim, renew, release, handoff, update, checkpoint,
+// wait and lock.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/synapse-hub/synapse/client"
+)
+
+// claimJSON is the --json form of a claim result (granted or refused).
+type claimJSON struct {
+	Granted        bool     `json:"granted"`
+	TaskID         string   `json:"task_id"`
+	Owner          string   `json:"owner,omitempty"`
+	Epoch          int64    `json:"epoch,omitempty"`
+	Version        int64    `json:"version"`
+	Status         string   `json:"status,omitempty"`
+	Paths          []string `json:"paths,omitempty"`
+	Worktree       string   `json:"worktree"`
+	Note           string   `json:"note,omitempty"`
+	Checkpoint     string   `json:"checkpoint,omitempty"`
+	LeaseExpiresAt float64  `json:"lease_expires_at,omitempty"`
+	LeaseExpires   string   `json:"lease_expires,omitempty"`
+	TTLSeconds     float64  `json:"ttl_seconds,omitempty"`
+	PreviousOwner  string   `json:"previous_owner,omitempty"`
+	Code           string   `json:"code,omitempty"`
+	Message        string   `json:"message,omitempty"`
+	Holder         string   `json:"holder,omitempty"`
+	ConflictTask   string   `json:"conflict_task,omitempty"`
+}
+
+func claimResult(c *client.Claim) claimJSON {
+	return claimJSON{
+		Granted: true, TaskID: c.TaskID, Owner: c.Owner, Epoch: c.Epoch, Version: c.Version,
+		Status: c.Status, Paths: c.Paths, Worktree: c.Worktree, Note: c.Note, Checkpoint: c.Checkpoint,
+		LeaseExpiresAt: c.LeaseExpiresAt, LeaseExpires: fmtTime(c.LeaseExpiresAt), TTLSeconds: c.TTL().Seconds(),
+		PreviousOwner: c.PreviousOwner,
+	}
+}
+
+func refusalResult(task string, ref *client.Refused) claimJSON {
+	return claimJSON{TaskID: task, Code: ref.Code, Message: ref.Message, Holder: ref.Holder, ConflictTask: ref.ConflictTask}
+}
+
+// printClaim prints a grant for people.
+func printClaim(w io.Writer, verb string, c *client.Claim) {
+	fmt.Fprintf(w, "%s '%s' as %s (epoch %d).\n", verb, c.TaskID, c.Owner, c.Epoch)
+	now := c.GrantedAt
+	if now == 0 {
+		now = c.ClaimedAt
+	}
+	fmt.Fprintf(w, "  lease:    until %s (%s); renew with 'synapse renew %s'\n", fmtTime(c.LeaseExpiresAt), fmtIn(c.LeaseExpiresAt, now), c.TaskID)
+	paths := "the whole worktree"
+	if len(c.Paths) > 0 {
+		paths = strings.Join(c.Paths, ", ")
+	}
+	fmt.Fprintf(w, "  paths:    %s\n", paths)
+	if c.Worktree != "" {
+		fmt.Fprintf(w, "  worktree: %s\n", c.Worktree)
+	}
+	if c.Checkpoint != "" {
+		fmt.Fprintf(w, "  checkpoint: %s\n", c.Checkpoint)
+	}
+}
+
+// refusedClaim reports a refused claim: who holds what, and what to do.
+func refusedClaim(f *clientFlags, stdout, stderr io.Writer, cmd, task string, err error) int {
+	var ref *client.Refused
+	if !errors.As(err, &ref) {
+		return f.failure(stderr, cmd, err)
+	}
+	if f.asJSON {
+		printJSON(stdout, refusalResult(task, ref))
+	}
+	fmt.Fprintf(stderr, "synapse %s: %s\n", cmd, ref.Message)
+	switch {
+	case ref.Code == "LEASE_LIVE":
+		fmt.Fprintf(stderr, "Wait for it with 'synapse wait %s', or ask %s with 'synapse send %s TEXT'.\n", task, ref.Holder, ref.Holder)
+	case ref.Code == "SCOPE_CONFLICT" && ref.ConflictTask != "":
+		fmt.Fprintf(stderr, "Narrow --paths, wait with 'synapse wait %s', or ask %s with 'synapse send %s TEXT'.\n", ref.ConflictTask, ref.Holder, ref.Holder)
+	}
+	return exitRefused
+}
+
+const claimUsage = `Usage: synapse claim ID [--paths P]... [--worktree W] [--ttl DURATION] [--note TEXT]
+
+Claims task ID and its files for --name, with a lease (default 1h on the
+hub, or --ttl). No two agents hold the same task or overlapping paths in the
+same worktree. Claiming a task you already hold renews it. The lease does not
+end when this command exits: release it with 'synapse release ID', or use
+'synapse lock ID -- CMD' to hold it for the life of a command.
+
+A refused claim exits 1 and says who holds what:
+  synapse claim: Task 'T1' is already claimed by proj/alpha.
+`
+
+func runClaim(args []string, stdout, stderr io.Writer) int {
+	var f clientFlags
+	var paths stringList
+	fs := newFlagSet("claim", claimUsage, "", stderr)
+	f.register(fs)
+	fs.Var(&paths, "paths", "a file or folder the claim covers (repeatable); none = the whole worktree")
+	worktree := fs.String("worktree", "", "checkout the paths are in (default: the hub's default worktree)")
+	ttl := fs.Duration("ttl", 0, "lease length, e.g. 30m (default: the hub's, 1h; clamped to 30s..30 days)")
+	note := fs.String("note", "", "what you are doing, shown to others")
+	idem := fs.String("idem-key", "", "retry key: a repeated key gets the first answer instead of a second claim")
+	pos, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		return usageError(stderr, "claim", "give exactly one task ID")
+	}
+	c, code := f.start(stderr, "claim", false, false)
+	if c == nil {
+		return code
+	}
+	defer c.Close()
+	ctx, cancel := f.callCtx()
+	defer cancel()
+	cl, err := c.Claim(ctx, client.ClaimRequest{TaskID: pos[0], Paths: paths, Worktree: *worktree, TTL: *ttl, Note: *note, IdemKey: *idem})
+	if err != nil {
+		return refusedClaim(&f, stdout, stderr, "claim", pos[0], err)
+	}
+	if f.asJSON {
+		printJSON(stdout, claimResult(cl))
+	} else {
+		printClaim(stdout, "Claimed", cl)
+	}
+	return exitOK
+}
+
+// heldClaim finds the live claim on task and checks --name holds it.
+func heldClaim(ctx context.Context, c *client.Client, task string) (*client.Claim, error) {
+	st, err := c.State(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cl := st.Claim(task)
+	switch {
+	case cl == nil:
+		return nil, &client.Refused{Code: "NOT_CLAIMED", TaskID: task, Message: fmt.Sprintf("Task '%s' is not currently claimed: claim it with 'synapse claim %s'.", task, task)}
+	case cl.Owner != c.Name():
+		return nil, &client.Refused{Code: "NOT_OWNER", TaskID: task, Holder: cl.Owner, Message: fmt.Sprintf("Task '%s' is owned by %s, not %s.", task, cl.Owner, c.Name())}
+	}
+	return cl, nil
+}
+
+const renewUsage = `Usage: synapse renew ID [--ttl DURATION]
+
+Renews your claim on task ID: the same paths and worktree, a fresh lease
+(the same length unless --ttl) and a fresh epoch. Exits 1 if you do not
+hold it. To keep a claim alive while a command runs, use 'synapse lock'.
+`
+
+func runRenew(args []string, stdout, stderr io.Writer) int {
+	var f clientFlags
+	fs := newFlagSet("renew", renewUsage, "", stderr)
+	f.register(fs)
+	ttl := fs.Duration("ttl", 0, "new lease length (default: the claim's current one)")
+	pos, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		return usageError(stderr, "renew", "give exactly one task ID")
+	}
+	c, code := f.start(stderr, "renew", false, false)
+	if c == nil {
+		return code
+	}
+	defer c.Close()
+	ctx, cancel := f.callCtx()
+	defer cancel()
+	cl, err := heldClaim(ctx, c, pos[0])
+	if err != nil {
+		return f.failure(stderr, "renew", err)
+	}
+	req := client.ClaimRequest{TaskID: cl.TaskID, Paths: cl.Paths, Worktree: cl.Worktree, Note: cl.Note, Git: cl.Git, TTL: cl.TTL()}
+	if *ttl > 0 {
+		req.TTL = *ttl
+	}
+	next, err := c.Claim(ctx, req)
+	if err != nil {
+		return refusedClaim(&f, stdout, stderr, "renew", pos[0], err)
+	}
+	if f.asJSON {
+		printJSON(stdout, claimResult(next))
+	} else {
+		printClaim(stdout, "Renewed", next)
+	}
+	return exitOK
+}
+
+const releaseUsage = `Usage: synapse release ID [--epoch N] [--evidence TEXT]... [--known-failure TEXT]...
+
+Releases your claim on task ID, with optional closeout evidence. The hub
+turns the evidence into a receipt with an advisory verdict (degraded when a
+known failure is given, unsupported without positive evidence, ...) and
+posts it as a progress note.
+`
+
+func runRelease(args []string, stdout, stderr io.Writer) int {
+	var f clientFlags
+	var o client.ReleaseOptions
+	var evidence, artifacts, failures, changed, generated, approvals stringList
+	fs := newFlagSet("release", releaseUsage, "", stderr)
+	f.register(fs)
+	fs.Int64Var(&o.Epoch, "epoch", 0, "refuse unless this is still the claim's epoch (fencing)")
+	fs.Var(&evidence, "evidence", "what shows the work is done, e.g. 'go test ./... ok' (repeatable)")
+	fs.Var(&artifacts, "artifact", "an artifact produced (repeatable)")
+	fs.Var(&failures, "known-failure", "a known failure (repeatable)")
+	fs.Var(&changed, "changed-file", "a file changed (repeatable)")
+	fs.Var(&generated, "generated-artifact", "a generated artifact (repeatable)")
+	fs.Var(&approvals, "approval", "an approval obtained (repeatable)")
+	fs.StringVar(&o.Confidence, "confidence", "", "your confidence, free text")
+	fresh := fs.Float64("freshness-seconds", -1, "age of the evidence in seconds")
+	fs.StringVar(&o.IdemKey, "idem-key", "", "retry key")
+	pos, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		return usageError(stderr, "release", "give exactly one task ID")
+	}
+	o.Evidence, o.Artifacts, o.KnownFailures, o.ChangedFiles, o.GeneratedArtifacts, o.Approvals = evidence, artifacts, failures, changed, generated, approvals
+	if *fresh >= 0 {
+		o.FreshnessSeconds = fresh
+	}
+	c, code := f.start(stderr, "release", false, false)
+	if c == nil {
+		return code
+	}
+	defer c.Close()
+	ctx, cancel := f.callCtx()
+	defer cancel()
+	r, err := c.Release(ctx, pos[0], o)
+	if err != nil {
+		return f.failure(stderr, "release", err)
+	}
+	printReceipt(&f, stdout, r)
+	return exitOK
+}
+
+func printReceipt(f *clientFlags, stdout io.Writer, r *client.Receipt) {
+	if f.asJSON {
+		printJSON(stdout, struct {
+			Released bool            `json:"released"`
+			TaskID   string          `json:"task_id"`
+			Owner    string          `json:"owner"`
+			Receipt  *client.Receipt `json:"receipt"`
+		}{r.Released, r.TaskID, r.Owner, r})
+		return
+	}
+	fmt.Fprintf(stdout, "Released '%s' (%s).\n", r.TaskID, r.Owner)
+	fmt.Fprintf(stdout, "  receipt: %s", r.EpistemicStatus)
+	if len(r.EpistemicReasons) > 0 {
+		fmt.Fprintf(stdout, " (%s)", strings.Join(r.EpistemicReasons, "; "))
+	}
+	fmt.Fprintln(stdout)
+}
+
+const handoffUsage = `Usage: synapse handoff ID TO [--note TEXT] [--epoch N]
+
+Passes your claim on task ID to agent TO, in one step: no one else can take
+it in between. TO must be online. TO gets a fresh epoch and a full lease.
+`
+
+func runHandoff(args []string, stdout, stderr io.Writer) int {
+	var f clientFlags
+	fs := newFlagSet("handoff", handoffUsage, "", stderr)
+	f.register(fs)
+	note := fs.String("note", "", "replaces the claim's note")
+	epoch := fs.Int64("epoch", 0, "refuse unless this is still the claim's epoch")
+	pos, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 2 {
+		return usageError(stderr, "handoff", "give a task ID and the agent to hand it to")
+	}
+	c, code := f.start(stderr, "handoff", false, false)
+	if c == nil {
+		return code
+	}
+	defer c.Close()
+	ctx, cancel := f.callCtx()
+	defer cancel()
+	cl, err := c.Handoff(ctx, client.HandoffRequest{TaskID: pos[0], To: pos[1], Note: *note, Epoch: *epoch})
+	if err != nil {
+		return f.failure(stderr, "handoff", err)
+	}
+	if f.asJSON {
+		printJSON(stdout, claimResult(cl))
+	} else {
+		printClaim(stdout, "Handed off", cl)
+	}
+	return exitOK
+}
+
+const updateUsage = `Usage: synapse update ID [--status S] [--note TEXT] [--data-ref REF]
+
+Updates your claim on task ID. Statuses: claimed -> working | done | failed;
+working -> input_required | done | failed; input_required -> working | done |
+failed. done and failed are final.
+`
+
+func runUpdate(args []string, stdout, stderr io.Writer) int {
+	var f clientFlags
+	var r client.UpdateRequest
+	fs := newFlagSet("update", updateUsage, "", stderr)
+	f.register(fs)
+	fs.StringVar(&r.Status, "status", "", "new status")
+	fs.StringVar(&r.Note, "note", "", "new note")
+	fs.StringVar(&r.DataRef, "data-ref", "", "pointer to the work's output (a PR, a branch, a file)")
+	fs.Int64Var(&r.Epoch, "epoch", 0, "refuse unless this is still the claim's epoch")
+	ev := fs.Int64("expected-version", -1, "refuse unless the claim is at this version")
+	pos, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		return usageError(stderr, "update", "give exactly one task ID")
+	}
+	r.TaskID = pos[0]
+	if *ev >= 0 {
+		r.ExpectedVersion = ev
+	}
+	c, code := f.start(stderr, "update", false, false)
+	if c == nil {
+		return code
+	}
+	defer c.Close()
+	ctx, cancel := f.callCtx()
+	defer cancel()
+	u, err := c.Update(ctx, r)
+	if err != nil {
+		return f.failure(stderr, "update", err)
+	}
+	if f.asJSON {
+		printJSON(stdout, u)
+	} else {
+		fmt.Fprintf(stdout, "Updated '%s': status %s, version %d.\n", u.TaskID, u.Status, u.Version)
+	}
+	return exitOK
+}
+
+const checkpointUsage = `Usage: synapse checkpoint ID TEXT [--epoch N]
+
+Saves TEXT as the resume point of your claim on task ID. A checkpoint
+outlives the lease: whoever claims the task next inherits it.
+`
+
+func runCheckpoint(args []string, stdout, stderr io.Writer) int {
+	var f clientFlags
+	fs := newFlagSet("checkpoint", checkpointUsage, "", stderr)
+	f.register(fs)
+	epoch := fs.Int64("epoch", 0, "refuse unless this is still the claim's epoch")
+	pos, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) < 2 {
+		return usageError(stderr, "checkpoint", "give a task ID and the checkpoint text")
+	}
+	c, code := f.start(stderr, "checkpoint", false, false)
+	if c == nil {
+		return code
+	}
+	defer c.Close()
+	ctx, cancel := f.callCtx()
+	defer cancel()
+	v, err := c.Checkpoint(ctx, pos[0], strings.Join(pos[1:], " "), *epoch)
+	if err != nil {
+		return f.failure(stderr, "checkpoint", err)
+	}
+	if f.asJSON {
+		printJSON(stdout, map[string]any{"task_id": pos[0], "version": v})
+	} else {
+		fmt.Fprintf(stdout, "Checkpoint saved for '%s' (version %d).\n", pos[0], v)
+	}
+	return exitOK
+}
+
+const waitUsage = `Usage: synapse wait ID [--timeout 30s]
+
+Blocks until task ID is free to claim: the hub wakes the waiter when the
+holder releases it, hands it off, or lets its lease expire (no polling on
+this hub). Exits 0 at once if nobody holds it. The hub refuses (exit 1) a
+wait on a task you hold, or one that would deadlock (the holder waits on
+something you hold). Then claim it with 'synapse claim ID'.
+`
+
+func runWait(args []string, stdout, stderr io.Writer) int {
+	var f clientFlags
+	fs := newFlagSet("wait", waitUsage, ", 4 timed out", stderr)
+	f.register(fs)
+	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long (0 = wait forever)")
+	pos, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		return usageError(stderr, "wait", "give exactly one task ID")
+	}
+	c, code := f.start(stderr, "wait", false, true)
+	if c == nil {
+		return code
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
+	w, err := c.WaitWithNotice(ctx, pos[0], func(holder string) {
+		if !f.asJSON {
+			fmt.Fprintf(stderr, "Waiting for '%s' held by %s...\n", pos[0], holder)
+		}
+	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		if f.asJSON {
+			printJSON(stdout, map[string]any{"task_id": pos[0], "free": false, "reason": "timeout"})
+		}
+		fmt.Fprintf(stderr, "synapse wait: '%s' was still held after %s.\n", pos[0], *timeout)
+		return exitTimeout
+	}
+	if err != nil {
+		return f.failure(stderr, "wait", err)
+	}
+	if f.asJSON {
+		printJSON(stdout, map[string]any{"task_id": w.TaskID, "free": true, "reason": w.Reason, "holder": w.Holder})
+	} else {
+		fmt.Fprintf(stdout, "'%s' is free (%s). Claim it with 'synapse claim %s'.\n", w.TaskID, w.Reason, w.TaskID)
+	}
+	return exitOK
+}
+
+const lockUsage = `Usage: synapse lock ID [--paths P]... [--wait-timeout 30s] -- CMD [ARGS...]
+
+Claims task ID (waiting up to --wait-timeout for it to be free), runs CMD
+while renewing the lease in the background, then releases the claim with
+CMD's exit status as evidence (a known failure when it is not 0) and exits
+with CMD's exit code. If the lease is lost while CMD runs (the hub refused a
+renewal) it says so on stderr; CMD keeps running. Messages go to stderr,
+so CMD's output is its own.
+
+Exit codes: CMD's, or 1 when the claim is refused, 4 when the task stayed
+held past --wait-timeout, 127 when CMD cannot be started.
+`
+
+func runLock(args []string, stdout, stderr io.Writer) int {
+	var cmdArgs []string
+	for i, a := range args {
+		if a == "--" {
+			args, cmdArgs = args[:i], args[i+1:]
+			break
+		}
+	}
+	var f clientFlags
+	var paths stringList
+	fs := newFlagSet("lock", lockUsage, "", stderr)
+	f.register(fs)
+	fs.Var(&paths, "paths", "a file or folder the claim covers (repeatable); none = the whole worktree")
+	worktree := fs.String("worktree", "", "checkout the paths are in")
+	ttl := fs.Duration("ttl", 0, "lease length, renewed at a third of it (default: the hub's, 1h)")
+	note := fs.String("note", "", "what you are doing")
+	waitTimeout := fs.Duration("wait-timeout", 30*time.Second, "how long to wait for a held task (0 = do not wait)")
+	pos, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 || len(cmdArgs) == 0 {
+		return usageError(stderr, "lock", "give one task ID, then -- and the command to run")
+	}
+	task := pos[0]
+	c, code := f.start(stderr, "lock", false, true)
+	if c == nil {
+		return code
+	}
+	defer c.Close()
+
+	req := client.ClaimRequest{TaskID: task, Paths: paths, Worktree: *worktree, TTL: *ttl, Note: *note}
+	cl, err := claimOrWait(c, req, *waitTimeout, stderr)
+	if errors.Is(err, context.DeadlineExceeded) {
+		fmt.Fprintf(stderr, "synapse lock: '%s' was still held after --wait-timeout %s.\n", task, *waitTimeout)
+		return exitTimeout
+	}
+	if err != nil {
+		return refusedClaim(&f, stdout, stderr, "lock", task, err)
+	}
+	fmt.Fprintf(stderr, "synapse lock: holding '%s' (epoch %d) while %s runs.\n", task, cl.Epoch, cmdArgs[0])
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	k := c.KeepLease(ctx, cl)
+	go func() {
+		if err, ok := <-k.Lost(); ok {
+			fmt.Fprintf(stderr, "synapse lock: LOST the lease on '%s': %v. %s keeps running without it.\n", task, err, cmdArgs[0])
+		}
+	}()
+
+	exit, runErr := runChild(cmdArgs, stdout, stderr)
+	shown := "`" + strings.Join(cmdArgs, " ") + "`"
+	var o client.ReleaseOptions
+	switch {
+	case runErr != nil:
+		o.KnownFailures = []string{shown + " could not start: " + runErr.Error()}
+	case exit == 0:
+		o.Evidence = []string{shown + " exited 0"}
+	default:
+		o.KnownFailures = []string{shown + " exited " + strconv.Itoa(exit)}
+	}
+	rctx, rcancel := f.callCtx()
+	defer rcancel()
+	if r, err := k.Release(rctx, o); err != nil {
+		fmt.Fprintf(stderr, "synapse lock: could not release '%s': %v\n", task, err)
+	} else {
+		fmt.Fprintf(stderr, "synapse lock: released '%s' (receipt: %s).\n", task, r.EpistemicStatus)
+	}
+	if runErr != nil {
+		fmt.Fprintf(stderr, "synapse lock: cannot run %s: %v\n", cmdArgs[0], runErr)
+		return 127
+	}
+	return exit
+}
+
+// claimOrWait claims, and while the task (or an overlapping one) is held,
+// waits for the hub to say it is free and tries again, up to timeout.
+func claimOrWait(c *client.Client, req client.ClaimRequest, timeout time.Duration, stderr io.Writer) (*client.Claim, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), max(timeout, 10*time.Second))
+	defer cancel()
+	deadline := time.Now().Add(timeout)
+	for {
+		cl, err := c.Claim(ctx, req)
+		var ref *client.Refused
+		if err == nil || !errors.As(err, &ref) || timeout <= 0 || (ref.Code != "LEASE_LIVE" && ref.Code != "SCOPE_CONFLICT") {
+			return cl, err
+		}
+		blocker := req.TaskID
+		if ref.ConflictTask != "" {
+			blocker = ref.ConflictTask
+		}
+		fmt.Fprintf(stderr, "synapse lock: %s Waiting up to %s.\n", ref.Message, time.Until(deadline).Round(time.Second))
+		wctx, wcancel := context.WithDeadline(context.Background(), deadline)
+		_, err = c.Wait(wctx, blocker)
+		wcancel()
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// runChild runs the command with this process's stdin and the given
+// outputs, forwarding SIGINT and SIGTERM to it, and returns its exit code.
+func runChild(argv []string, stdout, stderr io.Writer) (int, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case s := <-sig:
+				_ = cmd.Process.Signal(s)
+			case <-done:
+				return
+			}
+		}
+	}()
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if code := ee.ExitCode(); code >= 0 {
+			return code, nil
+		}
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal()), nil
+		}
+		return 1, nil
+	}
+	return 0, err
+}
