@@ -117,11 +117,30 @@ func loginName() string {
 
 // dial connects as name (the resolved --name, or an ephemeral query name).
 // One-shot commands do not reconnect; lock does.
+//
+// A name conflict is retried for a moment: the hub frees a name only after
+// it has acknowledged the previous socket's close, so the command run just
+// before this one under the same name may still hold it.
 func (f *clientFlags) dial(ctx context.Context, name string, reconnect bool) (*client.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	return client.Dial(ctx, client.Options{URI: f.uri, Token: f.token, Name: name, NoReconnect: !reconnect, HandshakeTimeout: f.timeout})
+	deadline := time.Now().Add(nameRetry)
+	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
+		c, err := client.Dial(ctx, client.Options{URI: f.uri, Token: f.token, Name: name, NoReconnect: !reconnect, HandshakeTimeout: f.timeout})
+		var rej *client.RejectedError
+		if err == nil || !errors.As(err, &rej) || rej.Reason != "name conflict" || time.Now().Add(delay).After(deadline) {
+			return c, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(delay):
+		}
+	}
 }
+
+// nameRetry is how long dial retries a name conflict.
+const nameRetry = 2 * time.Second
 
 // queryName is the throw-away name a read-only command connects with, so
 // it never collides with the agent that owns --name.

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/synapse-hub/synapse/client"
+	"github.com/synapse-hub/synapse/hub"
+)
+
+// goldenClock is the hub clock of the golden tests: leases and times print
+// the same on every run.
+const goldenClock = 1782648000.0 // 2026-06-28T12:00:00Z
+
+// isolate keeps the user's environment and config file out of a test.
+func isolate(t *testing.T) {
+	t.Setenv("SYNAPSE_CONFIG", filepath.Join(t.TempDir(), "none.json"))
+	for _, k := range []string{"SYNAPSE_URI", "SYNAPSE_TOKEN", "SYNAPSE_NAME"} {
+		t.Setenv(k, "")
+	}
+}
+
+// startCLIHub serves an in-process hub with a fixed clock and returns its
+// URI.
+func startCLIHub(t *testing.T, cfg hub.Config) string {
+	t.Helper()
+	isolate(t)
+	if cfg.Clock == nil {
+		cfg.Clock = func() float64 { return goldenClock }
+	}
+	if cfg.HubID == "" {
+		cfg.HubID = "syn-golden00"
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	h, err := hub.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h.Handler())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		h.Close(ctx)
+		srv.Close()
+	})
+	return "ws" + strings.TrimPrefix(srv.URL, "http")
+}
+
+// agent holds a name online for the test's length, as a running agent does.
+func agent(t *testing.T, uri, name string) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Options{URI: uri, Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestConfig_FlagThenEnvThenFileThenDefault(t *testing.T) {
+	isolate(t)
+	path := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(path, []byte(`{"uri":"ws://file:1","token":"file-token","name":"file/name"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SYNAPSE_CONFIG", path)
+	t.Setenv("SYNAPSE_TOKEN", "env-token")
+	f := clientFlags{name: "flag/name"}
+	if err := f.resolve(); err != nil {
+		t.Fatal(err)
+	}
+	if f.name != "flag/name" || f.token != "env-token" || f.uri != "ws://file:1" {
+		t.Fatalf("resolved %+v", f)
+	}
+	os.Remove(path)
+	f = clientFlags{}
+	if err := f.resolve(); err != nil {
+		t.Fatal(err)
+	}
+	if f.uri != client.DefaultURI || f.name == "" || f.token != "env-token" {
+		t.Fatalf("defaults %+v", f)
+	}
+	os.WriteFile(path, []byte(`{not json`), 0o600)
+	if code, _, errOut := runCmd("who", "--uri", "ws://127.0.0.1:1"); code != exitUsage || !strings.Contains(errOut, path) {
+		t.Fatalf("a broken config file: exit %d %s", code, errOut)
+	}
+}
+
+func TestClientCommands_HelpExplainsFlagsAndExitCodes(t *testing.T) {
+	isolate(t)
+	for _, cmd := range []string{"claim", "renew", "release", "handoff", "update", "checkpoint", "wait", "lock", "send", "who", "status", "state", "board"} {
+		code, _, errOut := runCmd(cmd, "--help")
+		if code != 0 {
+			t.Errorf("%s --help: exit %d", cmd, code)
+		}
+		for _, want := range []string{"Usage: synapse " + cmd, "SYNAPSE_URI", "SYNAPSE_CONFIG", "Exit codes", "-json"} {
+			if !strings.Contains(errOut, want) {
+				t.Errorf("%s --help does not mention %q", cmd, want)
+			}
+		}
+	}
+	if code, _, errOut := runCmd("task", "--help"); code != 0 || !strings.Contains(errOut, "declare") {
+		t.Errorf("task --help: %d %s", code, errOut)
+	}
+}
+
+func TestClientCommands_UnreachableHubExitsThree(t *testing.T) {
+	isolate(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri := "ws://" + ln.Addr().String()
+	ln.Close()
+	for _, args := range [][]string{{"claim", "T1"}, {"who"}, {"status"}, {"send", "all", "hi"}, {"wait", "T1"}} {
+		code, _, errOut := runCmd(append(args, "--uri", uri)...)
+		if code != exitUnreachable || !strings.Contains(errOut, "Is `synapse hub` running? Set --uri or SYNAPSE_URI") {
+			t.Errorf("%v: exit %d, %s", args, code, errOut)
+		}
+	}
+}
+
+func TestClientCommands_UsageErrorsExitTwo(t *testing.T) {
+	isolate(t)
+	for _, args := range [][]string{{"claim"}, {"claim", "a", "b"}, {"claim", "--nope"}, {"handoff", "T1"}, {"lock", "T1"}, {"send", "all"}, {"task", "declare", "B1"}, {"task", "frob"}, {"who", "extra"}} {
+		if code, _, errOut := runCmd(args...); code != exitUsage {
+			t.Errorf("%v: exit %d, %s", args, code, errOut)
+		}
+	}
+}
