@@ -29,8 +29,7 @@ func drain(r io.Reader) { _, _ = io.Copy(io.Discard, r) }
 func TestWho_Golden(t *testing.T) {
 	uri := startCLIHub(t, hub.Config{})
 	agent(t, uri, "proj/alpha")
-	c := agent(t, uri, "proj/bravo")
-	_ = c
+	agent(t, uri, "proj/bravo")
 	code, out, e := runCmd("who", "--uri", uri, "--name", "proj/me")
 	want := `2 online at syn-golden00:
   proj/alpha
@@ -73,7 +72,9 @@ T1               proj/alpha                1 claimed        in 1h0m0s      src
 		t.Fatalf("status --json: %v %s", err, out)
 	}
 
-	as := func(args ...string) (int, string, string) { return runCmd(append(args, "--uri", uri, "--name", "proj/alpha")...) }
+	as := func(args ...string) (int, string, string) {
+		return runCmd(append(args, "--uri", uri, "--name", "proj/alpha")...)
+	}
 	if code, out, e := as("task", "declare", "B1", "--title", "write the parser"); code != 0 || out != "Declared 'B1' (open, version 1): write the parser\n" {
 		t.Fatalf("declare: %d %q %s", code, out, e)
 	}
