@@ -123,6 +123,9 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		cfg.State, cfg.Journal = rec.State, store
+		if cfg.HubID == "" {
+			cfg.HubID = store.HubID() // a journal keeps its hub's identity across restarts
+		}
 		if rec.Degraded() {
 			cfg.Degraded = fmt.Sprintf("%d journal rows could not be replayed (incomplete history: %v); run 'synapse journal check %s'", rec.QuarantinedCount, rec.Incomplete, f.db)
 			log.Warn("journal recovery needed: mutations are refused", "quarantined", rec.QuarantinedCount, "check", "synapse journal check "+f.db)

@@ -62,6 +62,10 @@ func runWho(args []string, stdout, stderr io.Writer) int {
 		printJSON(stdout, map[string]any{"hub_id": c.Welcome().HubID, "online_agents": agents, "agent_roles": roles, "hub_version": w.HubVersion})
 		return exitOK
 	}
+	if len(agents) == 0 {
+		fmt.Fprintf(stdout, "No agent is online at %s.\n", c.Welcome().HubID)
+		return exitOK
+	}
 	fmt.Fprintf(stdout, "%d online at %s:\n", len(agents), c.Welcome().HubID)
 	for _, a := range agents {
 		line := "  " + a
