@@ -18,6 +18,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"demo", "play a three-agent scene on an ephemeral hub and print success", runDemo},
 		{"hub", "run the coordination hub (WebSocket + /health + /metrics on 127.0.0.1:8876)", runHub},
 		{"bench", "measure the core (bench core) or the durable journal (bench journal)", runBench},
 		{"journal", "check, compact or show stats of a journal file", runJournal},
