@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -13,25 +14,43 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/synapse-hub/synapse/journal"
 )
 
 // BenchmarkClaimRoundTrip measures claim → claim_granted over real sockets
-// (memory-only hub, full broadcast fan-out) with 1 and 32 concurrent agents,
-// each renewing its own claim in a loop, and reports p50/p99.
+// with 1 and 32 concurrent agents, each renewing its own claim in a loop,
+// and reports p50/p99: memory-only and with a journal (every grant
+// committed at synchronous=FULL, group-committed), with full broadcast
+// fan-out and with scoped fan-out.
 func BenchmarkClaimRoundTrip(b *testing.B) {
-	for _, agents := range []int{1, 32} {
-		for _, scoped := range []bool{false, true} {
-			name := fmt.Sprintf("agents=%d", agents)
-			if scoped {
-				name += "/scoped"
+	for _, journaled := range []bool{false, true} {
+		for _, agents := range []int{1, 32} {
+			for _, scoped := range []bool{false, true} {
+				name := fmt.Sprintf("agents=%d", agents)
+				if scoped {
+					name += "/scoped"
+				}
+				if journaled {
+					name += "/journal"
+				}
+				b.Run(name, func(b *testing.B) { benchClaims(b, agents, scoped, journaled) })
 			}
-			b.Run(name, func(b *testing.B) { benchClaims(b, agents, scoped) })
 		}
 	}
 }
 
-func benchClaims(b *testing.B, agents int, scoped bool) {
-	h, err := New(Config{Logger: quietLogger()})
+func benchClaims(b *testing.B, agents int, scoped, journaled bool) {
+	cfg := Config{Logger: quietLogger()}
+	if journaled {
+		st, err := journal.Open(filepath.Join(b.TempDir(), "bench.db"), journal.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		cfg.Journal = st
+	}
+	h, err := New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
