@@ -29,6 +29,7 @@ import (
 
 // call is one request in flight.
 type call struct {
+	task   string // the request's task_id, to match a plain error that names it
 	match  func(f Frame) (take, finish bool)
 	frames []Frame
 	done   chan error // buffered; nil = finished with frames
@@ -39,6 +40,7 @@ type call struct {
 // finishes the call.
 func (c *Client) do(ctx context.Context, m map[string]any, match func(Frame) (take, finish bool)) ([]Frame, error) {
 	cl := &call{match: match, done: make(chan error, 1)}
+	cl.task, _ = m["task_id"].(string)
 	c.wmu.Lock()
 	c.mu.Lock()
 	if c.closed {
@@ -87,7 +89,9 @@ func (c *Client) dispatch(f Frame) {
 	taken := false
 	for _, cl := range c.pending {
 		take, finish := cl.match(f)
-		if !take && f.Type == "error" && !f.Has("task_id") && len(cl.frames) == 0 {
+		// A plain error answers the oldest waiting call; a hub that names
+		// the task in it (ours does) lets it skip calls for other tasks.
+		if !take && f.Type == "error" && (!f.Has("task_id") || f.String("task_id") == cl.task) && len(cl.frames) == 0 {
 			take, finish = true, true
 		}
 		if !take {

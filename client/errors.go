@@ -59,7 +59,8 @@ func refusedFrom(f Frame, task string) *Refused {
 	if t := f.String("task_id"); t != "" {
 		r.TaskID = t
 	}
-	if r.Holder == "" {
+	r.ConflictTask = f.String("conflict_task")
+	if r.Holder == "" { // a reference hub names them only in the sentence
 		r.Holder, r.ConflictTask = holderFromMessage(r.Message)
 	}
 	return r

@@ -52,10 +52,12 @@ func (s *State) decideClaim(r ClaimRequest, now float64) ([]Event, *Refusal) {
 	}
 	existing := s.liveClaim(task, now)
 	if existing != nil && existing.Owner != r.Agent { // INV-ME-1
-		return deny(refuse(CodeLeaseLive, task, "Task '%s' is already claimed by %s.", task, existing.Owner))
+		ref := refuse(CodeLeaseLive, task, "Task '%s' is already claimed by %s.", task, existing.Owner)
+		ref.Holder = existing.Owner
+		return deny(ref)
 	}
 	if h := s.index.conflict(r.Worktree, paths, r.Agent, task, now); h != nil { // INV-ME-2..4
-		return deny(refuse(CodeScopeConflict, task, "Task '%s' file scope conflicts with '%s' held by %s.", task, h.TaskID, h.Owner))
+		return deny(scopeConflict(task, h))
 	}
 	principal := principalOf(r.Principal, r.Agent)
 	renewal := existing != nil && existing.QuotaPrincipal == principal      // INV-LL-4: free even at the cap
@@ -100,6 +102,12 @@ func (s *State) owned(task, agent string, hasEpoch bool, epoch int64, now float6
 		return nil, refuse(CodeEpochStale, task, "Task '%s' epoch is stale (current %d).", task, c.Epoch)
 	}
 	return c, nil
+}
+
+func scopeConflict(task string, h *Claim) *Refusal {
+	ref := refuse(CodeScopeConflict, task, "Task '%s' file scope conflicts with '%s' held by %s.", task, h.TaskID, h.Owner)
+	ref.Holder, ref.ConflictTask = h.Owner, h.TaskID
+	return ref
 }
 
 func notClaimed(task string) *Refusal {
@@ -197,7 +205,7 @@ func (s *State) decideHandoff(r HandoffRequest, now float64) ([]Event, *Refusal)
 		return nil, refuse(CodeQuotaExceeded, task, "Agent %s holds the maximum %d claims.", to, s.lim.MaxClaimsPerPrincipal)
 	}
 	if h := s.index.conflict(c.Worktree, c.Paths, to, task, now); h != nil { // INV-CR-2 with INV-ME-2
-		return nil, refuse(CodeScopeConflict, task, "Task '%s' file scope conflicts with '%s' held by %s.", task, h.TaskID, h.Owner)
+		return nil, scopeConflict(task, h)
 	}
 	n := c.clone()
 	n.Owner, n.QuotaPrincipal = to, principal

@@ -53,7 +53,11 @@ type Refusal struct {
 	Code    Code
 	Message string
 	TaskID  string
-	Holder  string // wait refusals: who holds the task
+	// Holder is who holds what stood in the way: the task's owner (a live
+	// lease, a wait) or the owner of the conflicting scope.
+	Holder string
+	// ConflictTask is the task whose scope conflicts (SCOPE_CONFLICT).
+	ConflictTask string
 }
 
 func (r *Refusal) Error() string { return string(r.Code) + ": " + r.Message }

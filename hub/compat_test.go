@@ -67,6 +67,9 @@ var traceAdditiveFields = []struct {
 	{[]string{"error", "claim_denied", "release_denied", "handoff_denied", "checkpoint_denied", "wait_denied", "name_conflict", "auth_denied"},
 		"error_code", "issue 4 item 6: every refusal carries a machine-readable error_code"},
 	{[]string{"welcome"}, "features", "issue 4 item 6: additive features are announced in welcome"},
+	{[]string{"claim_denied", "handoff_denied"}, "holder", "who holds the task or the conflicting scope, so clients need not parse the sentence"},
+	{[]string{"claim_denied", "handoff_denied"}, "conflict_task", "the task whose scope conflicts (SCOPE_CONFLICT)"},
+	{[]string{"error"}, "task_id", "a verb's refusal names its task, so a client can match it to its request"},
 }
 
 func traceAdditive(frameType, field string) bool {

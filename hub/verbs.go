@@ -38,9 +38,14 @@ var idempotent = map[string]bool{
 var gated = idempotent
 
 // handle runs one inbound frame through the ingress pipeline (PROTOCOL.md
-// §1.4): decode, identity gates, then the verb.
+// §1.4): the per-host rate limit (charged before decoding, so malformed
+// floods are charged too), decode, the token and identity gates, the
+// per-socket rate limit, per-message authentication, then the verb.
 func (s *session) handle(data []byte) {
 	h := s.h
+	if !s.allowFrame() {
+		return
+	}
 	in, err := wire.Decode(data, h.cfg.MaxFrameBytes, wire.DefaultMaxDepth)
 	if err != nil {
 		de := wire.ErrMalformedJSON
@@ -61,7 +66,10 @@ func (s *session) handle(data []byte) {
 	if sender == "" {
 		sender = "anon-" + itoa(s.id)
 	}
-	if !s.register(sender, in, typ) {
+	if !s.tokenGate(sender, in) || !s.register(sender, in, typ) {
+		return
+	}
+	if !s.allowAgentFrame(sender, typ) || !s.verifyMessage(sender, typ, in) {
 		return
 	}
 	if gated[typ] && h.cfg.Degraded != "" {
@@ -126,17 +134,23 @@ func (s *session) refused(sender, denialType string, ref *coord.Refusal, task st
 		task = ref.TaskID
 	}
 	if denialType == "" || denialType == "error" {
-		s.fail(sender, string(ref.Code), ref.Message)
+		f := s.frame("error", sender, ref.Message).Str("error_code", string(ref.Code))
+		if task != "" {
+			f.Str("task_id", task) // additive: lets a client match the refusal to its request
+		}
+		s.h.m.framesOut.WithLabelValues("error").Inc()
+		s.reply(f.Bytes())
 		return
 	}
 	f := s.frame(denialType, sender, ref.Message).Str("task_id", task)
-	switch denialType {
-	case "claim_denied":
+	if denialType == "claim_denied" {
 		f.Str("reason_code", string(ref.Code))
-	case "wait_denied":
-		if ref.Holder != "" {
-			f.Str("holder", ref.Holder)
-		}
+	}
+	if ref.Holder != "" { // wait_denied's field in the reference; additive elsewhere
+		f.Str("holder", ref.Holder)
+	}
+	if ref.ConflictTask != "" {
+		f.Str("conflict_task", ref.ConflictTask) // additive
 	}
 	s.h.m.framesOut.WithLabelValues(denialType).Inc()
 	s.reply(f.Str("error_code", string(ref.Code)).Bytes())
