@@ -1,9 +1,6 @@
 package coord
 
-import (
-	"math"
-	"slices"
-)
+import "math"
 
 // Status is a claim's lifecycle state (spec lifecycle, PROTOCOL.md §3.5).
 type Status uint8
@@ -87,10 +84,11 @@ type Claim struct {
 // Live reports whether the lease is live at now: strictly before its expiry.
 func (c *Claim) Live(now float64) bool { return c.ExpiresAt > now }
 
-// WholeWorktree reports whether the claim covers its entire worktree: it
-// declares no path, or the root path "" (a replayed reference journal may
-// hold one beside others).
-func (c *Claim) WholeWorktree() bool { return len(c.Paths) == 0 || slices.Contains(c.Paths, "") }
+// WholeWorktree reports whether the claim covers its entire worktree. A
+// stored claim declares no path then: a path set naming the root "" (a
+// replayed reference journal may hold one beside others) is canonicalised
+// to none when the claim is applied.
+func (c *Claim) WholeWorktree() bool { return len(c.Paths) == 0 }
 
 func (c *Claim) clone() *Claim {
 	n := *c

@@ -1,5 +1,7 @@
 package coord
 
+import "slices"
+
 // State is the coordination authority: live claims with their scope index
 // and expiry heap, retained checkpoints, waits, resource offers and the
 // board. Only Apply (and Rollback) change it.
@@ -285,6 +287,10 @@ func (s *State) expireClaim(c *Claim, undo *[]func()) {
 // applyClaim stores c as the claim on its task: the upsert that claim,
 // task_update, checkpoint and handoff events share, live and on replay.
 func (s *State) applyClaim(c *Claim, push func(func())) {
+	if len(c.Paths) > 0 && slices.Contains(c.Paths, "") { // the root among paths: the whole worktree
+		c = c.clone()
+		c.Paths = nil
+	}
 	prev, prevR, prevEpoch := s.claims[c.TaskID], s.retainedOf(c.TaskID), s.epoch
 	s.putClaim(c.TaskID, c)
 	s.dropRetained(c.TaskID) // the claim carries the checkpoint it inherited
