@@ -74,6 +74,23 @@ type Config struct {
 	Degraded string
 	Clock    func() float64 // unix seconds; default time.Now
 	Logger   *slog.Logger
+
+	// Security (auth.go, ratelimit.go, docs/security.md).
+
+	// MessageAuthKeys are the per-message HMAC keys (--message-auth-key).
+	// With any configured, a signed verb carrying auth is verified.
+	MessageAuthKeys []MessageAuthKey
+	// RequireMessageAuth refuses signed verbs without a valid auth
+	// (--require-message-auth); it needs MessageAuthKeys.
+	RequireMessageAuth bool
+	// RateLimits are the per-socket and per-host frame limits; the zero
+	// value is off (--rate-*, --secure).
+	RateLimits RateLimits
+	// AuthFailuresPerMinute is how many failed first frames a remote host
+	// may send per minute (as a burst) before its attempts are refused
+	// unchecked; 0 = DefaultAuthFailuresPerMinute, < 0 = unlimited
+	// (--auth-fail-limit). Only a hub with a Token has failures.
+	AuthFailuresPerMinute int
 }
 
 // Defaults (the reference's flags).
@@ -113,6 +130,10 @@ type Hub struct {
 
 	mu  sync.Mutex // guards the registry below
 	reg registry
+
+	verifier  *verifier    // per-message HMAC; nil without keys
+	hostRates *hostBuckets // per-host frame limiter; nil when off
+	authFails *hostBuckets // failed first frames per host; nil when unlimited
 }
 
 // New builds a hub and starts its sequencer. The caller serves Handler and
@@ -161,6 +182,13 @@ func New(cfg Config) (*Hub, error) {
 	if cfg.State == nil {
 		cfg.State = coord.New(cfg.Limits)
 	}
+	keys, err := checkMessageAuthKeys(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.AuthFailuresPerMinute == 0 {
+		cfg.AuthFailuresPerMinute = DefaultAuthFailuresPerMinute
+	}
 	h := &Hub{
 		cfg:      cfg,
 		log:      cfg.Logger.With("hub_id", cfg.HubID),
@@ -169,6 +197,9 @@ func New(cfg Config) (*Hub, error) {
 		rendered: make(map[any][]byte),
 	}
 	h.epoch = configEpoch(cfg)
+	h.verifier = newVerifier(keys)
+	h.hostRates = newHostBuckets(cfg.RateLimits.HostPerSecond, cfg.RateLimits.HostBurst)
+	h.authFails = newHostBuckets(float64(cfg.AuthFailuresPerMinute)/60, cfg.AuthFailuresPerMinute)
 	h.reg.init()
 	h.activeClaims.Store(int64(cfg.State.ClaimCount()))
 	h.m = newMetrics(h)

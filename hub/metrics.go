@@ -26,6 +26,9 @@ type metrics struct {
 	slowConsumers       prometheus.Counter
 	reaped              prometheus.Counter
 	authFailures        prometheus.Counter
+	authLockouts        prometheus.Counter
+	messageAuthFailures *prometheus.CounterVec
+	rateLimited         *prometheus.CounterVec
 	takeovers           prometheus.Counter
 	takeoverQuarantines prometheus.Counter
 	idemReplays         prometheus.Counter
@@ -62,6 +65,9 @@ func newMetrics(h *Hub) *metrics {
 	m.slowConsumers = counter("synapse_slow_consumer_disconnects_total", "Sockets dropped because their send queue was full.")
 	m.reaped = counter("synapse_dead_sockets_reaped_total", "Sockets dropped for a missed pong.")
 	m.authFailures = counter("synapse_auth_failures_total", "First frames refused by the token gate.")
+	m.authLockouts = counter("synapse_auth_lockout_refusals_total", "First frames refused unchecked because their host failed the token too often.")
+	m.messageAuthFailures = vec("synapse_message_auth_failures_total", "Signed-verb frames refused by per-message authentication, by verification_result.", "result")
+	m.rateLimited = vec("synapse_rate_limited_total", "Frames refused by a rate limiter, by scope (agent or host).", "scope")
 	m.takeovers = counter("synapse_takeovers_total", "Name takeovers admitted.")
 	m.takeoverQuarantines = counter("synapse_takeover_quarantines_total", "Names put in takeover quarantine.")
 	m.idemReplays = counter("synapse_atomic_operations_replayed_total", "Idempotent retries answered from the stored response.")
@@ -173,6 +179,11 @@ func configEpoch(cfg Config) string {
 	s := fmt.Sprintf("v1|token=%t|max_clients=%d|per_host=%d|frame=%d|history=%d|claims=%d|journal=%t",
 		cfg.Token != "", cfg.MaxClients, cfg.MaxConnectionsPerHost, cfg.MaxFrameBytes, cfg.MaxHistory,
 		cfg.Limits.MaxClaimsPerPrincipal, cfg.Journal != nil)
+	if len(cfg.MessageAuthKeys) > 0 || cfg.RateLimits != (RateLimits{}) {
+		// Appended only when set, so an unchanged posture keeps its epoch.
+		s += fmt.Sprintf("|message_auth=%d/%t|rates=%g/%d/%g/%d", len(cfg.MessageAuthKeys), cfg.RequireMessageAuth,
+			cfg.RateLimits.AgentPerSecond, cfg.RateLimits.AgentBurst, cfg.RateLimits.HostPerSecond, cfg.RateLimits.HostBurst)
+	}
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:8]) + "-" + strconv.Itoa(1)
 }

@@ -34,6 +34,7 @@ type session struct {
 	closeCode   websocket.StatusCode
 	closeReason string
 	writerDone  chan struct{}
+	rate        bucket // per-socket frame limiter (ratelimit.go); read goroutine only
 
 	// registry (Hub.mu)
 	name         string // bound name, "" until the first frame binds it
@@ -64,6 +65,7 @@ func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {
 		closing:    make(chan struct{}),
 		writerDone: make(chan struct{}),
 		authed:     h.cfg.Token == "",
+		rate:       newBucket(h.cfg.RateLimits.AgentPerSecond, h.cfg.RateLimits.AgentBurst, h.now()),
 	}
 	h.conns.Add(1)
 	defer h.conns.Done()

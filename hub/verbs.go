@@ -38,9 +38,14 @@ var idempotent = map[string]bool{
 var gated = idempotent
 
 // handle runs one inbound frame through the ingress pipeline (PROTOCOL.md
-// §1.4): decode, identity gates, then the verb.
+// §1.4): the per-host rate limit (charged before decoding, so malformed
+// floods are charged too), decode, the token and identity gates, the
+// per-socket rate limit, per-message authentication, then the verb.
 func (s *session) handle(data []byte) {
 	h := s.h
+	if !s.allowFrame() {
+		return
+	}
 	in, err := wire.Decode(data, h.cfg.MaxFrameBytes, wire.DefaultMaxDepth)
 	if err != nil {
 		de := wire.ErrMalformedJSON
@@ -61,7 +66,10 @@ func (s *session) handle(data []byte) {
 	if sender == "" {
 		sender = "anon-" + itoa(s.id)
 	}
-	if !s.register(sender, in, typ) {
+	if !s.tokenGate(sender, in) || !s.register(sender, in, typ) {
+		return
+	}
+	if !s.allowAgentFrame(sender, typ) || !s.verifyMessage(sender, typ, in) {
 		return
 	}
 	if gated[typ] && h.cfg.Degraded != "" {

@@ -1,0 +1,190 @@
+package hub
+
+import (
+	"sync"
+)
+
+// Rate limits bound how fast one socket or one remote host can make the
+// hub work (PROTOCOL.md §1.4 steps 2 and 12). They bound abuse; they
+// authenticate nobody (docs/security.md).
+//
+// Who owns what: a session's own bucket (session.rate) belongs to its read
+// goroutine and needs no lock; the per-host tables are shared and carry
+// their own mutex. Time is the hub's clock, so tests can hold it still.
+
+// RateLimits are the ingress frame limits. A zero rate turns that limiter
+// off; the zero value turns both off, as the reference does without a
+// token.
+type RateLimits struct {
+	// AgentPerSecond is the sustained rate of non-heartbeat frames one
+	// socket may send (--rate-per-agent); beyond it the frame is refused
+	// with "Rate limit exceeded.". Heartbeats are exempt, so keepalives
+	// and registration never starve.
+	AgentPerSecond float64
+	// AgentBurst is how many frames above the rate a socket may send at
+	// once (--rate-burst-agent); < 1 means one second's worth.
+	AgentBurst int
+	// HostPerSecond is the sustained rate of frames of any kind from one
+	// remote host, all its sockets together (--rate-per-host); beyond it
+	// the frame is refused with "Host rate limit exceeded.".
+	HostPerSecond float64
+	// HostBurst is the per-host burst (--rate-burst-host); < 1 means one
+	// second's worth.
+	HostBurst int
+}
+
+// SecureRateLimits are the limits --secure turns on: the reference's with
+// --token (PROTOCOL.md §10): per agent 100/s burst 20, per host 500/s
+// burst 100.
+var SecureRateLimits = RateLimits{AgentPerSecond: 100, AgentBurst: 20, HostPerSecond: 500, HostBurst: 100}
+
+// DefaultAuthFailuresPerMinute is how many failed first frames (missing
+// or wrong token) one remote host may send per minute, as a burst, before
+// its further attempts are refused unchecked (--auth-fail-limit).
+const DefaultAuthFailuresPerMinute = 10
+
+// maxHostBuckets bounds each per-host table; idle (refilled) buckets are
+// swept when it is exceeded, so a host that stops sending costs nothing.
+var maxHostBuckets = 4096
+
+// bucket is a token bucket: it holds up to burst tokens and gains rate per
+// second; each admitted event spends one. The zero bucket (rate 0) admits
+// everything.
+type bucket struct {
+	rate, burst float64
+	tokens      float64
+	last        float64 // hub clock of the last refill
+}
+
+func newBucket(rate float64, burst int, now float64) bucket {
+	b := float64(burst)
+	if b < 1 {
+		b = max(1, rate)
+	}
+	return bucket{rate: rate, burst: b, tokens: b, last: now}
+}
+
+// refill adds what the elapsed time earned. A clock that steps backwards
+// earns nothing rather than draining the bucket.
+func (b *bucket) refill(now float64) {
+	if dt := now - b.last; dt > 0 {
+		b.tokens = min(b.burst, b.tokens+dt*b.rate)
+	}
+	b.last = now
+}
+
+// allow spends a token if there is one.
+func (b *bucket) allow(now float64) bool {
+	if b.rate <= 0 {
+		return true
+	}
+	b.refill(now)
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// full reports whether the bucket has refilled to its burst by now, i.e.
+// forgetting it changes nothing.
+func (b *bucket) full(now float64) bool {
+	b.refill(now)
+	return b.tokens >= b.burst
+}
+
+// hostBuckets is one token bucket per remote host, safe for concurrent use.
+type hostBuckets struct {
+	rate  float64
+	burst int
+
+	mu sync.Mutex
+	m  map[string]*bucket
+}
+
+// newHostBuckets returns nil (every call admits) when rate is not positive.
+func newHostBuckets(rate float64, burst int) *hostBuckets {
+	if rate <= 0 {
+		return nil
+	}
+	return &hostBuckets{rate: rate, burst: burst, m: make(map[string]*bucket)}
+}
+
+// allow spends one of host's tokens; false means it has none left.
+func (hb *hostBuckets) allow(host string, now float64) bool {
+	if hb == nil {
+		return true
+	}
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	b := hb.m[host]
+	if b == nil {
+		hb.sweepLocked(now)
+		nb := newBucket(hb.rate, hb.burst, now)
+		b = &nb
+		hb.m[host] = b
+	}
+	return b.allow(now)
+}
+
+// empty reports, without spending, whether host has no token left.
+func (hb *hostBuckets) empty(host string, now float64) bool {
+	if hb == nil {
+		return false
+	}
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	b := hb.m[host]
+	if b == nil {
+		return false
+	}
+	b.refill(now)
+	return b.tokens < 1
+}
+
+// sweepLocked forgets refilled buckets once the table is over its bound.
+func (hb *hostBuckets) sweepLocked(now float64) {
+	if len(hb.m) < maxHostBuckets {
+		return
+	}
+	for h, b := range hb.m {
+		if b.full(now) {
+			delete(hb.m, h)
+		}
+	}
+}
+
+// allowFrame charges a frame to the per-host limiter (§1.4 step 2); a
+// refused frame gets "Host rate limit exceeded.". It reports false when
+// the frame must not be handled.
+func (s *session) allowFrame() bool {
+	h := s.h
+	if h.hostRates.allow(s.host, h.now()) {
+		return true
+	}
+	h.m.rateLimited.WithLabelValues("host").Inc()
+	s.fail(s.replyTarget(), "host_rate_limited", "Host rate limit exceeded.")
+	return false
+}
+
+// allowAgentFrame charges a non-heartbeat frame to the socket's own
+// limiter (§1.4 step 12); a refused frame gets "Rate limit exceeded.".
+func (s *session) allowAgentFrame(sender, typ string) bool {
+	if typ == "heartbeat" || s.rate.allow(s.h.now()) {
+		return true
+	}
+	s.h.m.rateLimited.WithLabelValues("agent").Inc()
+	s.fail(sender, "rate_limited", "Rate limit exceeded.")
+	return false
+}
+
+// replyTarget is whom a refusal sent before the frame is read goes to: the
+// bound name, else "all" as the reference's decode errors do (§10).
+func (s *session) replyTarget() string {
+	s.h.mu.Lock()
+	defer s.h.mu.Unlock()
+	if s.name != "" {
+		return s.name
+	}
+	return "all"
+}
