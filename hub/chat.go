@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/synapse-hub/synapse/journal"
 	"github.com/synapse-hub/synapse/pyjson"
 	"github.com/synapse-hub/synapse/wire"
 )
@@ -16,14 +17,16 @@ import (
 // chatEntry is one relayed chat kept for history_request/resume_request.
 type chatEntry struct {
 	msgID  int64
+	seq    int64 // journal seq, 0 without a journal
 	sender string
 	target string
 	public bool   // a broadcast: everyone may read it
-	frame  []byte // as relayed
+	frame  []byte // as relayed (seq stamped)
 }
 
-// deadLetter counts directed chats that reached no online recipient
-// (PROTOCOL.md §4.6; memory only).
+// deadLetter counts directed chats that reached no live recipient
+// (PROTOCOL.md §4.6). The chats themselves are in the journal (when there
+// is one), and the ledger is rebuilt from it on restart (mailbox.go).
 type deadLetter struct {
 	count      int64
 	lastTS     float64
@@ -35,13 +38,43 @@ type deadLetter struct {
 var chatEnvelope = map[string]bool{
 	"sender": true, "target": true, "type": true, "payload": true, "timestamp": true,
 	"client_timestamp": true, "hub_id": true, "msg_id": true, "seq": true,
-	"client_msg_id": true, "token": true,
+	"client_msg_id": true, "token": true, "replayed": true,
 }
 
-// chat relays a chat (PROTOCOL.md §2.2) with the hub clock (INV-CK-1). A
-// directed chat goes to its recipients, their sidecars and the sender only,
-// and is readable in history by them only (the reference relays it to
-// every socket and every history reader).
+// chatMsg is one chat between its stamping and its fan-out.
+type chatMsg struct {
+	s         *session // the sender's socket (its echo)
+	msgID     int64
+	sender    string
+	target    string // as sent
+	t         string // trimmed
+	broadcast bool
+	directed  bool // journal.IsDirected: dead-letters and is replayed
+	frame     []byte
+	cmid      string
+	hasCMID   bool
+	now       float64
+	receipt   bool // receipt_requested
+	part      partition
+}
+
+// partition is the liveness partition of a chat's matched recipients
+// (PROTOCOL.md §2.2 step 8), identities sorted.
+type partition struct {
+	matched, live, stale []string
+	caps                 map[string]string
+}
+
+func (p *partition) delivered() bool { return len(p.live) > 0 }
+
+// chat relays a chat (PROTOCOL.md §2.2) with the hub clock (INV-CK-1),
+// at least once (INV-DG-1: idem_key is never consumed, client_msg_id is
+// echoed on every copy). With a journal it is committed first, through the
+// sequencer, and every copy carries its durable seq; a receipt-requested
+// directed chat commits with its receipt aggregate in one FULL transaction
+// (receipts.go). A directed chat goes to its recipients, their sidecars
+// and the sender only, and is readable in history by them only (the
+// reference relays it to every socket and every history reader).
 func (s *session) chat(sender string, in *wire.Inbound) {
 	h := s.h
 	if c := in.Str("channel"); c != "" {
@@ -49,7 +82,7 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 		return
 	}
 	if in.Has("response_to_seq") || in.Has("response_status") || in.Has("response_evidence_scope") {
-		s.fail(sender, "semantic_response_unavailable", "Semantic responses require the durable mailbox, which this hub does not serve yet.")
+		s.fail(sender, "semantic_response_unavailable", "Semantic responses are not served by this hub.")
 		return
 	}
 	target := in.Str("target")
@@ -57,25 +90,25 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 		target = "all"
 	}
 	t := strings.TrimSpace(target)
-	broadcast := t == "" || t == "all"
-	directed := !broadcast && !wire.HasGlob(t)
+	c := &chatMsg{s: s, sender: sender, target: target, t: t, receipt: in.Truthy("receipt_requested")}
+	c.broadcast = t == "" || t == "all"
+	c.directed = journal.IsDirected(t)
 
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	now := h.now()
+	c.now = h.now()
 	h.reg.msgID++
-	id := h.reg.msgID
+	c.msgID = h.reg.msgID
 
 	f := wire.Object().Str("sender", sender).Str("target", target).Str("type", "chat")
 	f.Append("payload", func(b []byte) []byte { return appendAny(b, in.Value("payload"), "") })
-	f.Float("timestamp", now)
+	f.Float("timestamp", c.now)
 	if ct, ok := clientTimestamp(in.Value("timestamp")); ok {
 		f.Float("client_timestamp", ct)
 	}
-	f.Str("hub_id", h.cfg.HubID).Int("msg_id", id)
-	cmid, hasCMID := clientMsgID(in.Value("client_msg_id"))
-	if hasCMID {
-		f.Str("client_msg_id", cmid)
+	f.Str("hub_id", h.cfg.HubID).Int("msg_id", c.msgID)
+	c.cmid, c.hasCMID = clientMsgID(in.Value("client_msg_id"))
+	if c.hasCMID {
+		f.Str("client_msg_id", c.cmid)
 	}
 	m := in.Map()
 	extra := make([]string, 0, len(m))
@@ -89,32 +122,105 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 		v := m[k]
 		f.Append(k, func(b []byte) []byte { return appendAny(b, v, nil) })
 	}
-	frame := f.Bytes()
-
-	h.reg.history = append(h.reg.history, chatEntry{msgID: id, sender: sender, target: target, public: broadcast, frame: frame})
-	if n := len(h.reg.history); n > h.cfg.MaxHistory+h.cfg.MaxHistory/4 {
-		h.reg.history = slices.Clone(h.reg.history[n-h.cfg.MaxHistory:])
-	}
-
-	if broadcast {
-		h.m.chatBroadcast.Inc()
-		h.broadcastLocked(frame, audience{everyone: true}, "chat")
-		if in.Truthy("receipt_requested") {
+	c.frame = f.Bytes()
+	if c.broadcast {
+		if c.receipt {
 			seen := map[string]bool{}
-			names := []string{}
 			for _, n := range h.onlineLocked() {
 				if id := identity(n); n != sender && !seen[id] {
 					seen[id] = true
-					names = append(names, id)
+					c.part.matched = append(c.part.matched, id)
 				}
 			}
-			s.receiptLocked(sender, target, id, cmid, hasCMID, names)
+			c.part.live = c.part.matched
+		}
+	} else {
+		c.part = h.partitionLocked(t, sender, c.now)
+	}
+	st := h.cfg.Journal
+	if st == nil {
+		h.deliverLocked(c, 0)
+		h.mu.Unlock()
+		if c.receipt {
+			s.sendReceipt(h.immediateReceipt(c, 0, ""))
 		}
 		return
 	}
+	h.mu.Unlock()
+
+	recs, rcpt := h.chatRecords(c)
+	if _, ok := s.submitRecords(sender, recs, func(seq int64) {
+		h.mu.Lock()
+		h.deliverLocked(c, seq)
+		h.mu.Unlock()
+	}); !ok {
+		return
+	}
+	switch {
+	case rcpt.frame != nil: // the journal-backed directed receipt, through the outbox
+		ok := s.sendReceipt(rcpt.frame)
+		h.markOutbox(rcpt.id, ok)
+	case c.receipt:
+		s.sendReceipt(h.immediateReceipt(c, rcpt.chatSeq, ""))
+	}
+}
+
+// deliverLocked stamps seq (when journalled), keeps the chat in history
+// and fans it out: a broadcast to every socket, anything else to the
+// sockets it addresses and the sender's own. A directed chat that reached
+// no live recipient is a dead letter; the mailbox projection counts it.
+func (h *Hub) deliverLocked(c *chatMsg, seq int64) {
+	frame := c.frame
+	if seq > 0 {
+		frame = withSeq(frame, seq)
+	}
+	h.reg.history = append(h.reg.history, chatEntry{msgID: c.msgID, seq: seq, sender: c.sender, target: c.target, public: c.broadcast, frame: frame})
+	if n := len(h.reg.history); n > h.cfg.MaxHistory+h.cfg.MaxHistory/4 {
+		h.reg.history = slices.Clone(h.reg.history[n-h.cfg.MaxHistory:])
+	}
+	if c.broadcast {
+		h.m.chatBroadcast.Inc()
+		h.broadcastLocked(frame, audience{everyone: true}, "chat")
+		return
+	}
 	h.m.chatDirected.Inc()
-	recipients := make(map[string]bool)
-	delivered := 0
+	sent := 0
+	for rs := range h.reg.sessions {
+		if rs.name == "" || rs.superseded || !rs.authed || rs.name == c.sender || rs == c.s {
+			continue
+		}
+		if h.addressedLocked(c.t, rs) && rs.send(frame) {
+			sent++
+		}
+	}
+	if c.s.send(frame) {
+		sent++
+	}
+	h.m.framesOut.WithLabelValues("chat").Add(float64(sent))
+	if c.directed && !c.part.delivered() {
+		h.deadLetterLocked(c.t, c.sender, c.now)
+	}
+	if c.directed && seq > 0 {
+		h.mb.onChatLocked(h, seq, c.sender, c.t)
+	}
+}
+
+// withSeq appends "seq" to an encoded JSON object.
+func withSeq(frame []byte, seq int64) []byte {
+	b := make([]byte, 0, len(frame)+24)
+	b = append(b, frame[:len(frame)-1]...)
+	b = append(b, `,"seq":`...)
+	b = pyjson.AppendInt(b, seq)
+	return append(b, '}')
+}
+
+// partitionLocked matches a chat target against the bound sockets other
+// than the sender's and splits the identities reached into live and stale
+// (PROTOCOL.md §2.2 step 8): live when a sidecar of the identity was seen
+// within 20 s or the seat reacted (a non-heartbeat frame, or its bind)
+// within 90 s. Presence alone never makes a chat "delivered" (INV-DG-3).
+func (h *Hub) partitionLocked(t, sender string, now float64) partition {
+	matched := map[string]bool{}
 	for rs := range h.reg.sessions {
 		if rs.name == "" || rs.superseded || !rs.authed || rs.name == sender {
 			continue
@@ -122,27 +228,35 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 		if !h.addressedLocked(t, rs) {
 			continue
 		}
-		recipients[identity(rs.name)] = true
-		if rs.send(frame) {
-			delivered++
+		id := identity(rs.name)
+		live := now-rs.lastReaction <= livenessWindow
+		if rs.name != id {
+			live = live || now-h.reg.lastSeen[rs.name] <= sidecarWindow
 		}
+		matched[id] = matched[id] || live
 	}
-	if s.send(frame) {
-		delivered++
+	p := partition{caps: map[string]string{}}
+	for id, live := range matched {
+		p.matched = append(p.matched, id)
+		if live {
+			p.live = append(p.live, id)
+		} else {
+			p.stale = append(p.stale, id)
+		}
+		c := "unknown"
+		if rs := h.reg.byName[id]; rs != nil && rs.wake != "" {
+			c = rs.wake
+		}
+		p.caps[id] = c
 	}
-	h.m.framesOut.WithLabelValues("chat").Add(float64(delivered))
-	names := make([]string, 0, len(recipients))
-	for n := range recipients {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	if directed && len(names) == 0 {
-		h.deadLetterLocked(t, sender, now)
-	}
-	if in.Truthy("receipt_requested") {
-		s.receiptLocked(sender, target, id, cmid, hasCMID, names)
-	}
+	sort.Strings(p.matched)
+	sort.Strings(p.live)
+	sort.Strings(p.stale)
+	return p
 }
+
+// sidecarWindow: a sidecar seen this recently proves its identity live.
+const sidecarWindow = 20.0
 
 // addressedLocked reports whether a chat target reaches socket rs: a
 // target part matches its name, its identity (for a sidecar), the
@@ -183,6 +297,8 @@ func isRecipient(target string, names, roles []string) bool {
 	return false
 }
 
+// deadLetterLocked counts a dead letter for target (bounded: the stalest
+// target is evicted beyond maxDeadLetters).
 func (h *Hub) deadLetterLocked(target, sender string, now float64) {
 	d := h.reg.deadLetters[target]
 	if d == nil {
@@ -200,39 +316,6 @@ func (h *Hub) deadLetterLocked(target, sender string, now float64) {
 	}
 	d.count++
 	d.lastTS, d.lastSender = now, sender
-}
-
-// receiptLocked sends the immediate delivery_receipt (traces/chat.jsonl).
-func (s *session) receiptLocked(sender, target string, msgID int64, cmid string, hasCMID bool, recipients []string) {
-	h := s.h
-	if recipients == nil {
-		recipients = []string{}
-	}
-	delivered := len(recipients) > 0
-	t := strings.TrimSpace(target)
-	payload, reason := "delivered to "+strings.Join(recipients, ", "), ""
-	deadLettered := false
-	if !delivered {
-		payload, reason = "delivery failed: no online recipient matched "+t, "no_online_recipient"
-		deadLettered = !wire.HasGlob(t) && t != "" && t != "all"
-	}
-	caps := wire.Object()
-	for _, r := range recipients {
-		c := "unknown"
-		if rs := h.reg.byName[r]; rs != nil && rs.wake != "" {
-			c = rs.wake
-		}
-		caps.Str(r, c)
-	}
-	f := s.frame("delivery_receipt", sender, payload).Str("message_target", target).Int("message_id", msgID).
-		Bool("delivered", delivered).Bool("deferred", false).Strs("recipients", recipients).
-		Strs("matched_recipients", recipients).Strs("stale_recipients", nil).Str("reason", reason).
-		Bool("dead_lettered", deadLettered).Raw("recipient_wake_capabilities", caps.Bytes())
-	if hasCMID {
-		f.Str("client_msg_id", cmid)
-	}
-	h.m.framesOut.WithLabelValues("delivery_receipt").Inc()
-	s.send(f.Bytes())
 }
 
 // clientTimestamp keeps a finite, non-zero numeric client stamp as advisory
@@ -319,11 +402,10 @@ func (s *session) resumeRequest(sender string, in *wire.Inbound) {
 	since, _ := in.LenientInt("since")
 	h.mu.Lock()
 	start := max(0, len(h.reg.history)-h.cfg.MaxHistory)
-	// msg_ids are increasing along the history: find the first newer one.
-	i := start + sort.Search(len(h.reg.history)-start, func(i int) bool { return h.reg.history[start+i].msgID > since })
+	// Concurrent senders may commit msg_ids slightly out of order: filter.
 	var picked [][]byte
-	for ; i < len(h.reg.history); i++ {
-		if e := &h.reg.history[i]; h.visibleLocked(e, s) {
+	for i := start; i < len(h.reg.history); i++ {
+		if e := &h.reg.history[i]; e.msgID > since && h.visibleLocked(e, s) {
 			picked = append(picked, e.frame)
 		}
 	}

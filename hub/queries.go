@@ -150,7 +150,7 @@ func (s *session) whoRequest(sender string) {
 	f := s.frame("who_snapshot", sender, "Who snapshot").Strs("online_agents", online).Raw("agent_roles", roles.Bytes()).
 		Int("connected_clients", int64(clients)).Str("hub_version", Version).Str("config_epoch", h.epoch)
 	if h.cfg.Journal != nil {
-		f.Raw("mailbox_pending", []byte("{}"))
+		f.Raw("mailbox_pending", h.mailboxPending())
 	} else {
 		f.Null("mailbox_pending")
 	}

@@ -238,6 +238,7 @@ func (s *session) bindLocked(name string, in *wire.Inbound, now float64) bool {
 	}
 	s.name = name
 	h.reg.byName[name] = s
+	h.mailboxPresenceLocked(name)
 	if welcome != nil {
 		s.send(welcome)
 	}
@@ -315,6 +316,7 @@ func (h *Hub) leave(s *session) {
 			delete(h.reg.cards, name)
 		}
 		h.presenceLocked("left", name)
+		h.mailboxPresenceLocked(name)
 	}
 	h.mu.Unlock()
 	h.m.connections.Dec()

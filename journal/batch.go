@@ -6,6 +6,20 @@ type Record struct {
 	Kind    string
 	Payload []byte
 	Durable bool // commit with synchronous=FULL (INV-JA-4)
+	// Stamp, when set, runs inside the append transaction once the
+	// record's seq is known, before its row is inserted: it returns the
+	// payload to store (nil keeps Payload) and statements to run in the
+	// same transaction right after the row (the receipt and mailbox
+	// tables, docs/journal.md). Records of one Append get consecutive
+	// seqs in order, so a record may name its neighbours' seqs (seq-1, …).
+	// It must not block; on an error the whole batch rolls back.
+	Stamp func(seq int64) (payload []byte, exec []Statement)
+}
+
+// Statement is one SQL statement an append runs in its transaction.
+type Statement struct {
+	SQL  string
+	Args []any
 }
 
 // Operation is an idempotency record (INV-CR-1, INV-DG-2), committed in the

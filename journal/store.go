@@ -29,7 +29,11 @@ import (
 
 // SchemaVersion is the version of our additions to the reference schema,
 // kept in the meta table.
-const SchemaVersion = 1
+//
+//	1: events_kind_idx, snapshots, meta
+//	2: directed_chats and mailbox_watermarks (delivery.go), back-filled
+//	   from the chat and mailbox_watermark rows already in the file
+const SchemaVersion = 2
 
 // Options tune Open. The zero value works.
 type Options struct {
@@ -103,7 +107,7 @@ CREATE INDEX IF NOT EXISTS events_kind_idx ON events(kind);
 CREATE TABLE IF NOT EXISTS snapshots (seq INTEGER PRIMARY KEY, created_at REAL NOT NULL,
                      format INTEGER NOT NULL, sha256 TEXT NOT NULL, body BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-`
+` + deliverySchema
 
 // Open opens the journal at path, creating it (mode 0600) with the schema
 // when it does not exist. The file runs in WAL mode at synchronous=NORMAL;
@@ -205,9 +209,18 @@ func (s *Store) createSchema(ctx context.Context) error {
 		return err
 	}
 	_, err := s.wc.ExecContext(ctx, schema)
+	var version int
 	if err == nil {
-		_, err = s.wc.ExecContext(ctx, `INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?), ('hub_id', ?)`,
-			fmt.Sprint(SchemaVersion), hub)
+		err = s.wc.QueryRowContext(ctx, `SELECT COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'), 0)`).Scan(&version)
+	}
+	if err == nil && version < 2 { // a file of ours at v1, or the reference's own
+		err = s.migrateDelivery(ctx)
+	}
+	if err == nil {
+		_, err = s.wc.ExecContext(ctx, `INSERT OR IGNORE INTO meta(key, value) VALUES ('hub_id', ?)`, hub)
+	}
+	if err == nil && version < SchemaVersion {
+		_, err = s.wc.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)`, fmt.Sprint(SchemaVersion))
 	}
 	if err != nil {
 		s.wc.ExecContext(ctx, "ROLLBACK")
@@ -383,8 +396,20 @@ func (s *Store) writeBatch(ctx context.Context, b *Batch, ops []preparedOp) (int
 			return 0, fmt.Errorf("%w: record without kind", ErrBadBatch)
 		}
 		last++
-		if _, err := s.insert.ExecContext(ctx, last, b.TS, r.Kind, string(r.Payload)); err != nil {
+		payload, exec := r.Payload, []Statement(nil)
+		if r.Stamp != nil {
+			var p []byte
+			if p, exec = r.Stamp(last); p != nil {
+				payload = p
+			}
+		}
+		if _, err := s.insert.ExecContext(ctx, last, b.TS, r.Kind, string(payload)); err != nil {
 			return 0, fmt.Errorf("insert %s event: %w", r.Kind, err)
+		}
+		for _, st := range exec {
+			if _, err := s.wc.ExecContext(ctx, st.SQL, st.Args...); err != nil {
+				return 0, fmt.Errorf("%s event %d: %w", r.Kind, last, err)
+			}
 		}
 	}
 	for _, op := range ops {

@@ -1,0 +1,492 @@
+package hub
+
+// The mailbox (INV-DG-3, PROTOCOL.md §2.3, §4.6): directed chats are
+// journalled and indexed in directed_chats; a registration heartbeat with
+// mailbox:true replays the backlog after max(watermark, since_seq) page by
+// page (not cut at 1000); ack advances a monotonic per-identity watermark
+// once the acked seq is checked to be a chat really addressed to that
+// identity; who_snapshot.mailbox_pending counts what waits.
+//
+// The pending projection is per identity: {watermark, count}. It lives in
+// Hub.mb, guarded by Hub.mu, bounded to maxMailboxIdentities (least
+// recently used offline identities are forgotten and recounted from the
+// journal when they come back). A count is exact or marked for a recount:
+// a recount reads directed_chats after the watermark outside the lock, up
+// to the newest directed chat the projection had seen, and adds the chats
+// counted live since. What counts for identity X: directed chats after X's
+// watermark, not sent by X, whose target names X exactly (a comma part) or,
+// while X is online, reaches X by project or role.
+
+import (
+	"encoding/json"
+	"errors"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/synapse-hub/synapse/journal"
+	"github.com/synapse-hub/synapse/pyjson"
+	"github.com/synapse-hub/synapse/wire"
+)
+
+const (
+	// maxMailboxIdentities bounds the pending projection (the reference
+	// keeps 512). Beyond it the least recently used offline identities are
+	// forgotten; their watermarks stay in the journal.
+	maxMailboxIdentities = 65536
+	// mailboxPage is how many directed chats one replay read fetches.
+	mailboxPage = 512
+	// deadLetterMaxAge: dead-letter entries older than this are forgotten
+	// when the ledger is rebuilt (PROTOCOL.md §4.6: 7 days).
+	deadLetterMaxAge = 7 * 24 * 3600.0
+)
+
+type mailboxes struct {
+	ids          map[string]*mbox
+	clock        uint64 // LRU clock
+	lastDirected int64  // newest directed chat seq the projection counted
+}
+
+type mbox struct {
+	wm      int64 // watermark (valid when wmKnown)
+	wmKnown bool
+	valid   bool  // pending is exact; else recount (wm, base] and add delta
+	pending int64 // exact count, or the delta counted live after base
+	base    int64
+	gen     uint64 // bumped on every invalidation
+	used    uint64
+}
+
+func (m *mailboxes) init() { m.ids = make(map[string]*mbox) }
+
+// entryLocked returns id's entry, creating it (to be recounted) if needed.
+func (m *mailboxes) entryLocked(h *Hub, id string) *mbox {
+	m.clock++
+	e := m.ids[id]
+	if e == nil {
+		e = &mbox{}
+		m.ids[id] = e
+		e.invalidate(m.lastDirected)
+		m.evictLocked(h)
+	}
+	e.used = m.clock
+	return e
+}
+
+func (e *mbox) invalidate(base int64) {
+	e.valid, e.pending, e.base = false, 0, base
+	e.gen++
+}
+
+// evictLocked forgets the least recently used tenth of the offline
+// identities once the projection is over its bound.
+func (m *mailboxes) evictLocked(h *Hub) {
+	if len(m.ids) <= maxMailboxIdentities {
+		return
+	}
+	type lru struct {
+		id   string
+		used uint64
+	}
+	var offline []lru
+	for id, e := range m.ids {
+		if h.reg.byName[id] == nil {
+			offline = append(offline, lru{id, e.used})
+		}
+	}
+	sort.Slice(offline, func(i, j int) bool { return offline[i].used < offline[j].used })
+	for i := 0; i < len(offline) && len(m.ids) > maxMailboxIdentities*9/10; i++ {
+		delete(m.ids, offline[i].id)
+	}
+}
+
+// countsLocked reports whether a directed chat counts as pending for id.
+func (h *Hub) countsLocked(target, sender, id string) bool {
+	if identity(sender) == id {
+		return false
+	}
+	for _, part := range strings.Split(target, ",") {
+		if strings.TrimSpace(part) == id {
+			return true
+		}
+	}
+	if rs := h.reg.byName[id]; rs != nil {
+		return isRecipient(target, []string{id}, h.rolesLocked(id))
+	}
+	return false
+}
+
+// rolesLocked are the roles an identity holds: its seat's and its
+// sidecars'.
+func (h *Hub) rolesLocked(id string) []string {
+	var roles []string
+	for _, n := range []string{id, id + "-rx", id + "-pane-rx"} {
+		if rs := h.reg.byName[n]; rs != nil {
+			roles = append(roles, rs.roles...)
+		}
+	}
+	return roles
+}
+
+// onChatLocked counts a committed directed chat.
+func (m *mailboxes) onChatLocked(h *Hub, seq int64, sender, target string) {
+	for _, part := range strings.Split(target, ",") {
+		if p := strings.TrimSpace(part); p != "" && !strings.ContainsAny(p, "?[") && m.ids[p] == nil {
+			m.entryLocked(h, p).base = seq - 1 // earlier chats are recounted
+		}
+	}
+	m.lastDirected = max(m.lastDirected, seq)
+	for id, e := range m.ids {
+		if e.wmKnown && seq <= e.wm {
+			continue
+		}
+		if h.countsLocked(target, sender, id) {
+			e.pending++
+		}
+	}
+}
+
+// onWatermarkLocked records a committed watermark advance.
+func (m *mailboxes) onWatermarkLocked(h *Hub, id string, through int64) {
+	e := m.entryLocked(h, id)
+	if e.wmKnown && through <= e.wm {
+		return
+	}
+	e.wm, e.wmKnown = max(e.wm, through), true
+	e.invalidate(m.lastDirected)
+}
+
+// onPresenceLocked is called when an identity's seat or sidecar binds or
+// leaves: what counts for it changes with its roles and presence.
+func (h *Hub) mailboxPresenceLocked(name string) {
+	if h.cfg.Journal == nil {
+		return
+	}
+	h.mb.entryLocked(h, identity(name)).invalidate(h.mb.lastDirected)
+}
+
+// mailboxPending is who_snapshot.mailbox_pending: every online identity,
+// and every other known identity with something waiting.
+func (h *Hub) mailboxPending() []byte {
+	st := h.cfg.Journal
+	h.mu.Lock()
+	var ids []string
+	for n := range h.reg.byName {
+		if identity(n) == n {
+			h.mb.entryLocked(h, n)
+		}
+	}
+	for id, e := range h.mb.ids {
+		if h.reg.byName[id] != nil || !e.valid || e.pending > 0 {
+			ids = append(ids, id)
+		}
+	}
+	h.mu.Unlock()
+	sort.Strings(ids)
+	f := wire.Object()
+	for _, id := range ids {
+		n, ok := h.recount(st, id)
+		if ok && (n > 0 || h.online(id)) {
+			f.Int(id, n)
+		}
+	}
+	return f.Bytes()
+}
+
+func (h *Hub) online(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.reg.byName[id] != nil
+}
+
+var errStopScan = errors.New("stop")
+
+// recount makes id's count exact if it is not, reading the journal outside
+// the lock, and returns it.
+func (h *Hub) recount(st *journal.Store, id string) (int64, bool) {
+	for attempt := 0; attempt < 3; attempt++ {
+		h.mu.Lock()
+		e := h.mb.ids[id]
+		if e == nil {
+			h.mu.Unlock()
+			return 0, false
+		}
+		if e.valid {
+			n := e.pending
+			h.mu.Unlock()
+			return n, true
+		}
+		gen, base, wm, wmKnown := e.gen, e.base, e.wm, e.wmKnown
+		h.mu.Unlock()
+		if !wmKnown {
+			var err error
+			if wm, err = st.Watermark(id); err != nil {
+				return 0, false
+			}
+		}
+		var n int64
+		var chats []journal.DirectedChat
+		err := st.ScanDirected(wm, func(d journal.DirectedChat) error {
+			if d.Seq > base {
+				return errStopScan
+			}
+			chats = append(chats, journal.DirectedChat{Sender: d.Sender, Target: d.Target})
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStopScan) {
+			return 0, false
+		}
+		h.mu.Lock()
+		for _, d := range chats {
+			if h.countsLocked(d.Target, d.Sender, id) {
+				n++
+			}
+		}
+		if e2 := h.mb.ids[id]; e2 == e && e.gen == gen {
+			if !e.wmKnown {
+				e.wm, e.wmKnown = wm, true
+			}
+			e.pending += n
+			e.valid = true
+			n = e.pending
+			h.mu.Unlock()
+			return n, true
+		}
+		h.mu.Unlock()
+	}
+	return 0, false
+}
+
+// mailboxIdentity resolves mailbox_for (PROTOCOL.md §1.5): honoured when it
+// is the connection's name or the identity its -rx/-pane-rx sidecar serves,
+// otherwise silently the connection's name.
+func mailboxIdentity(conn, mailboxFor string) string {
+	m := strings.TrimSpace(mailboxFor)
+	if m != "" && (m == conn || conn == m+"-rx" || conn == m+"-pane-rx") {
+		return m
+	}
+	return conn
+}
+
+// watermarkRecord is a mailbox_watermark row and its table upsert.
+func watermarkRecord(id string, through int64, source string) journal.Record {
+	p, _ := pyjson.AppendValue(nil, map[string]any{"identity": id, "through_seq": through, "source": source})
+	return journal.Record{Kind: journal.KindMailboxWatermark, Payload: p,
+		Stamp: func(int64) ([]byte, []journal.Statement) {
+			return nil, []journal.Statement{journal.AdvanceWatermark(id, through)}
+		}}
+}
+
+// mailboxReplay serves a registration heartbeat with mailbox:true: the
+// since_seq cursor advances the watermark (to at most the newest seq),
+// then every directed chat addressed to the identity after max(watermark,
+// since_seq) is re-sent in seq order, marked replayed with its seq and
+// without receipt_requested. It pages through the whole backlog, a page
+// in memory at a time, and paces itself on the socket's send queue.
+func (s *session) mailboxReplay(sender string, in *wire.Inbound) {
+	h := s.h
+	st := h.cfg.Journal
+	if st == nil {
+		return // a journal-less hub replays nothing
+	}
+	h.ackMu.Lock()
+	id := mailboxIdentity(sender, in.Str("mailbox_for"))
+	since, _ := in.LenientInt("since_seq")
+	since = max(since, 0)
+	wm, err := st.Watermark(id)
+	if err != nil {
+		h.ackMu.Unlock()
+		return
+	}
+	if last, err := st.LastSeq(); err == nil && min(since, last) > wm {
+		c := min(since, last)
+		if _, err := h.commitRecords([]journal.Record{watermarkRecord(id, c, "cursor")}, func(int64) {
+			h.mu.Lock()
+			h.mb.onWatermarkLocked(h, id, c)
+			h.mu.Unlock()
+		}); err == nil {
+			wm = c
+		}
+	}
+	h.ackMu.Unlock()
+	h.mu.Lock()
+	roles := append(h.rolesLocked(id), s.roles...)
+	h.mu.Unlock()
+	cursor := max(wm, since)
+	for {
+		page, err := st.DirectedPage(cursor, mailboxPage, true)
+		if err != nil {
+			h.log.Warn("hub: mailbox replay stopped", "identity", id, "err", err)
+			return
+		}
+		for _, d := range page {
+			cursor = d.Seq
+			if identity(d.Sender) == id || !isRecipient(d.Target, []string{id}, roles) {
+				continue
+			}
+			b, ok := replayFrame(d.Payload, d.Seq)
+			if !ok {
+				continue
+			}
+			if !s.sendPaced(b) {
+				return
+			}
+			h.m.framesOut.WithLabelValues("chat").Inc()
+			h.m.replayed.Inc()
+		}
+		if len(page) < mailboxPage {
+			return
+		}
+	}
+}
+
+// replayFrame re-sends a stored chat: receipt_requested removed, replayed
+// and seq added (keys sorted, as the reference's journal-backed frames).
+func replayFrame(payload []byte, seq int64) ([]byte, bool) {
+	d := json.NewDecoder(strings.NewReader(string(payload)))
+	d.UseNumber()
+	var m map[string]any
+	if d.Decode(&m) != nil || m == nil {
+		return nil, false
+	}
+	delete(m, "receipt_requested")
+	m["replayed"] = true
+	m["seq"] = json.Number(itoa(seq))
+	b, err := pyjson.AppendValue(nil, m)
+	return b, err == nil
+}
+
+// sendPaced queues a frame without letting a long replay fill the queue:
+// it waits while the queue is more than half full (the socket's own read
+// goroutine waits, nobody else), so live frames still find room.
+func (s *session) sendPaced(b []byte) bool {
+	for len(s.out) > cap(s.out)/2 {
+		if s.isClosing() {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return s.send(b)
+}
+
+// ack advances the acker's watermark and settles a pending receipt
+// (PROTOCOL.md §2.3). Anything that does not check out — a non-int seq, a
+// seq that is not a directed chat, a chat not addressed to the identity or
+// sent by it, an older seq — changes nothing and gets no reply.
+func (s *session) ack(sender string, in *wire.Inbound) {
+	h := s.h
+	st := h.cfg.Journal
+	if st == nil {
+		return
+	}
+	seq, ok := jsonInt(in.Value("seq"))
+	if !ok || seq <= 0 {
+		return
+	}
+	id := mailboxIdentity(sender, in.Str("mailbox_for"))
+	d, found, err := st.Directed(seq)
+	if err != nil || !found {
+		return
+	}
+	h.mu.Lock()
+	roles := append(h.rolesLocked(id), s.roles...)
+	h.mu.Unlock()
+	if identity(d.Sender) == id || !isRecipient(d.Target, []string{id}, roles) {
+		return // spoofed or foreign: silent no-op
+	}
+	h.ackMu.Lock() // one ack decision at a time: no double settlement
+	defer h.ackMu.Unlock()
+	var recs []journal.Record
+	wm, err := st.Watermark(id)
+	if err != nil {
+		return
+	}
+	if seq > wm {
+		recs = append(recs, watermarkRecord(id, seq, "ack"))
+	}
+	var settled *stampedReceipt
+	rc, found, err := st.Receipt(seq)
+	if err == nil && found && rc.State == "pending" {
+		settled = &stampedReceipt{}
+		recs = append(recs, h.deferredRecord(rc, id, settled))
+	}
+	if len(recs) == 0 {
+		return
+	}
+	if _, err := h.commitRecords(recs, func(int64) {
+		h.mu.Lock()
+		h.mb.onWatermarkLocked(h, id, seq)
+		h.mu.Unlock()
+	}); err != nil {
+		return
+	}
+	if settled != nil {
+		h.deliverDeferred(settled, rc.Sender)
+	}
+}
+
+// loadDelivery rebuilds, from the journal, what a restart must not lose:
+// the chat history tail (capped again, INV-RR-2) and the msg_id high-water
+// mark, the mailbox projection (watermarks and counts) and the dead-letter
+// ledger (dead-lettered directed chats after their target's watermark).
+func (h *Hub) loadDelivery() error {
+	st := h.cfg.Journal
+	tail, err := st.ChatTail(max(h.cfg.MaxHistory, 1024))
+	if err != nil {
+		return err
+	}
+	for _, r := range tail {
+		var p struct {
+			MsgID   int64  `json:"msg_id"`
+			Sender  string `json:"sender"`
+			Target  string `json:"target"`
+			Channel string `json:"channel"`
+		}
+		if json.Unmarshal(r.Payload, &p) != nil || p.Channel != "" {
+			continue
+		}
+		h.reg.msgID = max(h.reg.msgID, p.MsgID)
+		t := strings.TrimSpace(p.Target)
+		h.reg.history = append(h.reg.history, chatEntry{msgID: p.MsgID, seq: r.Seq, sender: p.Sender, target: p.Target,
+			public: t == "" || t == "all", frame: withSeq(r.Payload, r.Seq)})
+	}
+	if n := len(h.reg.history); n > h.cfg.MaxHistory {
+		h.reg.history = h.reg.history[n-h.cfg.MaxHistory:]
+	}
+	marks, err := st.Watermarks()
+	if err != nil {
+		return err
+	}
+	now := h.now()
+	for id, wm := range marks {
+		h.mb.ids[id] = &mbox{wm: wm, wmKnown: true, valid: true}
+	}
+	err = st.ScanDirected(0, func(d journal.DirectedChat) error {
+		h.mb.lastDirected = d.Seq
+		for _, part := range strings.Split(d.Target, ",") {
+			p := strings.TrimSpace(part)
+			if p == "" || strings.ContainsAny(p, "?[") || identity(d.Sender) == p {
+				continue
+			}
+			e := h.mb.ids[p]
+			if e == nil {
+				e = &mbox{wmKnown: true, valid: true}
+				h.mb.ids[p] = e
+			}
+			if d.Seq > e.wm {
+				e.pending++
+			}
+		}
+		if d.Dead && now-d.TS <= deadLetterMaxAge {
+			if e := h.mb.ids[strings.TrimSpace(d.Target)]; e == nil || d.Seq > e.wm {
+				h.deadLetterLocked(strings.TrimSpace(d.Target), d.Sender, d.TS)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	h.mb.evictLocked(h)
+	return nil
+}
