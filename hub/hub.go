@@ -130,6 +130,9 @@ type Hub struct {
 
 	mu  sync.Mutex // guards the registry below
 	reg registry
+	mb  mailboxes // the mailbox pending projection (mailbox.go), under mu
+
+	ackMu sync.Mutex // serialises mailbox ack and cursor decisions (mailbox.go)
 
 	verifier  *verifier    // per-message HMAC; nil without keys
 	hostRates *hostBuckets // per-host frame limiter; nil when off
@@ -201,6 +204,12 @@ func New(cfg Config) (*Hub, error) {
 	h.hostRates = newHostBuckets(cfg.RateLimits.HostPerSecond, cfg.RateLimits.HostBurst)
 	h.authFails = newHostBuckets(float64(cfg.AuthFailuresPerMinute)/60, cfg.AuthFailuresPerMinute)
 	h.reg.init()
+	h.mb.init()
+	if cfg.Journal != nil {
+		if err := h.loadDelivery(); err != nil {
+			return nil, fmt.Errorf("hub: rebuild chat history and mailbox from the journal: %w", err)
+		}
+	}
 	h.activeClaims.Store(int64(cfg.State.ClaimCount()))
 	h.m = newMetrics(h)
 	var j sequencer.Journal

@@ -35,6 +35,7 @@ type metrics struct {
 	idemConflicts       prometheus.Counter
 	chatDirected        prometheus.Counter
 	chatBroadcast       prometheus.Counter
+	replayed            prometheus.Counter
 	submitSeconds       prometheus.Histogram
 	commitEvents        prometheus.Histogram
 }
@@ -74,6 +75,7 @@ func newMetrics(h *Hub) *metrics {
 	m.idemConflicts = counter("synapse_atomic_operations_conflicts_total", "Idempotency keys reused for a different request.")
 	m.chatDirected = counter("synapse_chat_directed_total", "Directed chats relayed.")
 	m.chatBroadcast = counter("synapse_chat_broadcast_total", "Broadcast chats relayed.")
+	m.replayed = counter("synapse_mailbox_replayed_total", "Directed chats re-sent by mailbox replay.")
 	m.submitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "synapse_commit_latency_seconds", Help: "Time from Submit to committed reply of a mutation (batching and journal included).",
 		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
@@ -99,6 +101,15 @@ func newMetrics(h *Hub) *metrics {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		return float64(len(h.reg.deadLetters))
+	})
+	gaugeFunc("synapse_dead_letters", "Directed chats that reached no live recipient, summed over the dead-letter ledger's targets.", func() float64 {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		n := int64(0)
+		for _, d := range h.reg.deadLetters {
+			n += d.count
+		}
+		return float64(n)
 	})
 	gaugeFunc("synapse_send_queue_frames", "Frames waiting in all send queues.", func() float64 {
 		h.mu.Lock()

@@ -44,6 +44,8 @@ type session struct {
 	roles        []string
 	wake         string
 	lastReaction float64
+
+	receiptsFlushed bool // read goroutine only: the outbox was flushed on bind
 }
 
 func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {

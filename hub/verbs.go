@@ -24,7 +24,7 @@ var knownTypes = map[string]bool{
 	"resource_offer": true, "offer_resource": true, "ledger_task": true,
 	"ledger_task_update": true, "ledger_progress": true, "board_request": true,
 	"advertise": true, "manifest_request": true, "state_request": true,
-	"who_request": true, "history_request": true, "resume_request": true,
+	"who_request": true, "history_request": true, "resume_request": true, "ack": true,
 }
 
 // idempotent verbs accept idem_key (PROTOCOL.md §4.3; never chat).
@@ -78,8 +78,17 @@ func (s *session) handle(data []byte) {
 	}
 	in.Set("sender", sender)
 	in.Set("type", typ)
+	if !s.receiptsFlushed { // first bind: undelivered receipts (PROTOCOL.md §1.4 step 11)
+		s.receiptsFlushed = true
+		s.flushReceipts(sender)
+	}
 	switch typ {
 	case "heartbeat":
+		if m, _ := in.Value("mailbox").(bool); m { // literal true only
+			s.mailboxReplay(sender, in)
+		}
+	case "ack":
+		s.ack(sender, in)
 	case "chat":
 		s.chat(sender, in)
 	case "claim":
