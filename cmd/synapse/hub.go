@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -55,6 +56,14 @@ type hubFlags struct {
 	maxMsgKB, maxHistory   int
 	maxClaims              int
 	logJSON                bool
+
+	// security (docs/security.md)
+	tokenFile, keyFile        string
+	keySpecs                  keySpecs
+	requireMsgAuth, secure    bool
+	ratePerAgent, ratePerHost float64
+	burstAgent, burstHost     int
+	authFailLimit             int
 }
 
 func runHub(args []string, stdout, stderr io.Writer) int {
@@ -75,6 +84,16 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.maxHistory, "max-history", 10000, "chat messages kept for history and resume")
 	fs.IntVar(&f.maxClaims, "max-claims-per-agent", coord.MaxClaimsPerAgent, "live claims per quota principal")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log as JSON lines on stderr")
+	fs.StringVar(&f.tokenFile, "token-file", "", "read the connect token from the first line of `PATH` (not world-readable; keeps it out of ps and shell history)")
+	fs.IntVar(&f.authFailLimit, "auth-fail-limit", hub.DefaultAuthFailuresPerMinute, "failed token attempts per remote host per minute before the host's attempts are refused unchecked (close 4010), 0 = unlimited")
+	fs.Var(&f.keySpecs, "message-auth-key", "per-message HMAC key `KEY_ID:SECRET:SENDER[,SENDER…]`: signed claim-family frames from those senders are verified (repeatable; the secret shows in ps, prefer --message-auth-key-file)")
+	fs.StringVar(&f.keyFile, "message-auth-key-file", "", "read per-message HMAC keys from `PATH`, one KEY_ID:SECRET:SENDER[,…] per line (not world-readable)")
+	fs.BoolVar(&f.requireMsgAuth, "require-message-auth", false, "refuse claim, release, task_update, handoff, checkpoint and resource frames that are not signed with a configured key (signed −10 s/+1 s of the hub clock, nonce not replayed)")
+	fs.BoolVar(&f.secure, "secure", false, "turn on rate limits: per agent 100/s burst 20, per host 500/s burst 100 (the --rate-* flags override)")
+	fs.Float64Var(&f.ratePerAgent, "rate-per-agent", 0, "non-heartbeat frames per second one socket may send, 0 = off (\"Rate limit exceeded.\")")
+	fs.IntVar(&f.burstAgent, "rate-burst-agent", 0, "frames one socket may send at once above --rate-per-agent (0 = one second's worth)")
+	fs.Float64Var(&f.ratePerHost, "rate-per-host", 0, "frames per second all sockets of one remote address may send, 0 = off (\"Host rate limit exceeded.\")")
+	fs.IntVar(&f.burstHost, "rate-burst-host", 0, "frames one remote address may send at once above --rate-per-host (0 = one second's worth)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -90,6 +109,13 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		handler = slog.NewJSONHandler(stderr, nil)
 	}
 	log := slog.New(handler)
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	sec, err := resolveSecurity(&f, set)
+	if err != nil {
+		fmt.Fprintln(stderr, "synapse hub:", err)
+		return 2
+	}
 	if err := checkExposure(f); err != nil {
 		fmt.Fprintln(stderr, "synapse hub:", err)
 		return 2
@@ -102,6 +128,8 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		Limits: coord.Limits{MaxClaimsPerPrincipal: f.maxClaims},
 		Logger: log,
 	}
+	cfg.MessageAuthKeys, cfg.RequireMessageAuth = sec.MessageAuthKeys, sec.RequireMessageAuth
+	cfg.RateLimits, cfg.AuthFailuresPerMinute = sec.RateLimits, sec.AuthFailuresPerMinute
 	var store *journal.Store
 	journalDesc := "memory only (--no-db): a restart forgets every claim"
 	if !f.noDB {
@@ -181,4 +209,72 @@ func checkExposure(f hubFlags) error {
 		return fmt.Errorf("refusing to listen on %s without a token: anyone who can reach it could act as any agent. Set --token (or SYNAPSE_TOKEN), or pass --insecure-off-loopback if the network is trusted", f.host)
 	}
 	return nil
+}
+
+// keySpecs collects repeated --message-auth-key flags.
+type keySpecs []string
+
+func (k *keySpecs) String() string     { return strings.Join(*k, " ") }
+func (k *keySpecs) Set(v string) error { *k = append(*k, v); return nil }
+
+// resolveSecurity turns the security flags into hub settings: the token
+// from --token-file (into f.token), the HMAC keys, the rate limits
+// (--secure's, overridden by any --rate-* flag given) and the failed-auth
+// limit. set names the flags given on the command line.
+func resolveSecurity(f *hubFlags, set map[string]bool) (hub.Config, error) {
+	var sec hub.Config
+	if f.tokenFile != "" {
+		if set["token"] {
+			return sec, errors.New("give the connect token once: --token or --token-file, not both")
+		}
+		tok, err := hub.ReadTokenFile(f.tokenFile)
+		if err != nil {
+			return sec, fmt.Errorf("--token-file: %w", err)
+		}
+		f.token = tok // the file beats SYNAPSE_TOKEN: it was asked for explicitly
+	}
+	for _, spec := range f.keySpecs {
+		k, err := hub.ParseMessageAuthKey(spec)
+		if err != nil {
+			return sec, fmt.Errorf("--message-auth-key: %w", err)
+		}
+		sec.MessageAuthKeys = append(sec.MessageAuthKeys, k)
+	}
+	if f.keyFile != "" {
+		keys, err := hub.ReadMessageAuthKeyFile(f.keyFile)
+		if err != nil {
+			return sec, fmt.Errorf("--message-auth-key-file: %w", err)
+		}
+		sec.MessageAuthKeys = append(sec.MessageAuthKeys, keys...)
+	}
+	if f.requireMsgAuth && len(sec.MessageAuthKeys) == 0 {
+		return sec, errors.New("--require-message-auth needs a key: add --message-auth-key KEY_ID:SECRET:SENDER or --message-auth-key-file PATH")
+	}
+	sec.RequireMessageAuth = f.requireMsgAuth
+	if f.secure {
+		sec.RateLimits = hub.SecureRateLimits
+	}
+	r := &sec.RateLimits
+	for name, v := range map[string]float64{"rate-per-agent": f.ratePerAgent, "rate-per-host": f.ratePerHost} {
+		if v < 0 {
+			return sec, fmt.Errorf("--%s must be 0 (off) or positive, got %g", name, v)
+		}
+	}
+	if set["rate-per-agent"] || !f.secure {
+		r.AgentPerSecond = f.ratePerAgent
+	}
+	if set["rate-burst-agent"] || !f.secure {
+		r.AgentBurst = f.burstAgent
+	}
+	if set["rate-per-host"] || !f.secure {
+		r.HostPerSecond = f.ratePerHost
+	}
+	if set["rate-burst-host"] || !f.secure {
+		r.HostBurst = f.burstHost
+	}
+	sec.AuthFailuresPerMinute = f.authFailLimit
+	if f.authFailLimit <= 0 {
+		sec.AuthFailuresPerMinute = -1 // unlimited
+	}
+	return sec, nil
 }
