@@ -1,0 +1,312 @@
+// Package mcpserver is Synapse's MCP server: the hub's claims, messages and
+// task board as Model Context Protocol tools and resources, for agents such
+// as Claude Code, Codex and Cursor (docs/mcp.md).
+//
+// One Server is one agent identity: it wraps a connected client.Client and
+// every tool acts as that client's name. Serve it over stdio with Run (the
+// `synapse mcp` command), or over Streamable HTTP with HTTPHandler, which
+// keeps one Server per agent name (the hub's /mcp).
+//
+// Beyond the hub's verbs the server adds what a model cannot do for itself:
+//
+//   - a lease keeper renews every claim made through the server until it is
+//     released, handed off or the server closes, so a claim does not lapse
+//     during long work;
+//   - it listens to the hub and sends notifications/resources/updated for
+//     synapse://claims, synapse://board and synapse://inbox when a claim or
+//     the board changes or mail arrives, so an idle agent learns of it
+//     without polling;
+//   - the inbox keeps the messages addressed to the agent since the server
+//     started, until acked.
+package mcpserver
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/synapse-hub/synapse/client"
+)
+
+// Profile selects the tools a server exposes.
+type Profile string
+
+const (
+	// ProfileFull exposes every tool (the default).
+	ProfileFull Profile = "full"
+	// ProfileMinimal exposes claim, release, wait, send, inbox and status:
+	// enough to coordinate, for hosts that pay for every tool description.
+	ProfileMinimal Profile = "minimal"
+)
+
+// ParseProfile reads a --tools value: "full", "minimal", or "" (full).
+func ParseProfile(s string) (Profile, error) {
+	switch Profile(s) {
+	case "", ProfileFull:
+		return ProfileFull, nil
+	case ProfileMinimal:
+		return ProfileMinimal, nil
+	}
+	return "", fmt.Errorf("unknown tool profile %q: say full or minimal", s)
+}
+
+// minimalTools are the tools of ProfileMinimal.
+var minimalTools = map[string]bool{"claim": true, "release": true, "wait": true, "send": true, "inbox": true, "status": true}
+
+// Resource URIs.
+const (
+	BoardURI  = "synapse://board"
+	ClaimsURI = "synapse://claims"
+	InboxURI  = "synapse://inbox"
+)
+
+// Options configures New.
+type Options struct {
+	// Client is the agent's connection; required. The caller closes it
+	// after the Server.
+	Client *client.Client
+	// Profile is the tool set; "" = ProfileFull.
+	Profile Profile
+	// Version is reported as the server's version in the MCP handshake.
+	Version string
+	// Logger receives the SDK's and the server's diagnostics; default none.
+	Logger *slog.Logger
+	// InboxCap bounds the messages kept (default 1000); the oldest go first.
+	InboxCap int
+}
+
+// Server is one agent's MCP server.
+//
+// Who owns what: the watch goroutine reads the hub's frames and feeds the
+// inbox and the notifications; one goroutine per keeper reports a lost
+// lease. mu guards keepers and the inbox, which tool handlers (any
+// goroutine) read and change.
+type Server struct {
+	c       *client.Client
+	srv     *mcp.Server
+	profile Profile
+	log     *slog.Logger
+
+	ctx    context.Context // ends at Close: the keepers and the watcher
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	keepers map[string]*client.Keeper // task id → the keeper renewing it
+	inbox   inbox
+}
+
+// New builds the server for opts.Client and starts listening to the hub:
+// messages received from now on go to the inbox. It panics on an unknown
+// Profile (use ParseProfile).
+func New(opts Options) *Server {
+	if opts.Client == nil {
+		panic("mcpserver: Options.Client is required")
+	}
+	profile, err := ParseProfile(string(opts.Profile))
+	if err != nil {
+		panic("mcpserver: " + err.Error())
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		c: opts.Client, profile: profile, log: log, ctx: ctx, cancel: cancel,
+		keepers: map[string]*client.Keeper{},
+		inbox:   newInbox(opts.InboxCap),
+	}
+	version := opts.Version
+	if version == "" {
+		version = "dev"
+	}
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: "synapse", Title: "Synapse coordination hub", Version: version}, &mcp.ServerOptions{
+		Instructions:       instructions(s.c.Name()),
+		Logger:             log,
+		SubscribeHandler:   s.subscribe,
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	s.addTools()
+	s.addResources()
+	frames := s.c.Subscribe(ctx, watched)
+	s.wg.Add(1)
+	go s.watch(frames)
+	return s
+}
+
+func instructions(name string) string {
+	return "You act as agent " + name + " on a Synapse hub that stops agents from editing the same files. " +
+		"Claim a task and the files you will edit (claim) before editing; the server renews the lease while you work. " +
+		"When refused, the text says who holds what: wait for the task, or send the holder a message. " +
+		"Release with evidence when done. Read inbox for messages; subscribe to " + InboxURI + " and " + ClaimsURI +
+		" to be told of new mail and freed tasks."
+}
+
+// MCP returns the SDK server, to serve on any transport.
+func (s *Server) MCP() *mcp.Server { return s.srv }
+
+// Name is the agent the server acts as.
+func (s *Server) Name() string { return s.c.Name() }
+
+// Run serves one session on t (e.g. &mcp.StdioTransport{}) until the peer
+// hangs up or ctx ends.
+func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
+	return s.srv.Run(ctx, t)
+}
+
+// Close stops the lease keepers and the watcher. The claims stay on the
+// hub until their leases run out, so an agent that restarts can resume
+// them; release what you are done with. It does not close the client.
+func (s *Server) Close() error {
+	s.cancel()
+	s.mu.Lock()
+	keepers := s.keepers
+	s.keepers = map[string]*client.Keeper{}
+	s.mu.Unlock()
+	for _, k := range keepers {
+		k.Stop()
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// subscribe accepts subscriptions to the server's resources.
+func (s *Server) subscribe(_ context.Context, req *mcp.SubscribeRequest) error {
+	switch req.Params.URI {
+	case BoardURI, ClaimsURI, InboxURI:
+		return nil
+	}
+	return mcp.ResourceNotFoundError(req.Params.URI)
+}
+
+// notify tells subscribed sessions that uri changed.
+func (s *Server) notify(uri string) {
+	if err := s.srv.ResourceUpdated(s.ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
+		s.log.Debug("resource updated notification", "uri", uri, "err", err)
+	}
+}
+
+// watched selects the frames the watcher needs.
+func watched(f client.Frame) bool {
+	switch f.Type {
+	case "chat", "claim_granted", "release_granted", "handoff_granted", "claim_expired", "task_updated",
+		"ledger_task_posted", "ledger_task_updated", "ledger_progress_posted":
+		return true
+	}
+	return false
+}
+
+// watch turns the hub's frames into inbox entries and notifications.
+func (s *Server) watch(frames <-chan client.Frame) {
+	defer s.wg.Done()
+	for f := range frames {
+		switch f.Type {
+		case "chat":
+			if s.receive(f) {
+				s.notify(InboxURI)
+			}
+		case "handoff_granted":
+			if f.String("owner") == s.c.Name() {
+				s.adoptHandoff(f)
+			}
+			s.notify(ClaimsURI)
+		case "claim_granted", "release_granted", "claim_expired", "task_updated":
+			s.notify(ClaimsURI)
+		default: // ledger_*
+			s.notify(BoardURI)
+		}
+	}
+}
+
+// receive files a chat addressed to this agent; false if it is not for it.
+func (s *Server) receive(f client.Frame) bool {
+	name := s.c.Name()
+	if f.Sender == name {
+		return false
+	}
+	directed, mine := addressedTo(f.Target, name)
+	if !mine {
+		return false
+	}
+	m := Message{
+		Seq: f.Int("seq"), MsgID: f.Int("msg_id"), From: f.Sender, To: f.Target, Text: f.Payload,
+		At: rfc3339(f.Timestamp), Directed: directed, Priority: f.Has("priority") && string(f.Field("priority")) == "true",
+		Channel: f.String("channel"), clientMsgID: f.String("client_msg_id"),
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inbox.add(m)
+}
+
+// adoptHandoff keeps alive a claim another agent handed to this one.
+func (s *Server) adoptHandoff(f client.Frame) {
+	var cl client.Claim
+	if err := f.Decode(&cl); err != nil || cl.TaskID == "" {
+		return
+	}
+	cl.GrantedAt = f.Timestamp
+	s.keep(&cl)
+}
+
+// keep starts renewing cl in the background, replacing any keeper of the
+// same task (whose grant is older).
+func (s *Server) keep(cl *client.Claim) {
+	s.mu.Lock()
+	if s.ctx.Err() != nil {
+		s.mu.Unlock()
+		return
+	}
+	old := s.keepers[cl.TaskID]
+	k := s.c.KeepLease(s.ctx, cl)
+	s.keepers[cl.TaskID] = k
+	s.wg.Add(1) // under mu: Close cannot be waiting yet (it cancels ctx first)
+	s.mu.Unlock()
+	if old != nil {
+		old.Stop()
+	}
+	go s.watchKeeper(cl.TaskID, k)
+}
+
+// watchKeeper reports a lease the hub would not renew.
+func (s *Server) watchKeeper(task string, k *client.Keeper) {
+	defer s.wg.Done()
+	err, lost := <-k.Lost()
+	if !lost {
+		return
+	}
+	s.mu.Lock()
+	if s.keepers[task] == k {
+		delete(s.keepers, task)
+	}
+	s.inbox.add(Message{From: "synapse", To: s.c.Name(), Directed: true,
+		Text: fmt.Sprintf("Your lease on '%s' was lost (%v). Stop editing its files; claim it again if you still need it.", task, err)})
+	s.mu.Unlock()
+	s.notify(InboxURI)
+	s.notify(ClaimsURI)
+}
+
+// unkeep stops renewing task and returns its keeper (nil if none).
+func (s *Server) unkeep(task string) *client.Keeper {
+	s.mu.Lock()
+	k := s.keepers[task]
+	delete(s.keepers, task)
+	s.mu.Unlock()
+	return k
+}
+
+// Kept lists the tasks whose leases the server renews.
+func (s *Server) Kept() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.keepers))
+	for t := range s.keepers {
+		out = append(out, t)
+	}
+	sortStrings(out)
+	return out
+}
