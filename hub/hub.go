@@ -91,6 +91,11 @@ type Config struct {
 	// unchecked; 0 = DefaultAuthFailuresPerMinute, < 0 = unlimited
 	// (--auth-fail-limit). Only a hub with a Token has failures.
 	AuthFailuresPerMinute int
+
+	// MCP, when set, is served at /mcp for every method (Streamable HTTP
+	// is plain HTTP, not a WebSocket upgrade): `synapse hub` mounts the MCP
+	// server of package mcpserver there (docs/mcp.md).
+	MCP http.Handler
 }
 
 // Defaults (the reference's flags).
@@ -228,10 +233,14 @@ func New(cfg Config) (*Hub, error) {
 func (h *Hub) HubID() string { return h.cfg.HubID }
 
 // Handler serves WebSocket upgrades on any path, and GET /health and
-// /metrics as plain HTTP on the same port.
+// /metrics as plain HTTP on the same port (and /mcp with Config.MCP).
 func (h *Hub) Handler() http.Handler {
 	metricsHandler := h.m.handler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/mcp" && h.cfg.MCP != nil {
+			h.cfg.MCP.ServeHTTP(w, r)
+			return
+		}
 		if !isUpgrade(r) {
 			switch r.URL.Path {
 			case "/health":
