@@ -217,10 +217,11 @@ func (s *session) tokenGate(sender string, in *wire.Inbound) bool {
 // verifyMessage runs per-message authentication on a routed frame of a
 // signed verb (§1.4 step 13) and refuses it with an error frame carrying
 // verification_result. A frame carrying auth is verified whenever keys are
-// configured; one without auth passes unless RequireMessageAuth.
+// configured; one without auth (or with "auth": null) passes unless
+// RequireMessageAuth.
 func (s *session) verifyMessage(sender, typ string, in *wire.Inbound) bool {
 	h := s.h
-	if h.verifier == nil || !signedTypes[typ] || (!in.Has("auth") && !h.cfg.RequireMessageAuth) {
+	if h.verifier == nil || !signedTypes[typ] || (in.Value("auth") == nil && !h.cfg.RequireMessageAuth) {
 		return true
 	}
 	result := h.verifier.verify(sender, in, h.now())

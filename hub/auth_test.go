@@ -384,6 +384,8 @@ func TestMessageAuth_OptionalModeVerifiesWhatIsSigned(t *testing.T) {
 	a := th.join("p/a")
 	a.send(f("claim", "task_id", "T1"))
 	a.expect("claim_granted")
+	a.send(f("claim", "task_id", "T0", "auth", nil))
+	a.expectWhere("claim_granted", func(m map[string]any) bool { return m["task_id"] == "T0" })
 	sg := &signer{t: t, kid: "main", secret: "wrong"}
 	a.send(sg.sign(f("claim", "task_id", "T2"), clk.now(), "n"))
 	expectAuthRefusal(t, a, VerifyBadAuthentication)
