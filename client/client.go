@@ -57,6 +57,18 @@ type Options struct {
 	// Stats.Dropped); it never slows the client.
 	SubscriberBuffer int
 	MaxFrameBytes    int64 // largest frame accepted from the hub (default 64 MiB)
+
+	// Mailbox asks the hub, on every (re)connect, to replay the directed
+	// chats addressed to this agent that it has not acked (PROTOCOL.md
+	// §2.3, INV-DG-3): registration carries mailbox:true and since_seq =
+	// the highest seq this client acked (SinceSeq at first). Replayed
+	// chats reach subscribers with Frame.Replayed() true and their
+	// Frame.Seq(); acknowledge them with Ack. Off by default, so one-shot
+	// tools do not pull a backlog they will not read.
+	Mailbox bool
+	// SinceSeq is the mailbox cursor to start from (a seq acked by an
+	// earlier process); Ack advances it.
+	SinceSeq int64
 }
 
 func (o *Options) setDefaults() error {
@@ -143,6 +155,7 @@ type Client struct {
 	wg         sync.WaitGroup
 	reconnects atomic.Uint64
 	dropped    atomic.Uint64
+	acked      atomic.Int64 // mailbox cursor: the highest seq acked
 }
 
 // conn is one socket's life.
@@ -160,6 +173,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{opts: opts, subs: make(map[*subscriber]struct{}), done: make(chan struct{}), up: make(chan struct{})}
+	c.acked.Store(max(opts.SinceSeq, 0))
 	hctx, cancel := context.WithTimeout(ctx, opts.HandshakeTimeout)
 	cn, w, err := c.connect(hctx, false)
 	cancel()
@@ -238,6 +252,10 @@ func (c *Client) connect(ctx context.Context, takeover bool) (*conn, Welcome, er
 	}
 	if takeover {
 		reg["takeover"] = true
+	}
+	if c.opts.Mailbox {
+		reg["mailbox"] = true
+		reg["since_seq"] = c.acked.Load()
 	}
 	fail := func(err error) (*conn, Welcome, error) {
 		ws.CloseNow()

@@ -39,8 +39,14 @@ type call struct {
 // do sends m and waits for the frames match takes, up to the one that
 // finishes the call.
 func (c *Client) do(ctx context.Context, m map[string]any, match func(Frame) (take, finish bool)) ([]Frame, error) {
+	return c.doMany(ctx, []map[string]any{m}, match)
+}
+
+// doMany is do for a request of several frames written back to back (the
+// call is matched against the replies to all of them).
+func (c *Client) doMany(ctx context.Context, ms []map[string]any, match func(Frame) (take, finish bool)) ([]Frame, error) {
 	cl := &call{match: match, done: make(chan error, 1)}
-	cl.task, _ = m["task_id"].(string)
+	cl.task, _ = ms[0]["task_id"].(string)
 	c.wmu.Lock()
 	c.mu.Lock()
 	if c.closed {
@@ -61,7 +67,12 @@ func (c *Client) do(ctx context.Context, m map[string]any, match func(Frame) (ta
 	cl.cn = cn
 	c.pending = append(c.pending, cl)
 	c.mu.Unlock()
-	err := writeJSON(cn.ws, m)
+	var err error
+	for _, m := range ms {
+		if err = writeJSON(cn.ws, m); err != nil {
+			break
+		}
+	}
 	c.wmu.Unlock()
 	if err != nil {
 		c.mu.Lock()

@@ -87,3 +87,13 @@ func (f Frame) DecodeField(key string, v any) error {
 // every socket a scoped fan-out lets it reach), as opposed to a private
 // reply.
 func (f Frame) broadcast() bool { return f.Target == "all" }
+
+// Replayed reports a chat re-sent by mailbox replay (PROTOCOL.md §2.3).
+func (f Frame) Replayed() bool {
+	var b bool
+	return json.Unmarshal(f.fields["replayed"], &b) == nil && b
+}
+
+// Seq is a chat's durable journal seq (0 on a hub without a journal): the
+// mailbox cursor Ack takes, and the key mailbox clients dedup on.
+func (f Frame) Seq() int64 { return f.Int("seq") }
