@@ -46,7 +46,9 @@ type HTTPOptions struct {
 	// IdleTimeout is how long an agent's hub connection (and its lease
 	// keepers) outlive its last request; default DefaultIdleTimeout.
 	IdleTimeout time.Duration
-	Logger      *slog.Logger
+	// Logger receives one line per agent connected or reaped (the SDK's
+	// per-request chatter is not logged).
+	Logger *slog.Logger
 }
 
 // HTTPHandler serves MCP over Streamable HTTP for any number of agents.
@@ -99,7 +101,7 @@ func NewHTTPHandler(opts HTTPOptions) *HTTPHandler {
 			return a.srv.MCP()
 		}
 		return nil
-	}, &mcp.StreamableHTTPOptions{SessionTimeout: opts.IdleTimeout, Logger: opts.Logger})
+	}, &mcp.StreamableHTTPOptions{SessionTimeout: opts.IdleTimeout})
 	go h.reap()
 	return h
 }
@@ -209,7 +211,7 @@ func (h *HTTPHandler) dial(ctx context.Context, name string, a *httpAgent) {
 		delete(h.agents, name)
 	} else {
 		a.c = c
-		a.srv = New(Options{Client: c, Profile: h.opts.Profile, Version: h.opts.Version, Logger: h.opts.Logger})
+		a.srv = New(Options{Client: c, Profile: h.opts.Profile, Version: h.opts.Version})
 		h.log.Info("mcp agent connected", "name", name)
 	}
 	close(a.ready)

@@ -159,11 +159,15 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	return s.srv.Run(ctx, t)
 }
 
-// Close stops the lease keepers and the watcher. The claims stay on the
-// hub until their leases run out, so an agent that restarts can resume
-// them; release what you are done with. It does not close the client.
+// Close ends the server's MCP sessions and stops the lease keepers and the
+// watcher. The claims stay on the hub until their leases run out, so an
+// agent that restarts can resume them; release what you are done with. It
+// does not close the client.
 func (s *Server) Close() error {
 	s.cancel()
+	for ss := range s.srv.Sessions() {
+		ss.Close()
+	}
 	s.mu.Lock()
 	keepers := s.keepers
 	s.keepers = map[string]*client.Keeper{}

@@ -84,6 +84,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.maxHistory, "max-history", 10000, "chat messages kept for history and resume")
 	fs.IntVar(&f.maxClaims, "max-claims-per-agent", coord.MaxClaimsPerAgent, "live claims per quota principal")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log as JSON lines on stderr")
+	noMCP := fs.Bool("no-mcp", false, "do not serve MCP (Streamable HTTP) at /mcp; see 'synapse mcp --help'")
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the connect token from the first line of `PATH` (not world-readable; keeps it out of ps and shell history)")
 	fs.IntVar(&f.authFailLimit, "auth-fail-limit", hub.DefaultAuthFailuresPerMinute, "failed token attempts per remote host per minute before the host's attempts are refused unchecked (close 4010), 0 = unlimited")
 	fs.Var(&f.keySpecs, "message-auth-key", "per-message HMAC key `KEY_ID:SECRET:SENDER[,SENDER…]`: signed claim-family frames from those senders are verified (repeatable; the secret shows in ps, prefer --message-auth-key-file)")
@@ -130,6 +131,14 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.MessageAuthKeys, cfg.RequireMessageAuth = sec.MessageAuthKeys, sec.RequireMessageAuth
 	cfg.RateLimits, cfg.AuthFailuresPerMinute = sec.RateLimits, sec.AuthFailuresPerMinute
+	var selfURI string // the hub's own ws:// address, set once listening: /mcp dials it
+	closeMCP := func() {}
+	if !*noMCP {
+		m := hubMCP(f.token, func() string { return selfURI }, log)
+		closeMCP = func() { m.Close() }
+		defer closeMCP()
+		cfg.MCP = m
+	}
 	var store *journal.Store
 	journalDesc := "memory only (--no-db): a restart forgets every claim"
 	if !f.noDB {
@@ -175,6 +184,10 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	}
 	srv := &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "synapse hub %s listening on ws://%s (hub_id %s, protocol v%d)\njournal: %s\n", hub.Version, ln.Addr(), h.HubID(), WireProtocolVersion, journalDesc)
+	if !*noMCP {
+		selfURI = loopbackURI(f.host, ln.Addr())
+		fmt.Fprintf(stdout, "mcp: http://%s/mcp?name=PROJECT/AGENT (Streamable HTTP)\n", ln.Addr())
+	}
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -193,6 +206,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	srv.SetKeepAlivesEnabled(false)
 	ln.Close()
+	closeMCP() // ends the MCP sessions and their loopback agents first
 	if err := h.Close(ctx); err != nil {
 		log.Warn("hub close", "err", err)
 	}

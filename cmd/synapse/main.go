@@ -36,6 +36,7 @@ func commands() []command {
 		{"state", "list the live claims", runState},
 		{"board", "show the task board", runBoard},
 		{"task", "plan on the board: task declare|update|progress", runTask},
+		{"mcp", "serve the hub to Claude Code, Codex or Cursor as an MCP server (stdio or --http)", runMCP},
 		{"version", "print the version and wire protocol", runVersion},
 		{"help", "show this help", runHelp},
 	}

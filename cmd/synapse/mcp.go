@@ -1,0 +1,154 @@
+package main
+
+// mcp: the MCP server (package mcpserver) over stdio, or over Streamable
+// HTTP with --http.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/synapse-hub/synapse/client"
+	"github.com/synapse-hub/synapse/hub"
+	"github.com/synapse-hub/synapse/mcpserver"
+)
+
+const mcpUsage = `Usage: synapse mcp [--name NAME] [--tools full|minimal] [--http ADDR]
+
+Serves the hub to an AI agent host (Claude Code, Codex, Cursor) as an MCP
+server acting as agent --name: tools to claim, release, wait, message and
+plan, and the resources synapse://board, synapse://claims and
+synapse://inbox, with change notifications. Claims made through it are
+renewed in the background until released or the server exits (then they
+last until their lease runs out).
+
+By default it speaks MCP on stdin/stdout: the host starts it. 'synapse init
+claude|codex|cursor' writes the host's configuration for you. With --http
+ADDR it serves Streamable HTTP at http://ADDR/mcp instead; each request
+names its agent with ?name=PROJECT/AGENT or the header X-Synapse-Name
+(default --name). The hub serves the same endpoint at /mcp.
+
+Tools (--tools full): claim renew release handoff update_task checkpoint
+wait send inbox who status board task_declare task_update task_progress.
+--tools minimal: claim release wait send inbox status.
+
+See docs/mcp.md.
+`
+
+func runMCP(args []string, stdout, stderr io.Writer) int {
+	var f clientFlags
+	fs := newFlagSet("mcp", mcpUsage, "", stderr)
+	f.register(fs)
+	tools := fs.String("tools", "full", "tool profile: full or minimal")
+	httpAddr := fs.String("http", "", "serve Streamable HTTP on this address (e.g. 127.0.0.1:8877) instead of stdio")
+	pos, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 0 {
+		return usageError(stderr, "mcp", "unexpected argument %q", pos[0])
+	}
+	profile, err := mcpserver.ParseProfile(*tools)
+	if err != nil {
+		return usageError(stderr, "mcp", "%v", err)
+	}
+	if err := f.resolve(); err != nil {
+		fmt.Fprintf(stderr, "synapse mcp: %v\n", err)
+		return exitUsage
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *httpAddr != "" {
+		return serveMCPHTTP(ctx, &f, profile, *httpAddr, stdout, stderr, log)
+	}
+
+	c, err := f.dial(ctx, f.name, true)
+	if err != nil {
+		return f.failure(stderr, "mcp", err)
+	}
+	defer c.Close()
+	s := mcpserver.New(mcpserver.Options{Client: c, Profile: profile, Version: hub.Version, Logger: log})
+	defer s.Close()
+	// stdout carries the protocol: nothing else may be written there.
+	if err := s.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, mcp.ErrConnectionClosed) {
+		fmt.Fprintf(stderr, "synapse mcp: %v\n", err)
+		return exitRefused
+	}
+	return exitOK
+}
+
+// mcpDialer connects agents for an HTTP MCP endpoint, reconnecting.
+func mcpDialer(uri, token string, timeout func() time.Duration) func(context.Context, string) (*client.Client, error) {
+	return func(ctx context.Context, name string) (*client.Client, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout())
+		defer cancel()
+		return client.Dial(ctx, client.Options{URI: uri, Token: token, Name: name})
+	}
+}
+
+func serveMCPHTTP(ctx context.Context, f *clientFlags, profile mcpserver.Profile, addr string, stdout, stderr io.Writer, log *slog.Logger) int {
+	h := mcpserver.NewHTTPHandler(mcpserver.HTTPOptions{
+		Dial:        mcpDialer(f.uri, f.token, func() time.Duration { return f.timeout }),
+		DefaultName: f.name, Token: f.token, Profile: profile, Version: hub.Version, Logger: log,
+	})
+	defer h.Close()
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "synapse mcp: cannot listen on %s: %v. Choose another --http address.\n", addr, err)
+		return exitRefused
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stdout, "synapse mcp: Streamable HTTP on http://%s/mcp for the hub at %s (default agent %s; ?name= or %s picks another)\n",
+		ln.Addr(), f.uri, f.name, mcpserver.NameHeader)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		fmt.Fprintf(stderr, "synapse mcp: server stopped: %v\n", err)
+		return exitRefused
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	return exitOK
+}
+
+// hubMCP is the hub's /mcp: each agent dials the hub itself over loopback
+// WebSocket (self() is its address once listening), with the hub's token,
+// which MCP clients must then present as a Bearer token.
+func hubMCP(token string, self func() string, log *slog.Logger) *mcpserver.HTTPHandler {
+	return mcpserver.NewHTTPHandler(mcpserver.HTTPOptions{
+		Dial: func(ctx context.Context, name string) (*client.Client, error) {
+			return mcpDialer(self(), token, func() time.Duration { return 10 * time.Second })(ctx, name)
+		},
+		Token: token, Version: hub.Version, Logger: log,
+	})
+}
+
+// loopbackURI is how the hub reaches itself: its listening address, with
+// loopback for a wildcard host.
+func loopbackURI(host string, addr net.Addr) string {
+	port := 0
+	if ta, ok := addr.(*net.TCPAddr); ok {
+		port = ta.Port
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "ws://" + net.JoinHostPort(host, strconv.Itoa(port))
+}

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/synapse-hub/synapse/client"
+	"github.com/synapse-hub/synapse/hub"
+	"github.com/synapse-hub/synapse/mcpserver"
+)
+
+// buildSynapse builds the binary into a temporary folder.
+func buildSynapse(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "synapse")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// realClock makes a test hub keep real time (leases expire, keepers renew).
+func realClock() float64 { return float64(time.Now().UnixNano()) / 1e9 }
+
+// mcpNotes collects resources/updated notifications.
+type mcpNotes struct {
+	mu   sync.Mutex
+	uris []string
+	ch   chan string
+}
+
+func newMCPClient(n *mcpNotes) *mcp.Client {
+	return mcp.NewClient(&mcp.Implementation{Name: "synapse-test", Version: "1"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+			n.mu.Lock()
+			n.uris = append(n.uris, r.Params.URI)
+			n.mu.Unlock()
+			select {
+			case n.ch <- r.Params.URI:
+			default:
+			}
+		},
+	})
+}
+
+func (n *mcpNotes) await(t *testing.T, uri string) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case got := <-n.ch:
+			if got == uri {
+				return
+			}
+		case <-deadline:
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			t.Fatalf("no notification for %s; got %v", uri, n.uris)
+		}
+	}
+}
+
+func mcpCall(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any, out any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	if out != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s: %s: %v", tool, b, err)
+		}
+	}
+	return res
+}
+
+func mcpText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func mcpTools(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+var (
+	fullToolNames    = []string{"board", "checkpoint", "claim", "handoff", "inbox", "release", "renew", "send", "status", "task_declare", "task_progress", "task_update", "update_task", "wait", "who"}
+	minimalToolNames = []string{"claim", "inbox", "release", "send", "status", "wait"}
+)
+
+// startStdioMCP runs `synapse mcp` as a subprocess speaking MCP on its
+// stdio, the way Claude Code starts it, at the protocol Claude Code speaks.
+func startStdioMCP(t *testing.T, bin string, args ...string) (*mcp.ClientSession, *mcpNotes) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"mcp"}, args...)...)
+	cmd.Env = append(os.Environ(), "SYNAPSE_CONFIG="+filepath.Join(t.TempDir(), "none.json"), "SYNAPSE_URI=", "SYNAPSE_NAME=", "SYNAPSE_TOKEN=")
+	cmd.Stderr = os.Stderr
+	n := &mcpNotes{ch: make(chan string, 100)}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := newMCPClient(n).Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-06-18"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs, n
+}
+
+func TestMCP_StdioBinary_ToolsClaimRefusalAndNotification(t *testing.T) {
+	bin := buildSynapse(t)
+	uri := startCLIHub(t, hub.Config{Clock: realClock})
+	cs, notes := startStdioMCP(t, bin, "--uri", uri, "--name", "proj/claude-1")
+	if got := cs.InitializeResult(); got == nil || got.ServerInfo.Name != "synapse" || got.Capabilities.Resources == nil || !got.Capabilities.Resources.Subscribe {
+		t.Fatalf("initialize: %+v", got)
+	}
+	if got := mcpTools(t, cs); !slices.Equal(got, fullToolNames) {
+		t.Fatalf("tools %v", got)
+	}
+	var st mcpserver.StatusResult
+	if res := mcpCall(t, cs, "status", nil, &st); res.IsError || st.Name != "proj/claude-1" {
+		t.Fatalf("status: %s", mcpText(res))
+	}
+	var cl mcpserver.ClaimResult
+	if res := mcpCall(t, cs, "claim", map[string]any{"task_id": "T1", "paths": []string{"src"}}, &cl); res.IsError || !cl.Granted || !cl.Claim.KeptAlive {
+		t.Fatalf("claim: %s", mcpText(res))
+	}
+	if err := cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: mcpserver.ClaimsURI}); err != nil {
+		t.Fatal(err)
+	}
+	other := agent(t, uri, "proj/codex-1")
+	_, err := other.Claim(context.Background(), client.ClaimRequest{TaskID: "T2", Paths: []string{"docs"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes.await(t, mcpserver.ClaimsURI)
+	var ref mcpserver.ClaimResult
+	res := mcpCall(t, cs, "claim", map[string]any{"task_id": "T3", "paths": []string{"docs/x.md"}}, &ref)
+	if !res.IsError || ref.Holder != "proj/codex-1" || !strings.Contains(mcpText(res), "proj/codex-1") {
+		t.Fatalf("refusal: %s %+v", mcpText(res), ref)
+	}
+	var rl mcpserver.ReleaseResult
+	if res := mcpCall(t, cs, "release", map[string]any{"task_id": "T1", "evidence": []string{"tests pass"}}, &rl); res.IsError || !rl.Released {
+		t.Fatalf("release: %s", mcpText(res))
+	}
+
+	mini, _ := startStdioMCP(t, bin, "--uri", uri, "--name", "proj/claude-2", "--tools", "minimal")
+	if got := mcpTools(t, mini); !slices.Equal(got, minimalToolNames) {
+		t.Fatalf("minimal tools %v", got)
+	}
+}
+
+func TestMCP_HubServesMCPAtSlashMCP(t *testing.T) {
+	isolate(t)
+	var self string
+	m := hubMCP("", func() string { return self }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer m.Close()
+	h, err := hub.New(hub.Config{MCP: m, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h.Handler())
+	defer func() {
+		m.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		h.Close(ctx)
+		srv.Close()
+	}()
+	self = "ws" + strings.TrimPrefix(srv.URL, "http")
+
+	// Without a name: a clear refusal.
+	resp, err := http.Post(srv.URL+"/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "?name=") {
+		t.Fatalf("no name: %d %s", resp.StatusCode, body)
+	}
+
+	n := &mcpNotes{ch: make(chan string, 100)}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := newMCPClient(n).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp?name=proj/cursor-1", MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-06-18"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if got := mcpTools(t, cs); !slices.Equal(got, fullToolNames) {
+		t.Fatalf("tools %v", got)
+	}
+	var cl mcpserver.ClaimResult
+	if res := mcpCall(t, cs, "claim", map[string]any{"task_id": "T1"}, &cl); res.IsError || cl.Claim.Owner != "proj/cursor-1" {
+		t.Fatalf("claim: %s", mcpText(res))
+	}
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: mcpserver.InboxURI}); err != nil {
+		t.Fatal(err)
+	}
+	other := agent(t, self, "proj/claude-9")
+	if _, err := other.Send(ctx, "proj/cursor-1", "done with T0?", client.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.await(t, mcpserver.InboxURI)
+	var in mcpserver.InboxResult
+	if res := mcpCall(t, cs, "inbox", nil, &in); res.IsError || len(in.Messages) != 1 || in.Messages[0].From != "proj/claude-9" {
+		t.Fatalf("inbox: %s", mcpText(res))
+	}
+}
+
+func TestMCP_UsageAndUnreachable(t *testing.T) {
+	isolate(t)
+	if code, _, errOut := runCmd("mcp", "--tools", "huge"); code != exitUsage || !strings.Contains(errOut, "full or minimal") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := runCmd("mcp", "--uri", "ws://127.0.0.1:1", "--name", "proj/x", "--connect-timeout", "1s"); code != exitUnreachable || !strings.Contains(errOut, "synapse hub") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	code, _, errOut := runCmd("mcp", "--help")
+	if code != 0 || !strings.Contains(errOut, "--tools") || !strings.Contains(errOut, "X-Synapse-Name") {
+		t.Fatalf("help: %d %s", code, errOut)
+	}
+}
