@@ -97,6 +97,7 @@ func TestReleaseRenewUpdateCheckpointHandoff(t *testing.T) {
 	if code, out, e := as("proj/alpha", "checkpoint", "T1", "step", "2", "--json"); code != 0 || strings.TrimSpace(out) != `{"task_id":"T1","version":2}` {
 		t.Fatalf("checkpoint: %d %s %s", code, out, e)
 	}
+	waitOffline(t, uri, "proj/bravo") // bravo's renew command above has just closed its socket
 	if code, _, e := as("proj/alpha", "handoff", "T1", "proj/bravo"); code != exitRefused || !strings.Contains(e, "not online") {
 		t.Fatalf("handoff to offline: %d %s", code, e)
 	}

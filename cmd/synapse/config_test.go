@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +66,31 @@ func agent(t *testing.T, uri, name string) *client.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// waitOffline waits until name is no longer online: a command's socket is
+// unbound asynchronously after it closes, so the next command may still
+// see it for a moment.
+func waitOffline(t *testing.T, uri, name string) {
+	t.Helper()
+	watcher := agent(t, uri, "test/watcher")
+	defer watcher.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		w, err := watcher.Who(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(w.OnlineAgents, name) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still online after 20 s", name)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func TestConfig_FlagThenEnvThenFileThenDefault(t *testing.T) {
