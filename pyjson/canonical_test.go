@@ -195,3 +195,15 @@ func hasEscapedKey(v any) bool {
 	}
 	return false
 }
+
+// The idempotency digest's form escapes object keys like any string: a key
+// with a quote or a non-ASCII character must still give valid JSON.
+func TestAppendValue_EscapesKeys(t *testing.T) {
+	got, err := AppendValue(nil, map[string]any{`a"b`: 1.0, "é": json.Number("2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"a\"b":1.0,"\u00e9":2}`; string(got) != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+}

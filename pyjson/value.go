@@ -1,11 +1,9 @@
 package pyjson
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -20,55 +18,7 @@ var ErrNotCanonical = errors.New("pyjson: value has no canonical JSON form")
 // decoded JSON value: nil, bool, string, json.Number, float64, int64, []any
 // or map[string]any. Numbers keep Python's int/float split by their lexeme:
 // "1" stays 1, "1.0" and "1e2" become 1.0 and 100.0.
-func AppendValue(b []byte, v any) ([]byte, error) {
-	switch x := v.(type) {
-	case nil:
-		return append(b, "null"...), nil
-	case bool:
-		return AppendBool(b, x), nil
-	case string:
-		return AppendString(b, x), nil
-	case json.Number:
-		return appendNumber(b, string(x))
-	case float64:
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return b, fmt.Errorf("%w: non-finite float", ErrNotCanonical)
-		}
-		return AppendFloat(b, x), nil
-	case int64:
-		return AppendInt(b, x), nil
-	case int:
-		return AppendInt(b, int64(x)), nil
-	case []any:
-		b = append(b, '[')
-		for i, it := range x {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var err error
-			if b, err = AppendValue(b, it); err != nil {
-				return b, err
-			}
-		}
-		return append(b, ']'), nil
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys) // Python sorts str keys by code point; UTF-8 byte order agrees
-		b = append(b, '{')
-		for _, k := range keys {
-			b = AppendKey(b, k)
-			var err error
-			if b, err = AppendValue(b, x[k]); err != nil {
-				return b, err
-			}
-		}
-		return append(b, '}'), nil
-	}
-	return b, fmt.Errorf("%w: %T", ErrNotCanonical, v)
-}
+func AppendValue(b []byte, v any) ([]byte, error) { return AppendCanonical(b, v, true) }
 
 func appendNumber(b []byte, lex string) ([]byte, error) {
 	if !strings.ContainsAny(lex, ".eE") {
