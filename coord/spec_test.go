@@ -109,7 +109,7 @@ var requiredRules = []string{
 	"INV-JA-1", "INV-JA-2", "INV-JA-3", "INV-JA-4",
 	"INV-RR-1", "INV-RR-2", "INV-RR-3",
 	"INV-CR-1", "INV-DG-2", "INV-CK-1",
-	"INV-DG-1", "INV-DG-3",
+	"INV-DG-1", "INV-DG-3", "INV-CK-2",
 }
 
 func TestSpecMap_CoversEveryRuleWithRealTests(t *testing.T) {
