@@ -26,8 +26,9 @@ agents, narrating each step:
 
   two agents claim disjoint files; a third is refused an overlapping claim and
   waits; the holder releases with evidence and the waiter is woken by the hub
-  (no polling); a task is handed off atomically; a directed message to an
-  offline agent is delivered when it reconnects.
+  (no polling); a task is handed off atomically and the old epoch is fenced
+  out; a directed message to an offline agent waits in the journal, is read
+  when the agent connects, and its ack settles the sender's receipt.
 
 It prints "success" and exits 0 when every step went as the rules say, or
 names the step that did not and exits 1.
@@ -222,8 +223,13 @@ func (d *demoScene) play(ctx context.Context, dbPath string) error {
 }
 
 // mailbox sends a directed message to an agent that is not online: the hub
-// records it as a dead letter, and delivers it when the agent connects.
+// keeps it as a dead letter in its journal and delivers it when the agent
+// connects; the agent's ack settles the sender's receipt.
 func (d *demoScene) mailbox(ctx context.Context, uri string, bravo *client.Client) error {
+	deferred := bravo.Subscribe(ctx, func(f client.Frame) bool {
+		var r client.DeliveryReceipt
+		return f.Type == "delivery_receipt" && f.Decode(&r) == nil && r.Deferred
+	})
 	sent, err := bravo.Send(ctx, "demo/delta", "the ui styles are yours after alpha", client.SendOptions{ReceiptRequested: true})
 	if err != nil {
 		return fmt.Errorf("bravo's message to delta: %w", err)
@@ -231,18 +237,33 @@ func (d *demoScene) mailbox(ctx context.Context, uri string, bravo *client.Clien
 	if sent.Receipt == nil || sent.Receipt.Delivered {
 		return fmt.Errorf("a message to an offline agent must not be reported delivered: %+v", sent.Receipt)
 	}
-	d.say("bravo", "tells delta (offline) something", "not delivered yet: kept as a dead letter")
-	st, err := bravo.State(ctx)
+	d.say("bravo", "writes to delta, who is offline, asking for a receipt", "not delivered: kept in the journal as a dead letter")
+
+	delta, err := client.Dial(ctx, client.Options{URI: uri, Name: "demo/delta"})
 	if err != nil {
 		return err
 	}
-	found := false
-	for _, dl := range st.DeadLetters {
-		found = found || dl.Target == "demo/delta"
+	defer delta.Close()
+	inbox, err := delta.Inbox(ctx)
+	if err != nil {
+		return fmt.Errorf("delta's inbox: %w", err)
 	}
-	if !found {
-		return fmt.Errorf("the hub's state shows no dead letter for demo/delta: %+v", st.DeadLetters)
+	if len(inbox) != 1 || inbox[0].Payload != "the ui styles are yours after alpha" {
+		return fmt.Errorf("delta's inbox holds %d messages, want bravo's one: %+v", len(inbox), inbox)
 	}
-	d.say("hub", "state shows the dead letter", "demo/delta has mail waiting")
+	d.say("delta", "connects and reads its mailbox", fmt.Sprintf("%q from %s (seq %d)", inbox[0].Payload, inbox[0].Sender, inbox[0].Seq()))
+	if err := delta.Ack(ctx, inbox[0].Seq()); err != nil {
+		return fmt.Errorf("delta's ack: %w", err)
+	}
+	select {
+	case f := <-deferred:
+		var r client.DeliveryReceipt
+		if err := f.Decode(&r); err != nil || !r.Delivered {
+			return fmt.Errorf("the deferred receipt does not say delivered: %+v", f)
+		}
+		d.say("bravo", "gets the deferred receipt", "delivered to demo/delta")
+	case <-ctx.Done():
+		return fmt.Errorf("bravo never got the deferred receipt: %w", ctx.Err())
+	}
 	return nil
 }

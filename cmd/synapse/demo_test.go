@@ -16,7 +16,7 @@ func TestDemo_PlaysTheSceneAndSucceeds(t *testing.T) {
 	}
 	text := out.String()
 	for _, want := range []string{"refused: Task 'api-tests' file scope conflicts with 'api' held by demo/alpha.",
-		`"api" is free (release)`, "dead letter", "success"} {
+		`"api" is free (release)`, "dead letter", "reads its mailbox", "gets the deferred receipt", "success"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, text)
 		}
