@@ -37,6 +37,10 @@ func commands() []command {
 		{"board", "show the task board", runBoard},
 		{"task", "plan on the board: task declare|update|progress", runTask},
 		{"mcp", "serve the hub to Claude Code, Codex or Cursor as an MCP server (stdio or --http)", runMCP},
+		{"init", "write Claude Code, Codex or Cursor's MCP configuration for this project", runInit},
+		{"guard", "Claude Code pre-edit hook: deny editing a file you have not claimed", runGuard},
+		{"git-hook", "pre-commit check refusing files claimed by others: git-hook install|check", runGitHook},
+		{"doctor", "check the hub, journal, port and this project's agent integrations", runDoctor},
 		{"version", "print the version and wire protocol", runVersion},
 		{"help", "show this help", runHelp},
 	}

@@ -23,11 +23,16 @@ import (
 	"github.com/synapse-hub/synapse/mcpserver"
 )
 
+// pkgDir is this package's folder (tests may change the working directory).
+var pkgDir, _ = os.Getwd()
+
 // buildSynapse builds the binary into a temporary folder.
 func buildSynapse(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "synapse")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = pkgDir
+	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	return bin

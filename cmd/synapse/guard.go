@@ -1,0 +1,224 @@
+package main
+
+// guard: Claude Code's PreToolUse hook. It denies an edit of a file the
+// calling agent holds no live claim on.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/synapse-hub/synapse/client"
+)
+
+const guardUsage = `Usage: synapse guard --name NAME [--worktree W] [--fail-open=true]
+
+A Claude Code PreToolUse hook for Edit, Write and MultiEdit ('synapse init
+claude' installs it). It reads the hook's JSON on stdin, maps tool_input's
+file_path to a path relative to the repository root (git rev-parse
+--show-toplevel, else the hook's cwd) and asks the hub whether NAME holds a
+live claim covering it: a claim on "src" covers "src/x.go", a claim without
+paths covers the whole worktree.
+
+  held           exit 0, silently: the edit goes ahead
+  not held       prints Claude Code's decision JSON with permissionDecision
+                 "deny" and a reason naming the command that claims the file
+                 (and who holds it, if someone else does); exit 0
+  hub down       --fail-open (the default) allows the edit with a warning on
+                 stderr, so a stopped hub never blocks work; --fail-open=false
+                 denies it
+
+Files outside the repository are not guarded.
+`
+
+// hookInput is what Claude Code sends a PreToolUse hook on stdin.
+type hookInput struct {
+	SessionID      string         `json:"session_id"`
+	TranscriptPath string         `json:"transcript_path"`
+	Cwd            string         `json:"cwd"`
+	HookEventName  string         `json:"hook_event_name"`
+	ToolName       string         `json:"tool_name"`
+	ToolInput      map[string]any `json:"tool_input"`
+}
+
+// hookDecision is Claude Code's PreToolUse decision output.
+type hookDecision struct {
+	HookSpecificOutput struct {
+		HookEventName            string `json:"hookEventName"`
+		PermissionDecision       string `json:"permissionDecision"`
+		PermissionDecisionReason string `json:"permissionDecisionReason"`
+	} `json:"hookSpecificOutput"`
+}
+
+func runGuard(args []string, stdout, stderr io.Writer) int {
+	return guard(args, os.Stdin, stdout, stderr)
+}
+
+func guard(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var f clientFlags
+	fs := newFlagSet("guard", guardUsage, "", stderr)
+	f.register(fs)
+	worktree := fs.String("worktree", "", "the worktree label claims in this checkout use (default: the hub's default one)")
+	failOpen := fs.Bool("fail-open", true, "allow edits when the hub cannot be reached (warning on stderr)")
+	pos, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 0 {
+		return usageError(stderr, "guard", "unexpected argument %q", pos[0])
+	}
+	var in hookInput
+	if err := json.NewDecoder(io.LimitReader(stdin, 16<<20)).Decode(&in); err != nil {
+		fmt.Fprintf(stderr, "synapse guard: cannot read the hook's JSON on stdin (%v); is this running as a Claude Code PreToolUse hook?\n", err)
+		return exitUsage
+	}
+	file := hookFile(in)
+	if file == "" || !editTools[in.ToolName] {
+		return exitOK // not a file edit
+	}
+	cwd := in.Cwd
+	if cwd == "" {
+		cwd, _ = os.Getwd()
+	}
+	if !filepath.IsAbs(file) {
+		file = filepath.Join(cwd, file)
+	}
+	root := projectRoot(cwd)
+	rel, inside := repoRelative(root, file)
+	if !inside {
+		return exitOK
+	}
+	if err := f.resolve(); err != nil {
+		fmt.Fprintf(stderr, "synapse guard: %v\n", err)
+		return exitUsage
+	}
+	st, err := liveClaims(&f)
+	if err != nil {
+		if *failOpen {
+			fmt.Fprintf(stderr, "synapse guard: cannot ask the hub at %s (%v); allowing the edit of %s (--fail-open). Start it with 'synapse hub'.\n", f.uri, err, rel)
+			return exitOK
+		}
+		deny(stdout, fmt.Sprintf("Synapse cannot reach the hub at %s to check your claim on %s (%v). Start it with `synapse hub`, then retry.", f.uri, rel, err))
+		return exitOK
+	}
+	mine, others := covering(st.ActiveClaims, rel, *worktree, root, f.name)
+	if len(mine) > 0 {
+		return exitOK
+	}
+	task := suggestTask(rel)
+	if len(others) > 0 {
+		o := others[0]
+		deny(stdout, fmt.Sprintf("%s is claimed by %s (task %s), not by you (%s). Ask them with `synapse send %s TEXT` or wait with `synapse wait %s`, then claim it: `synapse claim %s --paths %s`.",
+			rel, o.Owner, o.TaskID, f.name, o.Owner, o.TaskID, task, rel))
+		return exitOK
+	}
+	deny(stdout, fmt.Sprintf("You (%s) hold no claim covering %s. Claim it first: `synapse claim %s --paths %s --name %s` (or the claim tool of the synapse MCP server), then edit.",
+		f.name, rel, task, rel, f.name))
+	return exitOK
+}
+
+// editTools are the Claude Code tools the guard checks.
+var editTools = map[string]bool{"Edit": true, "Write": true, "MultiEdit": true, "NotebookEdit": true}
+
+// hookFile is the file a tool call edits ("" when it is not an edit).
+func hookFile(in hookInput) string {
+	for _, k := range []string{"file_path", "notebook_path", "path"} {
+		if s, ok := in.ToolInput[k].(string); ok && s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// repoRelative is file relative to root with '/' separators; false when
+// it lies outside root.
+func repoRelative(root, file string) (string, bool) {
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	// The file may not exist yet (Write): resolve its folder.
+	dir, base := filepath.Split(filepath.Clean(file))
+	if d, err := filepath.EvalSymlinks(dir); err == nil {
+		file = filepath.Join(d, base)
+	}
+	rel, err := filepath.Rel(root, file)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", false
+	}
+	return filepath.ToSlash(rel), true
+}
+
+// liveClaims reads the hub's claims under a throw-away name.
+func liveClaims(f *clientFlags) (*client.State, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	defer cancel()
+	c, err := f.dial(ctx, queryName(f.name), false)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	cctx, ccancel := f.callCtx()
+	defer ccancel()
+	return c.State(cctx)
+}
+
+// covering splits the claims covering rel into the agent's and others'. A
+// claim applies to this checkout when its worktree is the guard's label or
+// the repository's absolute root (git-claim's form); it covers rel when it
+// has no paths (the whole worktree) or one of its paths is rel, a parent
+// folder of rel, or a glob matching rel.
+func covering(claims []client.Claim, rel, worktree, root, me string) (mine, others []client.Claim) {
+	for _, cl := range claims {
+		if cl.Worktree != worktree && cl.Worktree != root {
+			continue
+		}
+		if !claimCovers(cl.Paths, rel) {
+			continue
+		}
+		if cl.Owner == me {
+			mine = append(mine, cl)
+		} else {
+			others = append(others, cl)
+		}
+	}
+	return mine, others
+}
+
+func claimCovers(paths []string, rel string) bool {
+	if len(paths) == 0 {
+		return true
+	}
+	for _, p := range paths {
+		p = strings.TrimPrefix(path.Clean(filepath.ToSlash(strings.TrimSpace(p))), "./")
+		switch {
+		case p == "." || p == "" || p == "/":
+			return true
+		case rel == p || strings.HasPrefix(rel, p+"/"):
+			return true
+		case strings.ContainsAny(p, "*?["):
+			if ok, _ := path.Match(p, rel); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// suggestTask is a task id to suggest for claiming rel.
+func suggestTask(rel string) string {
+	t := strings.NewReplacer("/", "-", ".", "-", " ", "-").Replace(rel)
+	return "edit-" + strings.Trim(t, "-")
+}
+
+func deny(stdout io.Writer, reason string) {
+	var d hookDecision
+	d.HookSpecificOutput.HookEventName = "PreToolUse"
+	d.HookSpecificOutput.PermissionDecision = "deny"
+	d.HookSpecificOutput.PermissionDecisionReason = reason
+	printJSON(stdout, d)
+}
