@@ -15,8 +15,9 @@ const sendUsage = `Usage: synapse send TARGET TEXT...
 Sends TEXT from --name to TARGET: an agent (proj/bravo), a comma list
 (proj/a,proj/b), a glob (proj/*), a project (proj), a role (proj/reviewer)
 or all. A message to named agents asks the hub for a delivery receipt and
-exits 1 when nobody online received it (the hub keeps a dead letter; mailbox
-delivery on reconnect is not served yet).
+exits 1 when nobody online received it: the hub then keeps it in the
+recipient's mailbox ('synapse inbox'), delivers it when the recipient reads
+it, and tells the sender with a deferred receipt.
 `
 
 func runSend(args []string, stdout, stderr io.Writer) int {

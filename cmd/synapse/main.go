@@ -19,6 +19,9 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"demo", "play a three-agent scene on an ephemeral hub and print success", runDemo},
+		{"inbox", "show (and --ack) the directed messages waiting for --name", runInbox},
+		{"listen", "print what the hub sends --name as it arrives (mailbox first)", runListen},
+		{"completion", "print a bash, zsh or fish completion script", runCompletion},
 		{"hub", "run the coordination hub (WebSocket + /health + /metrics on 127.0.0.1:8876)", runHub},
 		{"bench", "measure the core (bench core) or the durable journal (bench journal)", runBench},
 		{"journal", "check, compact or show stats of a journal file", runJournal},
