@@ -7,10 +7,13 @@ import (
 	"time"
 )
 
-// The inbox holds the chats addressed to this agent that the server has
-// received since it started (the client package has no mailbox replay
-// yet, so mail sent while the server was down is not in it). Acking marks
-// messages read; read messages are kept until the cap pushes them out.
+// The inbox holds the chats addressed to this agent: those received live
+// since the server started, and the hub's mailbox (directed chats sent
+// while the agent was offline, replayed from the hub's journal after the
+// agent's acked cursor; a hub without a journal has none). Acking marks
+// messages read and acks their seqs to the hub, which moves the mailbox
+// cursor and settles the senders' deferred receipts. Read messages are
+// kept until the cap pushes them out.
 
 // Message is one chat in the inbox.
 type Message struct {
@@ -65,17 +68,21 @@ func (b *inbox) add(m Message) bool {
 	return true
 }
 
-// ackThrough marks every message up to id read and returns how many it
-// changed.
-func (b *inbox) ackThrough(id int64) int {
+// ackThrough marks every message up to id read. It returns how many it
+// changed and the hub seqs of the directed ones, to ack to the hub.
+func (b *inbox) ackThrough(id int64) (int, []int64) {
 	n := 0
+	var seqs []int64
 	for i := range b.msgs {
-		if b.msgs[i].ID <= id && !b.msgs[i].Read {
-			b.msgs[i].Read = true
+		if m := &b.msgs[i]; m.ID <= id && !m.Read {
+			m.Read = true
 			n++
+			if m.Seq > 0 && m.Directed {
+				seqs = append(seqs, m.Seq)
+			}
 		}
 	}
-	return n
+	return n, seqs
 }
 
 // list returns the unread messages (all with all), oldest first, at most

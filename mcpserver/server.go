@@ -16,8 +16,8 @@
 //     synapse://claims, synapse://board and synapse://inbox when a claim or
 //     the board changes or mail arrives, so an idle agent learns of it
 //     without polling;
-//   - the inbox keeps the messages addressed to the agent since the server
-//     started, until acked.
+//   - the inbox keeps the messages addressed to the agent, live ones and
+//     those the hub's mailbox kept while it was offline, until acked.
 package mcpserver
 
 import (
@@ -26,6 +26,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -134,9 +135,36 @@ func New(opts Options) *Server {
 	s.addTools()
 	s.addResources()
 	frames := s.c.Subscribe(ctx, watched)
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.watch(frames)
+	go func() {
+		defer s.wg.Done()
+		fctx, cancel := context.WithTimeout(ctx, mailboxTimeout)
+		defer cancel()
+		s.fetchMailbox(fctx)
+	}()
 	return s
+}
+
+// mailboxTimeout bounds a mailbox fetch.
+const mailboxTimeout = 10 * time.Second
+
+// fetchMailbox files the hub's mailbox replay: directed chats sent while
+// this agent was offline (after its acked cursor). Mail already in the
+// inbox is recognised by its seq.
+func (s *Server) fetchMailbox(ctx context.Context) {
+	frames, err := s.c.Inbox(ctx)
+	if err != nil {
+		s.log.Debug("mailbox fetch", "err", err)
+		return
+	}
+	fresh := false
+	for _, f := range frames {
+		fresh = s.receive(f) || fresh
+	}
+	if fresh {
+		s.notify(InboxURI)
+	}
 }
 
 func instructions(name string) string {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/synapse-hub/synapse/client"
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/hub"
+	"github.com/synapse-hub/synapse/journal"
 )
 
 // startHub serves an in-process hub and returns its ws:// URI.
@@ -492,5 +494,35 @@ func TestAddressedTo_FollowsTheHubsRecipientRule(t *testing.T) {
 		if d != tc.directed || m != tc.mine {
 			t.Errorf("%q: directed %v mine %v, want %v %v", tc.target, d, m, tc.directed, tc.mine)
 		}
+	}
+}
+
+func TestInbox_MailKeptWhileOfflineIsFetchedAndAcked(t *testing.T) {
+	store, err := journal.Open(filepath.Join(t.TempDir(), "hub.db"), journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri := startHubWith(t, hub.Config{Journal: store})
+	t.Cleanup(func() { store.Close() })
+	peer := dial(t, uri, "proj/peer")
+	ctx := context.Background()
+	// proj/me has been online once, so the hub knows the name; it is
+	// offline when the message is sent.
+	dial(t, uri, "proj/me").Close()
+	if _, err := peer.Send(ctx, "proj/me", "sent while you were away", client.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	me := dial(t, uri, "proj/me")
+	cs, _ := connectInMemory(t, New(Options{Client: me}))
+	var in InboxResult
+	if res := call(t, cs, "inbox", nil, &in); res.IsError || len(in.Messages) != 1 || in.Messages[0].Seq == 0 || in.Messages[0].Text != "sent while you were away" {
+		t.Fatalf("inbox: %q %+v", text(res), in)
+	}
+	seq := in.Messages[0].Seq
+	if res := call(t, cs, "inbox", map[string]any{"ack_through": in.Messages[0].ID}, &in); res.IsError || in.Acked != 1 || len(in.Messages) != 0 {
+		t.Fatalf("ack: %q %+v", text(res), in)
+	}
+	if me.Acked() != seq {
+		t.Fatalf("the client's mailbox cursor is %d, want %d", me.Acked(), seq)
 	}
 }

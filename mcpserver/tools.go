@@ -431,23 +431,32 @@ type InboxResult struct {
 	Acked    int       `json:"acked,omitempty"`
 }
 
-func (s *Server) readInbox(_ context.Context, _ *mcp.CallToolRequest, in inboxIn) (*mcp.CallToolResult, InboxResult, error) {
+func (s *Server) readInbox(ctx context.Context, _ *mcp.CallToolRequest, in inboxIn) (*mcp.CallToolResult, InboxResult, error) {
 	limit := in.Limit
 	if limit <= 0 {
 		limit = 50
 	}
+	fctx, cancel := context.WithTimeout(ctx, mailboxTimeout)
+	s.fetchMailbox(fctx) // mail kept while offline; best effort
+	cancel()
 	s.mu.Lock()
-	acked := 0
+	acked, seqs := 0, []int64(nil)
 	if in.AckThrough > 0 {
-		acked = s.inbox.ackThrough(in.AckThrough)
+		acked, seqs = s.inbox.ackThrough(in.AckThrough)
 	}
 	out := InboxResult{Messages: s.inbox.list(in.All, limit), Unread: s.inbox.unread(), Acked: acked}
 	s.mu.Unlock()
-	if acked > 0 {
-		s.notify(InboxURI)
-	}
 	var b strings.Builder
 	if acked > 0 {
+		s.notify(InboxURI)
+		actx, cancel := withTimeout(ctx)
+		for _, seq := range seqs {
+			if err := s.c.Ack(actx, seq); err != nil {
+				fmt.Fprintf(&b, "(The hub did not get the ack of seq %d: %s) ", seq, s.explain(err))
+				break
+			}
+		}
+		cancel()
 		fmt.Fprintf(&b, "Acked %d. ", acked)
 	}
 	if len(out.Messages) == 0 {
