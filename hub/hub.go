@@ -91,6 +91,9 @@ type Config struct {
 	// unchecked; 0 = DefaultAuthFailuresPerMinute, < 0 = unlimited
 	// (--auth-fail-limit). Only a hub with a Token has failures.
 	AuthFailuresPerMinute int
+	// LeaseOfflineTTL is how long a name-ownership lease outlives its
+	// holder's connection (--lease-offline-ttl; default 3600 s).
+	LeaseOfflineTTL time.Duration
 
 	// MCP, when set, is served at /mcp for every method (Streamable HTTP
 	// is plain HTTP, not a WebSocket upgrade): `synapse hub` mounts the MCP
@@ -174,6 +177,9 @@ func New(cfg Config) (*Hub, error) {
 	}
 	if cfg.PongTimeout <= 0 {
 		cfg.PongTimeout = DefaultPongTimeout
+	}
+	if cfg.LeaseOfflineTTL <= 0 {
+		cfg.LeaseOfflineTTL = DefaultLeaseOfflineTTL
 	}
 	if cfg.AuthTimeout <= 0 {
 		cfg.AuthTimeout = DefaultAuthTimeout

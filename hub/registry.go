@@ -30,7 +30,8 @@ type registry struct {
 	takeovers   map[string]*damping
 	deadLetters map[string]*deadLetter
 	cards       map[string]*card
-	history     []chatEntry // oldest first, at most MaxHistory
+	leases      map[string]*nameLease // name-ownership leases (namelease.go)
+	history     []chatEntry           // oldest first, at most MaxHistory
 	msgID       int64
 }
 
@@ -42,6 +43,7 @@ func (r *registry) init() {
 	r.takeovers = make(map[string]*damping)
 	r.deadLetters = make(map[string]*deadLetter)
 	r.cards = make(map[string]*card)
+	r.leases = make(map[string]*nameLease)
 }
 
 // damping is a name's takeover history (PROTOCOL.md §1.7).
@@ -207,6 +209,11 @@ func (s *session) register(sender string, in *wire.Inbound, typ string) bool {
 // of a live one (damped), or a refusal.
 func (s *session) bindLocked(name string, in *wire.Inbound, now float64) bool {
 	h := s.h
+	if s.leaseRefusesLocked(name, in.Str("owner_lease"), now) { // whatever the takeover flag
+		s.reply(s.frame("name_conflict", name, "Name '"+name+"' is owned by a live name lease. Reconnect with its owner_lease, or use another --name.").Bytes())
+		s.closeWith(NameOwnedCloseCode, "name owned")
+		return false
+	}
 	old := h.reg.byName[name]
 	if old != nil {
 		if !in.Truthy("takeover") {
@@ -238,9 +245,13 @@ func (s *session) bindLocked(name string, in *wire.Inbound, now float64) bool {
 	}
 	s.name = name
 	h.reg.byName[name] = s
+	h.leaseOnlineLocked(name)
 	h.mailboxPresenceLocked(name)
 	if welcome != nil {
 		s.send(welcome)
+	}
+	if in.Truthy("lease") {
+		s.grantLeaseLocked(name)
 	}
 	if old == nil {
 		h.presenceLocked("joined", name)
@@ -312,6 +323,7 @@ func (h *Hub) leave(s *session) {
 	if s.name != "" && h.reg.byName[s.name] == s {
 		name = s.name
 		delete(h.reg.byName, name)
+		h.leaseOfflineLocked(name, h.now())
 		if c := h.reg.cards[name]; c != nil && !c.persistent {
 			delete(h.reg.cards, name)
 		}

@@ -55,6 +55,7 @@ type hubFlags struct {
 	maxClients, maxPerHost int
 	maxMsgKB, maxHistory   int
 	maxClaims              int
+	leaseOfflineTTL        float64
 	logJSON                bool
 
 	// security (docs/security.md)
@@ -83,6 +84,8 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.maxMsgKB, "max-msg-kb", 1024, "largest inbound frame in KiB (close 1009 beyond)")
 	fs.IntVar(&f.maxHistory, "max-history", 10000, "chat messages kept for history and resume")
 	fs.IntVar(&f.maxClaims, "max-claims-per-agent", coord.MaxClaimsPerAgent, "live claims per quota principal")
+	fs.Float64Var(&f.leaseOfflineTTL, "lease-offline-ttl", hub.DefaultLeaseOfflineTTL.Seconds(),
+		"seconds a name-ownership lease (an agent that registered with lease:true) outlives its connection; others get close 4016")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log as JSON lines on stderr")
 	noMCP := fs.Bool("no-mcp", false, "do not serve MCP (Streamable HTTP) at /mcp; see 'synapse mcp --help'")
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the connect token from the first line of `PATH` (not world-readable; keeps it out of ps and shell history)")
@@ -126,8 +129,9 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		HubID: f.hubID, Token: f.token,
 		MaxClients: f.maxClients, MaxConnectionsPerHost: f.maxPerHost,
 		MaxFrameBytes: f.maxMsgKB << 10, MaxHistory: f.maxHistory,
-		Limits: coord.Limits{MaxClaimsPerPrincipal: f.maxClaims},
-		Logger: log,
+		Limits:          coord.Limits{MaxClaimsPerPrincipal: f.maxClaims},
+		LeaseOfflineTTL: time.Duration(f.leaseOfflineTTL * float64(time.Second)),
+		Logger:          log,
 	}
 	cfg.MessageAuthKeys, cfg.RequireMessageAuth = sec.MessageAuthKeys, sec.RequireMessageAuth
 	cfg.RateLimits, cfg.AuthFailuresPerMinute = sec.RateLimits, sec.AuthFailuresPerMinute
