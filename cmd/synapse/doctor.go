@@ -294,7 +294,7 @@ func checkClaudeHook(root string) check {
 		}
 		for _, h := range em["hooks"].([]any) {
 			c, _ := h.(map[string]any)["command"].(string)
-			if bin := firstWord(c); bin != "" && strings.Contains(c, " guard") {
+			if bin := firstWord(c); bin != "" && isGuardCommand(c) {
 				if err := binaryOK(bin); err != nil {
 					return check{Name: "claude-hook", Status: "fail", Detail: fmt.Sprintf("the guard runs %s: %v", bin, err), Fix: fix}
 				}

@@ -14,7 +14,7 @@ func TestDoctor_LiveHubAndIntegrations(t *testing.T) {
 	uri := startCLIHub(t, hub.Config{Clock: realClock})
 	dir := inDir(t)
 	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state")) // no journal there
-	bin := filepath.Join(dir, "bin", "synapse")
+	bin := filepath.Join(dir, "bin", "syn")                 // any name: the hook is found by its "guard" verb
 	os.MkdirAll(filepath.Dir(bin), 0o755)
 	os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755)
 	for _, host := range []string{"claude", "codex"} {

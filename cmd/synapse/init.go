@@ -280,11 +280,27 @@ func isGuardEntry(e any) bool {
 	hs, _ := em["hooks"].([]any)
 	for _, h := range hs {
 		hm, _ := h.(map[string]any)
-		if c, _ := hm["command"].(string); strings.Contains(c, " guard") && strings.Contains(c, "synapse") {
+		if c, _ := hm["command"].(string); isGuardCommand(c) {
 			return true
 		}
 	}
 	return false
+}
+
+// isGuardCommand reports whether a hook command line is "BIN guard ...".
+func isGuardCommand(c string) bool {
+	rest := strings.TrimSpace(c)
+	if strings.HasPrefix(rest, "'") { // a quoted binary path
+		if end := strings.Index(rest[1:], "'"); end >= 0 {
+			rest = rest[end+2:]
+		}
+	} else if _, after, ok := strings.Cut(rest, " "); ok {
+		rest = after
+	} else {
+		return false
+	}
+	w := strings.Fields(rest)
+	return len(w) > 0 && w[0] == "guard"
 }
 
 // codexSection is the header of the Synapse server in Codex's config.
