@@ -33,22 +33,7 @@ func AppendString(b []byte, s string) []byte {
 		}
 		b = append(b, s[start:i]...)
 		if c < utf8.RuneSelf {
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			default:
-				b = appendU(b, rune(c))
-			}
+			b = appendASCIIEscape(b, c)
 			i++
 			start = i
 			continue
@@ -66,6 +51,26 @@ func AppendString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// appendASCIIEscape appends the escape of an ASCII byte that JSON text may
+// not carry raw: the short escapes Python uses, else lowercase \u00XX.
+func appendASCIIEscape(b []byte, c byte) []byte {
+	switch c {
+	case '"', '\\':
+		return append(b, '\\', c)
+	case '\n':
+		return append(b, '\\', 'n')
+	case '\r':
+		return append(b, '\\', 'r')
+	case '\t':
+		return append(b, '\\', 't')
+	case '\b':
+		return append(b, '\\', 'b')
+	case '\f':
+		return append(b, '\\', 'f')
+	}
+	return appendU(b, rune(c))
 }
 
 func appendU(b []byte, r rune) []byte {
