@@ -251,6 +251,20 @@ func (f *clientFlags) start(stderr io.Writer, cmd string, ephemeral, reconnect b
 	return c, exitOK
 }
 
+// startQuery parses a read-only command's flags (it takes no positional
+// argument) and connects under a throw-away name. c is nil when the command
+// must exit with code.
+func (f *clientFlags) startQuery(fs *flag.FlagSet, cmd string, args []string, stderr io.Writer) (c *client.Client, code int) {
+	pos, code, ok := parseArgs(fs, args)
+	if !ok {
+		return nil, code
+	}
+	if len(pos) != 0 {
+		return nil, usageError(stderr, cmd, "unexpected argument %q", pos[0])
+	}
+	return f.start(stderr, cmd, true, false)
+}
+
 // callCtx bounds one request to the hub.
 func (f *clientFlags) callCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), max(f.timeout, 10*time.Second))

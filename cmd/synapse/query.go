@@ -27,14 +27,7 @@ func runWho(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("who", whoUsage, "", stderr)
 	f.register(fs)
 	project := fs.String("project", "", "only agents of this project")
-	pos, code, ok := parseArgs(fs, args)
-	if !ok {
-		return code
-	}
-	if len(pos) != 0 {
-		return usageError(stderr, "who", "unexpected argument %q", pos[0])
-	}
-	c, code := f.start(stderr, "who", true, false)
+	c, code := f.startQuery(fs, "who", args, stderr)
 	if c == nil {
 		return code
 	}
@@ -87,14 +80,7 @@ func runState(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("state", stateUsage, "", stderr)
 	f.register(fs)
 	owner := fs.String("owner", "", "only claims held by this agent")
-	pos, code, ok := parseArgs(fs, args)
-	if !ok {
-		return code
-	}
-	if len(pos) != 0 {
-		return usageError(stderr, "state", "unexpected argument %q", pos[0])
-	}
-	c, code := f.start(stderr, "state", true, false)
+	c, code := f.startQuery(fs, "state", args, stderr)
 	if c == nil {
 		return code
 	}
@@ -162,14 +148,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	var f clientFlags
 	fs := newFlagSet("status", statusUsage, "", stderr)
 	f.register(fs)
-	pos, code, ok := parseArgs(fs, args)
-	if !ok {
-		return code
-	}
-	if len(pos) != 0 {
-		return usageError(stderr, "status", "unexpected argument %q", pos[0])
-	}
-	c, code := f.start(stderr, "status", true, false)
+	c, code := f.startQuery(fs, "status", args, stderr)
 	if c == nil {
 		return code
 	}
@@ -245,14 +224,7 @@ func runBoard(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("board", boardUsage, "", stderr)
 	f.register(fs)
 	notes := fs.Int("notes", 10, "how many recent progress notes to show")
-	pos, code, ok := parseArgs(fs, args)
-	if !ok {
-		return code
-	}
-	if len(pos) != 0 {
-		return usageError(stderr, "board", "unexpected argument %q", pos[0])
-	}
-	c, code := f.start(stderr, "board", true, false)
+	c, code := f.startQuery(fs, "board", args, stderr)
 	if c == nil {
 		return code
 	}
