@@ -467,6 +467,22 @@ func causalParent(in *wire.Inbound) (string, string) {
 	return in.RawJSON("causal_parent"), ""
 }
 
+// boardFields reads what both board writes carry: the task id, the
+// expected_version CAS and the causal_parent; ok is false when a malformed
+// field was refused.
+func (s *session) boardFields(sender string, in *wire.Inbound) (task string, ev int64, hasEV bool, causal string, ok bool) {
+	task = strings.TrimSpace(in.Text("task_id"))
+	if ev, hasEV, ok = s.boardVersion(sender, in); !ok {
+		return
+	}
+	causal, why := causalParent(in)
+	if why != "" {
+		s.fail(sender, "malformed_frame", "Malformed frame: "+why)
+		return task, 0, false, "", false
+	}
+	return task, ev, hasEV, causal, true
+}
+
 func (s *session) boardVersion(sender string, in *wire.Inbound) (int64, bool, bool) {
 	v, present, err := in.BoardInt("expected_version")
 	if err != nil {
@@ -477,14 +493,8 @@ func (s *session) boardVersion(sender string, in *wire.Inbound) (int64, bool, bo
 }
 
 func (s *session) ledgerTask(sender string, in *wire.Inbound) {
-	task := strings.TrimSpace(in.Text("task_id"))
-	ev, hasEV, ok := s.boardVersion(sender, in)
+	task, ev, hasEV, cp, ok := s.boardFields(sender, in)
 	if !ok {
-		return
-	}
-	cp, why := causalParent(in)
-	if why != "" {
-		s.fail(sender, "malformed_frame", "Malformed frame: "+why)
 		return
 	}
 	cmd := coord.DeclareTask{
@@ -503,14 +513,8 @@ func (s *session) ledgerTask(sender string, in *wire.Inbound) {
 }
 
 func (s *session) ledgerTaskUpdate(sender string, in *wire.Inbound) {
-	task := strings.TrimSpace(in.Text("task_id"))
-	ev, hasEV, ok := s.boardVersion(sender, in)
+	task, ev, hasEV, cp, ok := s.boardFields(sender, in)
 	if !ok {
-		return
-	}
-	cp, why := causalParent(in)
-	if why != "" {
-		s.fail(sender, "malformed_frame", "Malformed frame: "+why)
 		return
 	}
 	opt := func(k string) *string {
