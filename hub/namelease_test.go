@@ -12,7 +12,7 @@ type leaseClock struct {
 	t  float64
 }
 
-func (c *leaseClock) now() float64 { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *leaseClock) now() float64  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *leaseClock) add(d float64) { c.mu.Lock(); c.t += d; c.mu.Unlock() }
 
 func heartbeat(name string, extra map[string]any) map[string]any {
