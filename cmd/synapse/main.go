@@ -16,37 +16,66 @@ type command struct {
 	run     func(args []string, stdout, stderr io.Writer) int
 }
 
-func commands() []command {
-	return []command{
-		{"demo", "play a three-agent scene on an ephemeral hub and print success", runDemo},
-		{"inbox", "show (and --ack) the directed messages waiting for --name", runInbox},
-		{"listen", "print what the hub sends --name as it arrives (mailbox first)", runListen},
-		{"completion", "print a bash, zsh or fish completion script", runCompletion},
-		{"hub", "run the coordination hub (WebSocket + /health + /metrics on 127.0.0.1:8876)", runHub},
-		{"bench", "measure the core (bench core) or the durable journal (bench journal)", runBench},
-		{"journal", "check, compact or show stats of a journal file", runJournal},
-		{"claim", "claim a task and its files (refused: says who holds what)", runClaim},
-		{"renew", "renew a claim you hold", runRenew},
-		{"release", "release a claim, with evidence for its receipt", runRelease},
-		{"handoff", "pass a claim you hold to another online agent", runHandoff},
-		{"update", "change a claim's status, note or data_ref", runUpdate},
-		{"checkpoint", "save a resume point on a claim you hold", runCheckpoint},
-		{"wait", "block until a task is free (woken by the hub)", runWait},
-		{"lock", "hold a claim while a command runs: lock ID -- CMD", runLock},
-		{"send", "send a message to an agent, a project, a role or all", runSend},
-		{"who", "list the agents online", runWho},
-		{"status", "hub health, and the claims you hold", runStatus},
-		{"state", "list the live claims", runState},
-		{"board", "show the task board", runBoard},
-		{"task", "plan on the board: task declare|update|progress", runTask},
-		{"mcp", "serve the hub to Claude Code, Codex or Cursor as an MCP server (stdio or --http)", runMCP},
-		{"init", "write Claude Code, Codex or Cursor's MCP configuration for this project", runInit},
-		{"guard", "Claude Code pre-edit hook: deny editing a file you have not claimed", runGuard},
-		{"git-hook", "pre-commit check refusing files claimed by others: git-hook install|check", runGitHook},
-		{"doctor", "check the hub, journal, port and this project's agent integrations", runDoctor},
-		{"version", "print the version and wire protocol", runVersion},
-		{"help", "show this help", runHelp},
+// group is a heading of `synapse help` and the commands under it.
+type group struct {
+	title    string
+	commands []command
+}
+
+func groups() []group {
+	return []group{
+		{"Start here", []command{
+			{"demo", "play a three-agent scene on an ephemeral hub and print success", runDemo},
+			{"hub", "run the coordination hub (WebSocket + /health + /metrics on 127.0.0.1:8876)", runHub},
+		}},
+		{"Claims", []command{
+			{"claim", "claim a task and its files (refused: says who holds what)", runClaim},
+			{"renew", "renew a claim you hold", runRenew},
+			{"release", "release a claim, with evidence for its receipt", runRelease},
+			{"handoff", "pass a claim you hold to another online agent", runHandoff},
+			{"update", "change a claim's status, note or data_ref", runUpdate},
+			{"checkpoint", "save a resume point on a claim you hold", runCheckpoint},
+			{"wait", "block until a task is free (woken by the hub)", runWait},
+			{"lock", "hold a claim while a command runs: lock ID -- CMD", runLock},
+		}},
+		{"Messages", []command{
+			{"send", "send a message to an agent, a project, a role or all", runSend},
+			{"inbox", "show (and --ack) the directed messages waiting for --name", runInbox},
+			{"listen", "print what the hub sends --name as it arrives (mailbox first)", runListen},
+		}},
+		{"Looking around", []command{
+			{"who", "list the agents online", runWho},
+			{"status", "hub health, and the claims you hold", runStatus},
+			{"state", "list the live claims", runState},
+			{"board", "show the task board", runBoard},
+			{"task", "plan on the board: task declare|update|progress", runTask},
+		}},
+		{"Agent integrations", []command{
+			{"mcp", "serve the hub to Claude Code, Codex or Cursor as an MCP server (stdio or --http)", runMCP},
+			{"init", "write Claude Code, Codex or Cursor's MCP configuration for this project", runInit},
+			{"guard", "Claude Code pre-edit hook: deny editing a file you have not claimed", runGuard},
+			{"git-hook", "pre-commit check refusing files claimed by others: git-hook install|check", runGitHook},
+			{"doctor", "check the hub, journal, port and this project's agent integrations", runDoctor},
+		}},
+		{"Operating a hub", []command{
+			{"journal", "check, compact or show stats of a journal file", runJournal},
+			{"bench", "measure the core (bench core) or the durable journal (bench journal)", runBench},
+		}},
+		{"Other", []command{
+			{"completion", "print a bash, zsh or fish completion script", runCompletion},
+			{"version", "print the version and wire protocol", runVersion},
+			{"help", "show this help", runHelp},
+		}},
 	}
+}
+
+// commands lists every command, in help order.
+func commands() []command {
+	var all []command
+	for _, g := range groups() {
+		all = append(all, g.commands...)
+	}
+	return all
 }
 
 const usageHeader = `synapse — a coordination hub for fleets of AI coding agents.
@@ -56,16 +85,30 @@ shared task board, and message each other; the hub decides who holds what.
 
 Usage:
   synapse <command> [flags]
+`
 
-Commands:
+const usageFooter = `
+Client commands reach the hub at --uri, act as --name and present --token.
+Each comes from its flag, else the environment (SYNAPSE_URI, SYNAPSE_NAME,
+SYNAPSE_TOKEN), else ~/.config/synapse/config.json ({"uri","name","token"};
+SYNAPSE_CONFIG names another file), else the defaults: ws://127.0.0.1:8876,
+your login name, no token.
+
+Exit codes: 0 ok, 1 the hub said no, 2 usage error, 3 no hub answered,
+4 a wait timed out. Every query takes --json.
+
+Run 'synapse <command> --help' for a command's flags.
 `
 
 func runHelp(_ []string, stdout, _ io.Writer) int {
 	fmt.Fprint(stdout, usageHeader)
-	for _, c := range commands() {
-		fmt.Fprintf(stdout, "  %-10s %s\n", c.name, c.summary)
+	for _, g := range groups() {
+		fmt.Fprintf(stdout, "\n%s:\n", g.title)
+		for _, c := range g.commands {
+			fmt.Fprintf(stdout, "  %-11s %s\n", c.name, c.summary)
+		}
 	}
-	fmt.Fprint(stdout, "\nRun 'synapse <command> --help' for a command's flags.\n")
+	fmt.Fprint(stdout, usageFooter)
 	return 0
 }
 
