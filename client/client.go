@@ -224,13 +224,39 @@ func (c *Client) Close() error {
 	for s := range c.subs {
 		c.removeSubLocked(s)
 	}
+	leave := c.welcome.HasFeature("leave")
 	c.mu.Unlock()
 	if cn != nil {
+		if leave {
+			c.leave(cn)
+		}
 		_ = cn.ws.Close(websocket.StatusNormalClosure, "client closed")
 	}
 	c.wg.Wait()
 	return nil
 }
+
+// leave asks the hub to free the name before the socket closes (feature
+// "leave"): the hub unbinds it, answers `left` and closes the socket, so a
+// process started right after this one may bind the same name. Bounded:
+// a hub that does not answer within leaveTimeout is simply closed on.
+func (c *Client) leave(cn *conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+	defer cancel()
+	c.wmu.Lock()
+	err := writeJSON(cn.ws, c.envelope("leave", "bye"))
+	c.wmu.Unlock()
+	if err != nil {
+		return
+	}
+	select {
+	case <-cn.down: // the hub closed the socket after freeing the name
+	case <-ctx.Done():
+	}
+}
+
+// leaveTimeout bounds how long Close waits for the hub to free the name.
+const leaveTimeout = 2 * time.Second
 
 // connect dials and registers one socket. takeover is set on reconnects:
 // the name's old socket is ours and may not have been reaped yet.

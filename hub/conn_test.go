@@ -55,6 +55,7 @@ func startHub(t *testing.T, cfg Config) *testHub {
 // with a deadline and no sleeps.
 type tconn struct {
 	t      *testing.T
+	name   string // the sender of its first frame: the name it binds
 	c      *websocket.Conn
 	frames chan map[string]any
 	mu     sync.Mutex
@@ -123,6 +124,9 @@ func nowTS() float64 { return float64(time.Now().UnixNano()) / 1e9 }
 
 func (tc *tconn) send(f map[string]any) {
 	tc.t.Helper()
+	if n, ok := f["sender"].(string); ok && tc.name == "" {
+		tc.name = n
+	}
 	b, err := json.Marshal(f)
 	if err != nil {
 		tc.t.Fatal(err)
@@ -233,7 +237,18 @@ func (tc *tconn) sync(name string) {
 	tc.expect("who_snapshot")
 }
 
+// close leaves the hub the way our client does: `leave`, then the close
+// once the hub has freed the name, so a test may rejoin the name at once.
 func (tc *tconn) close() {
+	b, _ := json.Marshal(map[string]any{"type": "leave", "sender": tc.name})
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	if tc.name != "" && tc.c.Write(ctx, websocket.MessageText, b) == nil {
+		select {
+		case <-tc.done: // the hub closes the socket after `left`
+		case <-ctx.Done():
+		}
+	}
 	_ = tc.c.Close(websocket.StatusNormalClosure, "")
 }
 

@@ -319,22 +319,47 @@ func (h *Hub) leave(s *session) {
 	if h.reg.perHost[s.host]--; h.reg.perHost[s.host] <= 0 {
 		delete(h.reg.perHost, s.host)
 	}
-	name := ""
-	if s.name != "" && h.reg.byName[s.name] == s {
-		name = s.name
-		delete(h.reg.byName, name)
-		h.leaseOfflineLocked(name, h.now())
-		if c := h.reg.cards[name]; c != nil && !c.persistent {
-			delete(h.reg.cards, name)
-		}
-		h.presenceLocked("left", name)
-		h.mailboxPresenceLocked(name)
-	}
+	name := h.unbindLocked(s)
 	h.mu.Unlock()
 	h.m.connections.Dec()
 	if name != "" {
 		h.disconnect(name)
 	}
+}
+
+// unbindLocked frees the name s owns, if it still owns one: its live card
+// is forgotten, its lease starts its offline clock, and the others are
+// told. It returns the name freed ("" if none).
+func (h *Hub) unbindLocked(s *session) string {
+	if s.name == "" || h.reg.byName[s.name] != s {
+		return ""
+	}
+	name := s.name
+	delete(h.reg.byName, name)
+	h.leaseOfflineLocked(name, h.now())
+	if c := h.reg.cards[name]; c != nil && !c.persistent {
+		delete(h.reg.cards, name)
+	}
+	h.presenceLocked("left", name)
+	h.mailboxPresenceLocked(name)
+	return name
+}
+
+// leaveVerb is the additive `leave` verb (feature "leave"): the hub frees
+// the name now, confirms with a private `left`, and closes the socket. A
+// client that closes after `left` knows its name is free, so the next
+// process may bind it at once; after a bare close the name is freed only
+// once the close handshake has completed on the hub's side.
+func (s *session) leaveVerb(sender string) {
+	h := s.h
+	h.mu.Lock()
+	name := h.unbindLocked(s)
+	h.mu.Unlock()
+	if name != "" {
+		h.disconnect(name)
+	}
+	s.reply(s.frame("left", sender, "Left the hub.").Bytes())
+	s.closeWith(1000, "left")
 }
 
 // presenceLocked broadcasts a presence_update to every bound socket.

@@ -89,6 +89,8 @@ func (s *session) handle(data []byte) {
 		}
 	case "ack":
 		s.ack(sender, in)
+	case "leave":
+		s.leaveVerb(sender)
 	case "chat":
 		s.chat(sender, in)
 	case "claim":

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"os"
@@ -115,4 +116,64 @@ func hubID(banner string) string {
 	_, after, _ := strings.Cut(banner, "hub_id ")
 	id, _, _ := strings.Cut(after, ",")
 	return id
+}
+
+// The CLI against the real hub binary: the human and --json outputs of the
+// commands a newcomer runs first.
+func TestCLI_AgainstTheHubBinary(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "synapse")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	isolate(t) // no user config file leaks in
+	port := freePort(t)
+	hubProc, _ := startHubProcess(t, bin, filepath.Join(t.TempDir(), "hub.db"), port)
+	defer func() { hubProc.Process.Signal(syscall.SIGTERM); hubProc.Wait() }()
+	uri := "ws://127.0.0.1:" + strconv.Itoa(port)
+	cli := func(args ...string) (int, string, string) {
+		cmd := exec.Command(bin, append(args, "--uri", uri)...)
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return code, out.String(), errb.String()
+	}
+	if code, out, e := cli("claim", "T1", "--paths", "src/core", "--name", "proj/alpha"); code != 0 || !strings.HasPrefix(out, "Claimed 'T1' as proj/alpha (epoch 1).") {
+		t.Fatalf("claim: exit %d\n%s%s", code, out, e)
+	}
+	code, out, e := cli("claim", "T2", "--paths", "src/core/x.go", "--name", "proj/bravo", "--json")
+	var refused struct {
+		Granted      bool   `json:"granted"`
+		Code         string `json:"code"`
+		Holder       string `json:"holder"`
+		ConflictTask string `json:"conflict_task"`
+	}
+	if err := json.Unmarshal([]byte(out), &refused); err != nil || code != exitRefused || refused.Granted ||
+		refused.Code != "SCOPE_CONFLICT" || refused.Holder != "proj/alpha" || refused.ConflictTask != "T1" {
+		t.Fatalf("overlapping claim --json: exit %d %v\n%s%s", code, err, out, e)
+	}
+	code, out, e = cli("state", "--json")
+	var st struct {
+		ActiveClaims []struct {
+			TaskID string   `json:"task_id"`
+			Owner  string   `json:"owner"`
+			Epoch  int64    `json:"epoch"`
+			Paths  []string `json:"paths"`
+		} `json:"active_claims"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || len(st.ActiveClaims) != 1 ||
+		st.ActiveClaims[0].Owner != "proj/alpha" || st.ActiveClaims[0].Paths[0] != "src/core" {
+		t.Fatalf("state --json: exit %d %v\n%s%s", code, err, out, e)
+	}
+	if code, out, e := cli("release", "T1", "--name", "proj/alpha"); code != 0 || !strings.HasPrefix(out, "Released 'T1' (proj/alpha).") {
+		t.Fatalf("release: exit %d\n%s%s", code, out, e)
+	}
+	if code, out, _ := cli("state"); code != 0 || !strings.Contains(out, "No live claims.") {
+		t.Fatalf("state after the release: exit %d %s", code, out)
+	}
 }
