@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,41 +16,17 @@ import (
 	"github.com/synapse-hub/synapse/client"
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/hub"
+	"github.com/synapse-hub/synapse/hub/hubtest"
 	"github.com/synapse-hub/synapse/journal"
 )
 
 // startHub serves an in-process hub and returns its ws:// URI.
 func startHub(t *testing.T) string { return startHubWith(t, hub.Config{}) }
 
-func startHubWith(t *testing.T, cfg hub.Config) string {
-	t.Helper()
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	h, err := hub.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h.Handler())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		h.Close(ctx)
-		srv.Close()
-	})
-	return "ws" + strings.TrimPrefix(srv.URL, "http")
-}
+func startHubWith(t *testing.T, cfg hub.Config) string { return hubtest.Start(t, cfg) }
 
 // dial connects an agent for the test's length.
-func dial(t *testing.T, uri, name string) *client.Client {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, client.Options{URI: uri, Name: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
+func dial(t *testing.T, uri, name string) *client.Client { return hubtest.Agent(t, uri, name) }
 
 // updates records the resources/updated notifications a client receives.
 type updates struct {

@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +12,7 @@ import (
 
 	"github.com/synapse-hub/synapse/client"
 	"github.com/synapse-hub/synapse/hub"
+	"github.com/synapse-hub/synapse/hub/hubtest"
 )
 
 // goldenClock is the hub clock of the golden tests: leases and times print
@@ -40,33 +38,11 @@ func startCLIHub(t *testing.T, cfg hub.Config) string {
 	if cfg.HubID == "" {
 		cfg.HubID = "syn-golden00"
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	h, err := hub.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h.Handler())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		h.Close(ctx)
-		srv.Close()
-	})
-	return "ws" + strings.TrimPrefix(srv.URL, "http")
+	return hubtest.Start(t, cfg)
 }
 
 // agent holds a name online for the test's length, as a running agent does.
-func agent(t *testing.T, uri, name string) *client.Client {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, client.Options{URI: uri, Name: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
+func agent(t *testing.T, uri, name string) *client.Client { return hubtest.Agent(t, uri, name) }
 
 // waitOffline waits until name is no longer online: a command's socket is
 // unbound asynchronously after it closes, so the next command may still
