@@ -59,6 +59,7 @@ type Config struct {
 	Token                 string        // "" = open hub; else the first frame must carry it
 	MaxClients            int           // 256 (--max-clients) → close 4013 "hub at capacity"
 	MaxConnectionsPerHost int           // 32, 0 = unlimited (--max-connections-per-host) → close 4015
+	MaxUnauthClients      int           // secured hub: sockets in the pre-auth window; default MaxClients (--max-unauth-clients) → close 4014
 	MaxFrameBytes         int           // 1 MiB (--max-msg-kb 1024)
 	MaxHistory            int           // 10000 chat history (--max-history)
 	SendQueue             int           // bounded outbound frames per socket (default 1024)
@@ -159,6 +160,9 @@ func New(cfg Config) (*Hub, error) {
 	}
 	if cfg.MaxClients <= 0 {
 		cfg.MaxClients = DefaultMaxClients
+	}
+	if cfg.MaxUnauthClients <= 0 {
+		cfg.MaxUnauthClients = cfg.MaxClients
 	}
 	if cfg.MaxConnectionsPerHost < 0 {
 		cfg.MaxConnectionsPerHost = 0

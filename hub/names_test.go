@@ -184,3 +184,35 @@ func TestOpenHub_UnboundSocketGetsNoBroadcast(t *testing.T) {
 	idle.quiet(200 * time.Millisecond)
 	_ = websocket.StatusNormalClosure
 }
+
+// A secured hub bounds the sockets still in their pre-auth window, so a
+// burst of connections that never authenticate cannot hold every slot;
+// authenticated agents do not count (PROTOCOL.md §1.4 step 3).
+func TestAdmission_UnauthenticatedCap4014(t *testing.T) {
+	th := startHub(t, Config{Token: "s3cret", MaxUnauthClients: 2})
+	authed := th.dial()
+	authed.send(map[string]any{"sender": "proj/a", "type": "heartbeat", "token": "s3cret"})
+	authed.expect("welcome")
+	th.dial()
+	th.dial()
+	waitSessions(t, th, 3) // admitted: a pre-auth socket gets no welcome to wait for
+	x := th.dial()
+	x.expectClose(4014, "too many unauthenticated connections")
+}
+
+func waitSessions(t *testing.T, th *testHub, n int) {
+	t.Helper()
+	deadline := time.Now().Add(testDeadline)
+	for {
+		th.h.mu.Lock()
+		got := len(th.h.reg.sessions)
+		th.h.mu.Unlock()
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions admitted, want %d", got, n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}

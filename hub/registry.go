@@ -117,6 +117,8 @@ func (h *Hub) admit(s *session) (websocket.StatusCode, string, bool) {
 		return 4013, "hub at capacity", false
 	case h.cfg.MaxConnectionsPerHost > 0 && h.reg.perHost[s.host] >= h.cfg.MaxConnectionsPerHost:
 		return 4015, "too many connections from host", false
+	case !s.authed && h.unauthenticatedLocked() >= h.cfg.MaxUnauthClients:
+		return 4014, "too many unauthenticated connections", false
 	}
 	h.reg.sessions[s] = struct{}{}
 	h.reg.perHost[s.host]++
@@ -124,6 +126,18 @@ func (h *Hub) admit(s *session) (websocket.StatusCode, string, bool) {
 		s.send(h.welcomeLocked())
 	}
 	return 0, "", true
+}
+
+// unauthenticatedLocked counts the sockets of a secured hub still in their
+// pre-auth window (at most MaxClients of them, so a scan is cheap).
+func (h *Hub) unauthenticatedLocked() int {
+	n := 0
+	for s := range h.reg.sessions {
+		if !s.authed {
+			n++
+		}
+	}
+	return n
 }
 
 func (h *Hub) welcomeLocked() []byte {

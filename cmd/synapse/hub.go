@@ -53,6 +53,7 @@ type hubFlags struct {
 	port                   int
 	noDB, insecure         bool
 	maxClients, maxPerHost int
+	maxUnauth              int
 	maxMsgKB, maxHistory   int
 	maxClaims              int
 	leaseOfflineTTL        float64
@@ -81,6 +82,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.hubID, "hub-id", "", "hub id shown to clients (default syn-<8 hex>)")
 	fs.IntVar(&f.maxClients, "max-clients", 256, "sockets the hub accepts at once (close 4013 beyond)")
 	fs.IntVar(&f.maxPerHost, "max-connections-per-host", 32, "sockets per remote address, 0 = unlimited (close 4015 beyond)")
+	fs.IntVar(&f.maxUnauth, "max-unauth-clients", 0, "with a token: sockets that have not yet authenticated, 0 = --max-clients (close 4014 beyond)")
 	fs.IntVar(&f.maxMsgKB, "max-msg-kb", 1024, "largest inbound frame in KiB (close 1009 beyond)")
 	fs.IntVar(&f.maxHistory, "max-history", 10000, "chat messages kept for history and resume")
 	fs.IntVar(&f.maxClaims, "max-claims-per-agent", coord.MaxClaimsPerAgent, "live claims per quota principal")
@@ -127,7 +129,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 
 	cfg := hub.Config{
 		HubID: f.hubID, Token: f.token,
-		MaxClients: f.maxClients, MaxConnectionsPerHost: f.maxPerHost,
+		MaxClients: f.maxClients, MaxConnectionsPerHost: f.maxPerHost, MaxUnauthClients: f.maxUnauth,
 		MaxFrameBytes: f.maxMsgKB << 10, MaxHistory: f.maxHistory,
 		Limits:          coord.Limits{MaxClaimsPerPrincipal: f.maxClaims},
 		LeaseOfflineTTL: time.Duration(f.leaseOfflineTTL * float64(time.Second)),
