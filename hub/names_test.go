@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -214,5 +215,20 @@ func waitSessions(t *testing.T, th *testHub, n int) {
 			t.Fatalf("%d sessions admitted, want %d", got, n)
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// Takeover damping records of names that are idle again are forgotten once
+// there are many: the map does not grow with every name that ever took over.
+func TestTakeoverDamping_IdleRecordsAreSwept(t *testing.T) {
+	h := &Hub{}
+	h.reg.init()
+	for i := range maxTakeoverRecords {
+		h.reg.takeovers[string(rune('a'+i%26))+strconv.Itoa(i)] = &damping{times: []float64{100}}
+	}
+	h.reg.takeovers["busy"] = &damping{times: []float64{1000}}
+	h.sweepTakeoversLocked(1010) // 1010-100 ≥ window: idle; "busy" took over 10 s ago
+	if len(h.reg.takeovers) != 1 || h.reg.takeovers["busy"] == nil {
+		t.Fatalf("%d records left; want only the one still inside its window", len(h.reg.takeovers))
 	}
 }

@@ -16,6 +16,7 @@ const (
 	maxDeadLetters     = 200  // targets, stalest evicted (PROTOCOL.md §4.6)
 	takeoverCooldown   = 2.0  // seconds between two takeovers of a name
 	takeoverWindow     = 30.0 // seconds in which the 5th takeover quarantines
+	maxTakeoverRecords = 1024 // damping records kept before idle ones are swept
 	takeoverBurst      = 5
 	takeoverQuarantine = 60.0
 	livenessWindow     = 90.0 // a reaction this recent proves a seat live
@@ -54,6 +55,25 @@ type damping struct {
 
 // check decides a takeover of the name at now: "" admits it (and records
 // it), otherwise the close reason.
+// idle reports whether the damping record no longer affects anything: no
+// quarantine in force and no takeover within the window.
+func (d *damping) idle(now float64) bool {
+	return now >= d.quarantineUntil && (len(d.times) == 0 || now-d.times[len(d.times)-1] >= takeoverWindow)
+}
+
+// sweepTakeoversLocked forgets idle damping records once there are many,
+// so names that once took over do not accumulate forever.
+func (h *Hub) sweepTakeoversLocked(now float64) {
+	if len(h.reg.takeovers) < maxTakeoverRecords {
+		return
+	}
+	for name, d := range h.reg.takeovers {
+		if d.idle(now) {
+			delete(h.reg.takeovers, name)
+		}
+	}
+}
+
 func (d *damping) check(now float64) string {
 	if now < d.quarantineUntil {
 		return "takeover quarantine"
@@ -237,6 +257,7 @@ func (s *session) bindLocked(name string, in *wire.Inbound, now float64) bool {
 		}
 		d := h.reg.takeovers[name]
 		if d == nil {
+			h.sweepTakeoversLocked(now)
 			d = &damping{}
 			h.reg.takeovers[name] = d
 		}
