@@ -66,16 +66,30 @@ func projectRoot(dir string) string {
 	return dir
 }
 
-// thisBinary is the absolute path of the running synapse binary.
+// thisBinary is the absolute path of the running synapse binary. Under
+// `go run` that is a temporary build that is gone once the command ends,
+// so the synapse on the PATH is named instead (or plain "synapse").
 func thisBinary() string {
 	p, err := os.Executable()
 	if err != nil {
 		return "synapse"
 	}
 	if r, err := filepath.EvalSymlinks(p); err == nil {
-		return r
+		p = r
+	}
+	if temporaryBuild(p) {
+		if onPath, err := lookPath("synapse"); err == nil {
+			return onPath
+		}
+		return "synapse"
 	}
 	return p
+}
+
+// temporaryBuild reports whether p is a binary `go run` built in a
+// temporary folder.
+func temporaryBuild(p string) bool {
+	return strings.Contains(p, string(filepath.Separator)+"go-build")
 }
 
 func runInit(args []string, stdout, stderr io.Writer) int {
@@ -122,6 +136,9 @@ func runInit(args []string, stdout, stderr io.Writer) int {
 	bin := *command
 	if bin == "" {
 		bin = thisBinary()
+		if !filepath.IsAbs(bin) {
+			fmt.Fprintln(stderr, "synapse init: no installed synapse was found (this one is a temporary `go run` build), so the host will run \"synapse\" from its PATH. Install it with 'go install ./cmd/synapse' from the checkout, or pass --command PATH.")
+		}
 	}
 	mcpArgs := []string{"mcp", "--name", *name}
 	if *uri != "" {

@@ -181,3 +181,16 @@ func TestInit_DefaultNameAndErrors(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }
+
+// Under `go run` the running binary is a temporary build: init must not
+// write its path into the host's configuration.
+func TestInit_TemporaryBuildIsNotWrittenDown(t *testing.T) {
+	for _, p := range []string{"/tmp/go-build123/b001/exe/synapse", "/root/.cache/go-build/ab/synapse"} {
+		if !temporaryBuild(p) {
+			t.Errorf("%s not recognised as a go run build", p)
+		}
+	}
+	if temporaryBuild("/usr/local/bin/synapse") {
+		t.Error("an installed binary taken for a temporary build")
+	}
+}
