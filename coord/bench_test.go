@@ -37,3 +37,22 @@ func BenchmarkApplyEvents(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(log)*b.N)/b.Elapsed().Seconds(), "events/s")
 }
+
+// What a state_request costs the sequencer's loop at 100k claims: the hub
+// gathers the stored pointers there and sorts and encodes elsewhere.
+func BenchmarkClaimPointers100k(b *testing.B) {
+	s := bench.CoreState(100_000)
+	b.ResetTimer()
+	for b.Loop() {
+		s.ClaimPointers()
+	}
+}
+
+// The sorted listing it replaced on the loop.
+func BenchmarkClaimsSorted100k(b *testing.B) {
+	s := bench.CoreState(100_000)
+	b.ResetTimer()
+	for b.Loop() {
+		s.Claims()
+	}
+}

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 
@@ -35,47 +36,31 @@ func (s *session) query(fn func(st *coord.State, now float64) []byte) []byte {
 
 func (s *session) stateRequest(sender string) {
 	h := s.h
-	core := s.query(func(st *coord.State, now float64) []byte {
-		f := wire.Object()
-		f.Append("active_claims", func(b []byte) []byte {
-			b = append(b, '[')
-			n := 0
-			for _, c := range st.Claims() { // sorted by task id
-				if !c.Live(now) {
-					continue // expiry runs first (§2.12)
-				}
-				if n > 0 {
-					b = append(b, ',')
-				}
-				n++
-				b = wire.AppendClaim(b, c, false)
-			}
-			return append(b, ']')
-		})
-		f.Append("resources", func(b []byte) []byte {
-			b = append(b, '[')
-			n := 0
-			ttl := st.Limits().ResourceTTL
-			for _, o := range st.Offers() {
-				if ttl > 0 && o.OfferedAt+ttl <= now {
-					continue
-				}
-				if n > 0 {
-					b = append(b, ',')
-				}
-				n++
-				b = append(b, wire.Object().Str("agent", o.Agent).Str("kind", o.Kind).Str("name", o.Name).
-					Int("capacity", int64(o.Capacity)).Append("meta", func(b []byte) []byte { return wire.AppendObject(b, o.Meta) }).Bytes()...)
-			}
-			return append(b, ']')
-		})
-		return f.Bytes()
+	// Only the stored (immutable) pointers are gathered on the sequencer
+	// goroutine; sorting and encoding happen here, so a large state does
+	// not stall commits while it is written out.
+	type refs struct {
+		claims []*coord.Claim
+		offers []*coord.Offer
+		ttl    float64
+		at     float64
+	}
+	v, err := h.seq.Query(context.Background(), func(st *coord.State) any {
+		return refs{st.ClaimPointers(), st.Offers(), st.Limits().ResourceTTL, h.now()}
 	})
-	if core == nil {
+	r, ok := v.(refs)
+	if err != nil || !ok {
 		s.fail(sender, "shutting_down", "Hub is shutting down.")
 		return
 	}
-	claims, resources := splitTwo(core)
+	slices.SortFunc(r.claims, func(a, b *coord.Claim) int { return strings.Compare(a.TaskID, b.TaskID) })
+	live := slices.DeleteFunc(r.claims, func(c *coord.Claim) bool { return !c.Live(r.at) }) // expiry runs first (§2.12)
+	claims := wire.List(nil, live, func(b []byte, c *coord.Claim) []byte { return wire.AppendClaim(b, c, false) })
+	offers := slices.DeleteFunc(r.offers, func(o *coord.Offer) bool { return r.ttl > 0 && o.OfferedAt+r.ttl <= r.at })
+	resources := wire.List(nil, offers, func(b []byte, o *coord.Offer) []byte {
+		return append(b, wire.Object().Str("agent", o.Agent).Str("kind", o.Kind).Str("name", o.Name).
+			Int("capacity", int64(o.Capacity)).Append("meta", func(b []byte) []byte { return wire.AppendObject(b, o.Meta) }).Bytes()...)
+	})
 	h.mu.Lock()
 	now := h.now()
 	names := make([]string, 0, len(h.reg.lastSeen))
@@ -109,14 +94,6 @@ func (s *session) stateRequest(sender string) {
 		Float("generated_at", now).Raw("dead_letters", dead).Raw("pending_relay_approvals", []byte("[]")).Bytes()
 	h.m.framesOut.WithLabelValues("state_snapshot").Inc()
 	s.reply(s.frame("state_snapshot", sender, "State snapshot").Raw("snapshot", snap).Bytes())
-}
-
-// splitTwo takes apart the {"active_claims":[..],"resources":[..]} object
-// the state query encodes.
-func splitTwo(obj []byte) (claims, resources []byte) {
-	const a, r = `{"active_claims":`, `,"resources":`
-	i := strings.LastIndex(string(obj), r)
-	return obj[len(a):i], obj[i+len(r) : len(obj)-1]
 }
 
 func (s *session) whoRequest(sender string) {
