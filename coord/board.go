@@ -38,12 +38,6 @@ type Note struct {
 	PostedAt float64
 }
 
-// dependencyMet: a dependency is met when it exists and is done or cancelled.
-func (s *State) dependencyMet(id string) bool {
-	t := s.tasks[id]
-	return t != nil && (t.Status == "done" || t.Status == "cancelled")
-}
-
 // wouldCycle reports whether giving task the dependencies deps closes a
 // cycle through tasks already on the board. Unknown tasks end a walk.
 func (s *State) wouldCycle(task string, deps []string) bool {

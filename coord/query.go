@@ -55,14 +55,37 @@ func (s *State) BoardTask(id string) *BoardTask { return s.tasks[id] }
 func (s *State) BoardTasks() []*BoardTask { return sortedClone(s.tasks) }
 
 // Ready returns the ids of open tasks whose dependencies are all met, sorted.
-func (s *State) Ready() []string {
+func (s *State) Ready() []string { return ReadyOf(s.BoardTasks()) }
+
+// BoardTaskPointers returns the board's tasks in no particular order: one
+// pointer copy each, so they can be sorted and encoded on another
+// goroutine (a stored task is never modified).
+func (s *State) BoardTaskPointers() []*BoardTask {
+	out := make([]*BoardTask, 0, len(s.tasks))
+	for _, t := range s.tasks {
+		out = append(out, t)
+	}
+	return out
+}
+
+// ReadyOf returns the ids of the open tasks of a board whose dependencies
+// are all met (each exists and is done or cancelled), sorted.
+func ReadyOf(tasks []*BoardTask) []string {
+	byID := make(map[string]*BoardTask, len(tasks))
+	for _, t := range tasks {
+		byID[t.TaskID] = t
+	}
+	met := func(id string) bool {
+		t := byID[id]
+		return t != nil && (t.Status == "done" || t.Status == "cancelled")
+	}
 	var out []string
-	for _, id := range sortedKeys(s.tasks) {
-		t := s.tasks[id]
-		if t.Status == "open" && !slices.ContainsFunc(t.DependsOn, func(d string) bool { return !s.dependencyMet(d) }) {
-			out = append(out, id)
+	for _, t := range tasks {
+		if t.Status == "open" && !slices.ContainsFunc(t.DependsOn, func(d string) bool { return !met(d) }) {
+			out = append(out, t.TaskID)
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 

@@ -23,17 +23,6 @@ type card struct {
 	persistent bool
 }
 
-// query runs fn on the sequencer goroutine between batches (committed
-// state only) and returns what it encoded.
-func (s *session) query(fn func(st *coord.State, now float64) []byte) []byte {
-	v, err := s.h.seq.Query(context.Background(), func(st *coord.State) any { return fn(st, s.h.now()) })
-	if err != nil {
-		return nil
-	}
-	b, _ := v.([]byte)
-	return b
-}
-
 func (s *session) stateRequest(sender string) {
 	h := s.h
 	// Only the stored (immutable) pointers are gathered on the sequencer
@@ -140,16 +129,26 @@ func (s *session) whoRequest(sender string) {
 }
 
 func (s *session) boardRequest(sender string) {
-	board := s.query(func(st *coord.State, _ float64) []byte {
-		return wire.Object().
+	// As for state_request: gather on the sequencer goroutine, sort and
+	// encode here.
+	type refs struct {
+		tasks []*coord.BoardTask
+		notes []*coord.Note
+	}
+	v, err := s.h.seq.Query(context.Background(), func(st *coord.State) any { return refs{st.BoardTaskPointers(), st.Notes()} })
+	r, ok := v.(refs)
+	var board []byte
+	if err == nil && ok {
+		slices.SortFunc(r.tasks, func(a, b *coord.BoardTask) int { return strings.Compare(a.TaskID, b.TaskID) })
+		board = wire.Object().
 			Append("tasks", func(b []byte) []byte {
-				return wire.List(b, st.BoardTasks(), func(b []byte, t *coord.BoardTask) []byte { return wire.AppendTask(b, t, "") })
+				return wire.List(b, r.tasks, func(b []byte, t *coord.BoardTask) []byte { return wire.AppendTask(b, t, "") })
 			}).
-			Strs("ready", st.Ready()).
+			Strs("ready", coord.ReadyOf(r.tasks)).
 			Append("progress", func(b []byte) []byte {
-				return wire.List(b, st.Notes(), func(b []byte, n *coord.Note) []byte { return wire.AppendNote(b, n) })
+				return wire.List(b, r.notes, func(b []byte, n *coord.Note) []byte { return wire.AppendNote(b, n) })
 			}).Bytes()
-	})
+	}
 	if board == nil {
 		s.fail(sender, "shutting_down", "Hub is shutting down.")
 		return
