@@ -55,9 +55,13 @@ type hubFlags struct {
 	maxClients, maxPerHost int
 	maxUnauth              int
 	maxMsgKB, maxHistory   int
-	maxClaims              int
 	leaseOfflineTTL        float64
 	logJSON                bool
+	limits                 coord.Limits // the core's limits (registerLimits)
+	sendQueue              int
+	pingInterval           time.Duration
+	pongTimeout            time.Duration
+	authTimeout            time.Duration
 
 	// security (docs/security.md)
 	tokenFile, keyFile        string
@@ -85,7 +89,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.maxUnauth, "max-unauth-clients", 0, "with a token: sockets that have not yet authenticated, 0 = --max-clients (close 4014 beyond)")
 	fs.IntVar(&f.maxMsgKB, "max-msg-kb", 1024, "largest inbound frame in KiB (close 1009 beyond)")
 	fs.IntVar(&f.maxHistory, "max-history", 10000, "chat messages kept for history and resume")
-	fs.IntVar(&f.maxClaims, "max-claims-per-agent", coord.MaxClaimsPerAgent, "live claims per quota principal")
+	f.registerLimits(fs)
 	fs.Float64Var(&f.leaseOfflineTTL, "lease-offline-ttl", hub.DefaultLeaseOfflineTTL.Seconds(),
 		"seconds a name-ownership lease (an agent that registered with lease:true) outlives its connection; others get close 4016")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log as JSON lines on stderr")
@@ -131,9 +135,11 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		HubID: f.hubID, Token: f.token,
 		MaxClients: f.maxClients, MaxConnectionsPerHost: f.maxPerHost, MaxUnauthClients: f.maxUnauth,
 		MaxFrameBytes: f.maxMsgKB << 10, MaxHistory: f.maxHistory,
-		Limits:          coord.Limits{MaxClaimsPerPrincipal: f.maxClaims},
+		Limits:          f.limits,
 		LeaseOfflineTTL: time.Duration(f.leaseOfflineTTL * float64(time.Second)),
-		Logger:          log,
+		SendQueue:       f.sendQueue,
+		PingInterval:    f.pingInterval, PongTimeout: f.pongTimeout, AuthTimeout: f.authTimeout,
+		Logger: log,
 	}
 	cfg.MessageAuthKeys, cfg.RequireMessageAuth = sec.MessageAuthKeys, sec.RequireMessageAuth
 	cfg.RateLimits, cfg.AuthFailuresPerMinute = sec.RateLimits, sec.AuthFailuresPerMinute
@@ -219,6 +225,31 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	srv.Shutdown(ctx)
 	fmt.Fprintln(stdout, "synapse hub: stopped cleanly")
 	return 0
+}
+
+// registerLimits adds a flag for every limit of the core and of a socket,
+// each defaulting to the value the hub uses without it.
+func (f *hubFlags) registerLimits(fs *flag.FlagSet) {
+	d := coord.DefaultLimits()
+	l := &f.limits
+	fs.IntVar(&l.MaxClaimsPerPrincipal, "max-claims-per-agent", d.MaxClaimsPerPrincipal, "live claims per quota principal (a token, or a host on an open hub)")
+	fs.Float64Var(&l.DefaultTTL, "default-ttl", d.DefaultTTL, "seconds of a lease when a claim asks for none")
+	fs.Float64Var(&l.MinTTL, "min-ttl", d.MinTTL, "shortest lease in seconds; shorter requests are raised to it")
+	fs.Float64Var(&l.MaxTTL, "max-ttl", d.MaxTTL, "longest lease in seconds; longer requests are cut to it")
+	fs.IntVar(&l.MaxPathsPerClaim, "max-paths-per-claim", d.MaxPathsPerClaim, "distinct paths a claim may list before it widens to its whole worktree")
+	fs.IntVar(&l.MaxPathLength, "max-path-length", d.MaxPathLength, "characters of a path before the claim widens to its whole worktree")
+	fs.IntVar(&l.MaxRetainedCheckpoints, "max-retained-checkpoints", d.MaxRetainedCheckpoints, "checkpoints kept from expired claims for their next claimant (oldest forgotten first)")
+	fs.Float64Var(&l.ResourceTTL, "resource-ttl", d.ResourceTTL, "seconds a resource offer lives after its last refresh")
+	fs.IntVar(&l.MaxOffersPerAgent, "max-offers-per-agent", d.MaxOffersPerAgent, "live resource offers per agent")
+	fs.IntVar(&l.MaxWaitsPerAgent, "max-waits-per-agent", d.MaxWaitsPerAgent, "tasks one agent may wait on at once")
+	fs.IntVar(&l.MaxBoardTasks, "max-board-tasks", d.MaxBoardTasks, "tasks on the board")
+	fs.IntVar(&l.MaxNotesTotal, "max-notes", d.MaxNotesTotal, "progress notes kept in all (oldest dropped)")
+	fs.IntVar(&l.MaxNotesPerAuthor, "max-notes-per-author", d.MaxNotesPerAuthor, "progress notes kept per author")
+	fs.IntVar(&l.MaxNotesPerTask, "max-notes-per-task", d.MaxNotesPerTask, "progress notes kept per task")
+	fs.IntVar(&f.sendQueue, "send-queue", hub.DefaultSendQueue, "frames queued to one socket before it is dropped as a slow consumer")
+	fs.DurationVar(&f.pingInterval, "ping-interval", hub.DefaultPingInterval, "how often each socket is pinged")
+	fs.DurationVar(&f.pongTimeout, "pong-timeout", hub.DefaultPongTimeout, "how long a ping may go unanswered before the socket is reaped")
+	fs.DurationVar(&f.authTimeout, "auth-timeout", hub.DefaultAuthTimeout, "how long a new socket may take to send its first frame (close 4012)")
 }
 
 // checkExposure refuses to serve off loopback without a token unless told.

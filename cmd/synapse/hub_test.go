@@ -2,8 +2,12 @@ package main
 
 import (
 	"bytes"
+	"flag"
+	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/hub"
 	"strings"
 	"testing"
+	"time"
 )
 
 // An off-loopback hub without a token would let anyone act as any agent:
@@ -43,6 +47,53 @@ func TestHub_HelpNamesTheDefaults(t *testing.T) {
 	for _, want := range []string{"127.0.0.1:8876", defaultJournalPath(), "--no-db", "--max-claims-per-agent", "SIGTERM"} {
 		if !strings.Contains(errb.String(), strings.TrimPrefix(want, "--")) {
 			t.Errorf("hub --help does not mention %q", want)
+		}
+	}
+}
+
+// Every limit has a flag: each one sets its field, and without flags the
+// hub runs with exactly the core's and the hub's defaults.
+func TestHub_EveryLimitHasAFlag(t *testing.T) {
+	var f hubFlags
+	fs := flag.NewFlagSet("hub", flag.ContinueOnError)
+	f.registerLimits(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if f.limits != coord.DefaultLimits() || f.sendQueue != hub.DefaultSendQueue || f.pingInterval != hub.DefaultPingInterval ||
+		f.pongTimeout != hub.DefaultPongTimeout || f.authTimeout != hub.DefaultAuthTimeout {
+		t.Fatalf("defaults %+v differ from the hub's", f)
+	}
+	cases := []struct {
+		flag, value string
+		got         func() any
+		want        any
+	}{
+		{"max-claims-per-agent", "7", func() any { return f.limits.MaxClaimsPerPrincipal }, 7},
+		{"default-ttl", "600", func() any { return f.limits.DefaultTTL }, 600.0},
+		{"min-ttl", "5", func() any { return f.limits.MinTTL }, 5.0},
+		{"max-ttl", "86400", func() any { return f.limits.MaxTTL }, 86400.0},
+		{"max-paths-per-claim", "16", func() any { return f.limits.MaxPathsPerClaim }, 16},
+		{"max-path-length", "256", func() any { return f.limits.MaxPathLength }, 256},
+		{"max-retained-checkpoints", "9", func() any { return f.limits.MaxRetainedCheckpoints }, 9},
+		{"resource-ttl", "60", func() any { return f.limits.ResourceTTL }, 60.0},
+		{"max-offers-per-agent", "3", func() any { return f.limits.MaxOffersPerAgent }, 3},
+		{"max-waits-per-agent", "4", func() any { return f.limits.MaxWaitsPerAgent }, 4},
+		{"max-board-tasks", "11", func() any { return f.limits.MaxBoardTasks }, 11},
+		{"max-notes", "12", func() any { return f.limits.MaxNotesTotal }, 12},
+		{"max-notes-per-author", "13", func() any { return f.limits.MaxNotesPerAuthor }, 13},
+		{"max-notes-per-task", "14", func() any { return f.limits.MaxNotesPerTask }, 14},
+		{"send-queue", "99", func() any { return f.sendQueue }, 99},
+		{"ping-interval", "3s", func() any { return f.pingInterval }, 3 * time.Second},
+		{"pong-timeout", "4s", func() any { return f.pongTimeout }, 4 * time.Second},
+		{"auth-timeout", "5s", func() any { return f.authTimeout }, 5 * time.Second},
+	}
+	for _, c := range cases {
+		if err := fs.Parse([]string{"--" + c.flag, c.value}); err != nil {
+			t.Fatalf("--%s: %v", c.flag, err)
+		}
+		if got := c.got(); got != c.want {
+			t.Errorf("--%s %s set %v, want %v", c.flag, c.value, got, c.want)
 		}
 	}
 }
