@@ -17,7 +17,13 @@ type ReplayOptions struct {
 	// MaxListed bounds Recovered.Quarantined (default 1000); every bad row
 	// is still counted in QuarantinedCount.
 	MaxListed int
+	// Progress, if set, is told every ProgressEvery rows how many of the
+	// rows after the snapshot have been read, so a long replay can say so.
+	Progress func(done, total int64)
 }
+
+// ProgressEvery is how many rows replay reads between Progress calls.
+const ProgressEvery = 100_000
 
 // Quarantined is a journal row replay could not use.
 type Quarantined struct {
@@ -120,6 +126,9 @@ func Replay(st *Store, lim coord.Limits, now float64, opts ReplayOptions) (*Reco
 	}
 	err = st.Scan(r.SnapshotSeq, func(seq int64, _ float64, kind string, payload []byte) error {
 		r.Events++
+		if opts.Progress != nil && r.Events%ProgressEvery == 0 {
+			opts.Progress(seq-r.SnapshotSeq, last-r.SnapshotSeq)
+		}
 		ev, ok, err := Decode(kind, payload)
 		if err != nil {
 			quarantine(seq, kind, err)

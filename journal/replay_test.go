@@ -366,3 +366,39 @@ func TestSnapshot_DecodeRefusesDamage(t *testing.T) {
 		}
 	}
 }
+
+// A long replay reports its progress.
+func TestReplay_ReportsProgress(t *testing.T) {
+	st := openTemp(t)
+	live := coord.New(coord.Limits{})
+	b := &Batch{TS: 1e9}
+	for i := 0; i < ProgressEvery/2+10; i++ {
+		for _, cmd := range []coord.Command{
+			coord.ClaimRequest{Agent: "p/a", TaskID: fmt.Sprintf("T%d", i%50)},
+			coord.ReleaseRequest{Agent: "p/a", TaskID: fmt.Sprintf("T%d", i%50)},
+		} {
+			for _, ev := range live.Step(cmd, 1e9).Events {
+				if rec, ok := Encode(ev); ok {
+					b.Records = append(b.Records, rec)
+				}
+			}
+		}
+	}
+	if _, err := st.Append(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	last, _ := st.LastSeq()
+	var calls []int64
+	rec, err := Replay(st, coord.Limits{}, 1e9, ReplayOptions{Progress: func(done, total int64) {
+		if total != last {
+			t.Errorf("progress total %d, want %d", total, last)
+		}
+		calls = append(calls, done)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != rec.Events/ProgressEvery || len(calls) == 0 || calls[0] != ProgressEvery {
+		t.Fatalf("progress calls %v for %d events", calls, rec.Events)
+	}
+}

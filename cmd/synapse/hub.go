@@ -166,7 +166,8 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		}
 		defer store.Close()
 		start := time.Now()
-		rec, err := journal.Replay(store, cfg.Limits, float64(time.Now().UnixNano())/1e9, journal.ReplayOptions{Logger: log})
+		progress := func(done, total int64) { log.Info("replaying the journal", "rows", done, "of", total) }
+		rec, err := journal.Replay(store, cfg.Limits, float64(time.Now().UnixNano())/1e9, journal.ReplayOptions{Logger: log, Progress: progress})
 		if err != nil {
 			fmt.Fprintf(stderr, "synapse hub: cannot replay the journal %s: %v. Run 'synapse journal check %s' to see what is wrong.\n", f.db, err, f.db)
 			return 1
