@@ -18,6 +18,7 @@ import (
 	"github.com/synapse-hub/synapse/hub"
 	"github.com/synapse-hub/synapse/hub/hubtest"
 	"github.com/synapse-hub/synapse/journal"
+	"github.com/synapse-hub/synapse/mcpserver/mcptest"
 )
 
 // startHub serves an in-process hub and returns its ws:// URI.
@@ -113,46 +114,20 @@ func connectInMemoryAt(t *testing.T, s *Server, version string) (*mcp.ClientSess
 // call calls a tool and decodes its structured content into out.
 func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any, out any) *mcp.CallToolResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s: %v", tool, err)
-	}
-	if out != nil && res.StructuredContent != nil {
-		b, _ := json.Marshal(res.StructuredContent)
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s: structured content %s: %v", tool, b, err)
-		}
-	}
-	return res
+	return mcptest.Call(t, cs, tool, args, out)
 }
 
-func text(res *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
-}
+func text(res *mcp.CallToolResult) string { return mcptest.Text(res) }
 
 func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
 	t.Helper()
-	res, err := cs.ListTools(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, tl := range res.Tools {
-		names = append(names, tl.Name)
+	tools := mcptest.Tools(t, cs)
+	for _, tl := range tools {
 		if tl.Description == "" || len(tl.Description) > 100 || strings.Contains(tl.Description, "\n") {
 			t.Errorf("tool %s: description should be one short line: %q", tl.Name, tl.Description)
 		}
 	}
-	slices.Sort(names)
-	return names
+	return mcptest.Names(tools)
 }
 
 // FullTools and MinimalTools are the two profiles' tool lists.

@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"github.com/synapse-hub/synapse/mcpserver/mcptest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -81,43 +81,14 @@ func (n *mcpNotes) await(t *testing.T, uri string) {
 
 func mcpCall(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any, out any) *mcp.CallToolResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s: %v", tool, err)
-	}
-	if out != nil {
-		b, _ := json.Marshal(res.StructuredContent)
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s: %s: %v", tool, b, err)
-		}
-	}
-	return res
+	return mcptest.Call(t, cs, tool, args, out)
 }
 
-func mcpText(res *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
-}
+func mcpText(res *mcp.CallToolResult) string { return mcptest.Text(res) }
 
 func mcpTools(t *testing.T, cs *mcp.ClientSession) []string {
 	t.Helper()
-	res, err := cs.ListTools(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, tl := range res.Tools {
-		names = append(names, tl.Name)
-	}
-	slices.Sort(names)
-	return names
+	return mcptest.Names(mcptest.Tools(t, cs))
 }
 
 var (
