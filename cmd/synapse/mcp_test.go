@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"github.com/synapse-hub/synapse/mcpserver/mcptest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/synapse-hub/synapse/client"
 	"github.com/synapse-hub/synapse/hub"
+	"github.com/synapse-hub/synapse/mcpserver/mcptest"
 	"github.com/synapse-hub/synapse/mcpserver"
 )
 
