@@ -19,8 +19,8 @@ import (
 
 	"github.com/synapse-hub/synapse/client"
 	"github.com/synapse-hub/synapse/hub"
-	"github.com/synapse-hub/synapse/mcpserver/mcptest"
 	"github.com/synapse-hub/synapse/mcpserver"
+	"github.com/synapse-hub/synapse/mcpserver/mcptest"
 )
 
 // pkgDir is this package's folder (tests may change the working directory).
