@@ -34,7 +34,7 @@ func serveHTTP(t *testing.T, uri string, opts HTTPOptions) (*HTTPHandler, string
 func connectHTTP(t *testing.T, endpoint, version string) (*mcp.ClientSession, *updates) {
 	t.Helper()
 	u := newUpdates()
-	cl := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{ResourceUpdatedHandler: u.handler})
+	cl := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{ResourceUpdatedHandler: u.Handler})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cs, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: version})
@@ -101,7 +101,7 @@ func TestHTTP_ToolsAndNotificationsPerAgent(t *testing.T) {
 			if res := call(t, cs2, "claim", map[string]any{"task_id": "T2", "paths": []string{"src/a.go"}}, &ref); !res.IsError || ref.Holder != "proj/http-1" {
 				t.Fatalf("refusal: %q %+v", text(res), ref)
 			}
-			u.until(t, ClaimsURI, func(i int) {
+			u.Until(t, ClaimsURI, func(i int) {
 				call(t, cs2, "claim", map[string]any{"task_id": "T3", "paths": []string{"docs"}}, nil)
 			})
 			if got := h.Agents(); !slices.Equal(got, []string{"proj/http-1", "proj/http-2"}) {

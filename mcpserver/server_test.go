@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,67 +29,10 @@ func startHubWith(t *testing.T, cfg hub.Config) string { return hubtest.Start(t,
 func dial(t *testing.T, uri, name string) *client.Client { return hubtest.Agent(t, uri, name) }
 
 // updates records the resources/updated notifications a client receives.
-type updates struct {
-	mu   sync.Mutex
-	uris []string
-	ch   chan string
-}
+type updates = mcptest.Updates
 
-func newUpdates() *updates { return &updates{ch: make(chan string, 100)} }
+func newUpdates() *updates { return mcptest.NewUpdates() }
 
-func (u *updates) handler(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
-	u.mu.Lock()
-	u.uris = append(u.uris, req.Params.URI)
-	u.mu.Unlock()
-	select {
-	case u.ch <- req.Params.URI:
-	default:
-	}
-}
-
-// await waits for a notification about uri.
-func (u *updates) await(t *testing.T, uri string) {
-	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
-		select {
-		case got := <-u.ch:
-			if got == uri {
-				return
-			}
-		case <-deadline:
-			u.mu.Lock()
-			defer u.mu.Unlock()
-			t.Fatalf("no notification for %s; got %v", uri, u.uris)
-		}
-	}
-}
-
-// until repeats act (every 250 ms) until a notification about uri comes:
-// under the 2026-07-28 protocol the SDK client's Subscribe returns before
-// the server has registered the subscription, so one change may come too
-// early to be notified.
-func (u *updates) until(t *testing.T, uri string, act func(i int)) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for i := 0; ; i++ {
-		act(i)
-		select {
-		case got := <-u.ch:
-			if got == uri {
-				return
-			}
-		case <-time.After(250 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			u.mu.Lock()
-			defer u.mu.Unlock()
-			t.Fatalf("no notification for %s; got %v", uri, u.uris)
-		}
-	}
-}
-
-// connectInMemory serves s to an SDK client over in-memory transports.
 func connectInMemory(t *testing.T, s *Server) (*mcp.ClientSession, *updates) {
 	return connectInMemoryAt(t, s, "")
 }
@@ -102,7 +44,7 @@ func connectInMemoryAt(t *testing.T, s *Server, version string) (*mcp.ClientSess
 	ctx, cancel := context.WithCancel(context.Background())
 	go s.Run(ctx, st)
 	u := newUpdates()
-	cl := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{ResourceUpdatedHandler: u.handler})
+	cl := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{ResourceUpdatedHandler: u.Handler})
 	cs, err := cl.Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
@@ -356,7 +298,7 @@ func testResources(t *testing.T, version string) {
 			t.Fatal(err)
 		}
 	}
-	u.until(t, ClaimsURI, func(i int) {
+	u.Until(t, ClaimsURI, func(i int) {
 		if _, err := other.Claim(ctx, client.ClaimRequest{TaskID: "T9", Paths: []string{"docs"}}); err != nil {
 			t.Fatal(err)
 		}
@@ -372,7 +314,7 @@ func testResources(t *testing.T, version string) {
 	if err := json.Unmarshal([]byte(rr.Contents[0].Text), &claims); err != nil || len(claims.ActiveClaims) != 1 || claims.ActiveClaims[0].Owner != "proj/alpha" {
 		t.Fatalf("%v: %s", err, rr.Contents[0].Text)
 	}
-	u.until(t, InboxURI, func(i int) {
+	u.Until(t, InboxURI, func(i int) {
 		if _, err := other.Send(ctx, "proj/bravo", "T9 is mine", client.SendOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -381,7 +323,7 @@ func testResources(t *testing.T, version string) {
 	if err != nil || !strings.Contains(rr.Contents[0].Text, "T9 is mine") {
 		t.Fatalf("%v: %v", err, rr)
 	}
-	u.until(t, BoardURI, func(i int) {
+	u.Until(t, BoardURI, func(i int) {
 		if _, err := other.TaskProgress(ctx, "B", fmt.Sprint("note ", i), "note"); err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,44 +40,6 @@ func buildSynapse(t *testing.T) string {
 // realClock makes a test hub keep real time (leases expire, keepers renew).
 func realClock() float64 { return float64(time.Now().UnixNano()) / 1e9 }
 
-// mcpNotes collects resources/updated notifications.
-type mcpNotes struct {
-	mu   sync.Mutex
-	uris []string
-	ch   chan string
-}
-
-func newMCPClient(n *mcpNotes) *mcp.Client {
-	return mcp.NewClient(&mcp.Implementation{Name: "synapse-test", Version: "1"}, &mcp.ClientOptions{
-		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
-			n.mu.Lock()
-			n.uris = append(n.uris, r.Params.URI)
-			n.mu.Unlock()
-			select {
-			case n.ch <- r.Params.URI:
-			default:
-			}
-		},
-	})
-}
-
-func (n *mcpNotes) await(t *testing.T, uri string) {
-	t.Helper()
-	deadline := time.After(30 * time.Second)
-	for {
-		select {
-		case got := <-n.ch:
-			if got == uri {
-				return
-			}
-		case <-deadline:
-			n.mu.Lock()
-			defer n.mu.Unlock()
-			t.Fatalf("no notification for %s; got %v", uri, n.uris)
-		}
-	}
-}
-
 func mcpCall(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any, out any) *mcp.CallToolResult {
 	t.Helper()
 	return mcptest.Call(t, cs, tool, args, out)
@@ -98,15 +59,15 @@ var (
 
 // startStdioMCP runs `synapse mcp` as a subprocess speaking MCP on its
 // stdio, the way Claude Code starts it, at the protocol Claude Code speaks.
-func startStdioMCP(t *testing.T, bin string, args ...string) (*mcp.ClientSession, *mcpNotes) {
+func startStdioMCP(t *testing.T, bin string, args ...string) (*mcp.ClientSession, *mcptest.Updates) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"mcp"}, args...)...)
 	cmd.Env = append(os.Environ(), "SYNAPSE_CONFIG="+filepath.Join(t.TempDir(), "none.json"), "SYNAPSE_URI=", "SYNAPSE_NAME=", "SYNAPSE_TOKEN=")
 	cmd.Stderr = os.Stderr
-	n := &mcpNotes{ch: make(chan string, 100)}
+	n := mcptest.NewUpdates()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := newMCPClient(n).Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-06-18"})
+	cs, err := mcptest.NewClient(n).Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-06-18"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +101,7 @@ func TestMCP_StdioBinary_ToolsClaimRefusalAndNotification(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	notes.await(t, mcpserver.ClaimsURI)
+	notes.Await(t, mcpserver.ClaimsURI)
 	var ref mcpserver.ClaimResult
 	res := mcpCall(t, cs, "claim", map[string]any{"task_id": "T3", "paths": []string{"docs/x.md"}}, &ref)
 	if !res.IsError || ref.Holder != "proj/codex-1" || !strings.Contains(mcpText(res), "proj/codex-1") {
@@ -187,10 +148,10 @@ func TestMCP_HubServesMCPAtSlashMCP(t *testing.T) {
 		t.Fatalf("no name: %d %s", resp.StatusCode, body)
 	}
 
-	n := &mcpNotes{ch: make(chan string, 100)}
+	n := mcptest.NewUpdates()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := newMCPClient(n).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp?name=proj/cursor-1", MaxRetries: -1},
+	cs, err := mcptest.NewClient(n).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp?name=proj/cursor-1", MaxRetries: -1},
 		&mcp.ClientSessionOptions{ProtocolVersion: "2025-06-18"})
 	if err != nil {
 		t.Fatal(err)
@@ -210,7 +171,7 @@ func TestMCP_HubServesMCPAtSlashMCP(t *testing.T) {
 	if _, err := other.Send(ctx, "proj/cursor-1", "done with T0?", client.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	n.await(t, mcpserver.InboxURI)
+	n.Await(t, mcpserver.InboxURI)
 	var in mcpserver.InboxResult
 	if res := mcpCall(t, cs, "inbox", nil, &in); res.IsError || len(in.Messages) != 1 || in.Messages[0].From != "proj/claude-9" {
 		t.Fatalf("inbox: %s", mcpText(res))

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,4 +64,63 @@ func Names(tools []*mcp.Tool) []string {
 		names[i] = tl.Name
 	}
 	return names
+}
+
+// Updates records the resources/updated notifications a client receives.
+type Updates struct {
+	mu   sync.Mutex
+	uris []string
+	ch   chan string
+}
+
+// NewUpdates returns an empty recorder.
+func NewUpdates() *Updates { return &Updates{ch: make(chan string, 100)} }
+
+// Handler is the client's ResourceUpdatedHandler.
+func (u *Updates) Handler(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+	u.mu.Lock()
+	u.uris = append(u.uris, req.Params.URI)
+	u.mu.Unlock()
+	select {
+	case u.ch <- req.Params.URI:
+	default:
+	}
+}
+
+// NewClient is an MCP client whose notifications u records.
+func NewClient(u *Updates) *mcp.Client {
+	return mcp.NewClient(&mcp.Implementation{Name: "synapse-test", Version: "1"}, &mcp.ClientOptions{ResourceUpdatedHandler: u.Handler})
+}
+
+// Await waits for a notification about uri.
+func (u *Updates) Await(t testing.TB, uri string) {
+	t.Helper()
+	u.Until(t, uri, nil)
+}
+
+// Until calls act (when not nil) and waits for a notification about uri,
+// calling act again every 250 ms: under the 2026-07-28 protocol the SDK
+// client's Subscribe returns before the server has registered the
+// subscription, so one change may come too early to be notified.
+func (u *Updates) Until(t testing.TB, uri string, act func(i int)) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		if act != nil {
+			act(i)
+		}
+		select {
+		case got := <-u.ch:
+			if got == uri {
+				return
+			}
+			continue
+		case <-time.After(250 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			u.mu.Lock()
+			defer u.mu.Unlock()
+			t.Fatalf("no notification for %s; got %v", uri, u.uris)
+		}
+	}
 }
