@@ -232,3 +232,21 @@ func TestTakeoverDamping_IdleRecordsAreSwept(t *testing.T) {
 		t.Fatalf("%d records left; want only the one still inside its window", len(h.reg.takeovers))
 	}
 }
+
+// The additive leave verb frees the name before it answers, so a process
+// started right after may bind it: when `left` arrives the hub no longer
+// holds the name, and a new socket binds it without a conflict.
+func TestLeave_FreesTheNameBeforeAnswering(t *testing.T) {
+	th := startHub(t, Config{})
+	a := th.join("proj/a")
+	a.send(map[string]any{"sender": "proj/a", "type": "leave"})
+	a.expect("left")
+	th.h.mu.Lock()
+	_, held := th.h.reg.byName["proj/a"]
+	th.h.mu.Unlock()
+	if held {
+		t.Fatal("the name is still bound when `left` arrives")
+	}
+	a.expectClose(1000, "left")
+	th.join("proj/a") // no 4009: the name is free
+}
