@@ -946,7 +946,7 @@ func TestEvents_KindsAndDurability_INV_JA_4(t *testing.T) {
 		{coord.TaskPosted{}, "ledger_task", coord.Full},
 		{coord.ProgressPosted{}, "ledger_progress", coord.Normal},
 		{coord.ResourceOffered{}, "resource", coord.Normal},
-		{coord.ClaimExpired{}, "claim_expired", coord.Volatile},
+		{coord.ClaimExpired{}, "claim_expired", coord.Normal},
 		{coord.WaitAdded{}, "wait", coord.Volatile},
 		{coord.WaitReady{}, "wait_ready", coord.Volatile},
 		{coord.WaitsDropped{}, "wait_dropped", coord.Volatile},

@@ -129,7 +129,11 @@ func (CheckpointSaved) Durability() Durability { return Full }
 func (HandedOff) Durability() Durability       { return Full }
 func (Released) Durability() Durability        { return Full }
 func (ClaimDenied) Durability() Durability     { return Full }
-func (ClaimExpired) Durability() Durability    { return Volatile }
+
+// ClaimExpired is journalled (NORMAL) as an audit record, so a peer that
+// watches this hub's log sees the lease lapse (PROTOCOL.md §6.4 [obs]);
+// replay ignores it and recomputes expiry from lease_expires_at.
+func (ClaimExpired) Durability() Durability    { return Normal }
 func (WaitAdded) Durability() Durability       { return Volatile }
 func (WaitReady) Durability() Durability       { return Volatile }
 func (WaitsDropped) Durability() Durability    { return Volatile }

@@ -27,6 +27,9 @@ const (
 	KindLedgerTask     = "ledger_task"
 	KindLedgerProgress = "ledger_progress"
 	KindIdempotency    = "idempotency"
+	// KindClaimExpired is an audit record of a lapsed lease, for peers
+	// watching the log; replay skips it (expiry is recomputed).
+	KindClaimExpired = "claim_expired"
 )
 
 // maxClaimantChars is how much of a refused claimant's name the digest-only
@@ -38,7 +41,7 @@ const maxClaimantChars = 256
 var ErrBadPayload = errors.New("journal: bad payload")
 
 // Encode turns a coord event into its journal record, with the reference's
-// kind and payload keys (PROTOCOL.md §4.2). Volatile events (expiry, waits)
+// kind and payload keys (PROTOCOL.md §4.2). Volatile events (waits, offer expiry)
 // are not journalled: ok is false for them.
 //
 // What the payload does not carry, Decode cannot give back: ClaimGranted's
@@ -58,6 +61,10 @@ func Encode(ev coord.Event) (rec Record, ok bool) {
 		p = wire.AppendClaim(nil, e.Claim, true)
 	case coord.Released:
 		p = pyjson.AppendString(append([]byte(nil), `{"task_id":`...), e.TaskID)
+		p = append(p, '}')
+	case coord.ClaimExpired:
+		p = pyjson.AppendString(append([]byte(nil), `{"task_id":`...), e.TaskID)
+		p = pyjson.AppendInt(append(p, `,"epoch":`...), e.Epoch)
 		p = append(p, '}')
 	case coord.ClaimDenied:
 		p = appendDenial(nil, e)

@@ -81,7 +81,7 @@ func TestEncode_GoldenPayloads(t *testing.T) {
 
 func TestEncode_VolatileEventsAreNotJournalled(t *testing.T) {
 	for _, ev := range []coord.Event{
-		coord.ClaimExpired{TaskID: "t", Epoch: 1}, coord.WaitAdded{Waiter: "a", TaskID: "t", Holder: "b"},
+		coord.WaitAdded{Waiter: "a", TaskID: "t", Holder: "b"},
 		coord.WaitReady{TaskID: "t"}, coord.WaitsDropped{Waiter: "a"}, coord.ResourceExpired{Key: "k"},
 	} {
 		if _, ok := Encode(ev); ok {
@@ -311,5 +311,18 @@ func genEvent(t *rapid.T) coord.Event {
 			TaskID: genID(t, "task"), Author: genText(t, "author"), Kind: rapid.SampledFrom(progressKinds).Draw(t, "kind"),
 			Text: genText(t, "text"), PostedAt: genTime(t, "at"),
 		}}
+	}
+}
+
+// A lapsed lease is journalled as an audit row (so a watching peer's fold
+// stops treating it as asserting, PROTOCOL.md §6.4 [obs]) that replay
+// skips: expiry is recomputed from lease_expires_at (INV-RR-1).
+func TestEncode_ClaimExpiredIsAnAuditRowReplaySkips(t *testing.T) {
+	rec, ok := Encode(coord.ClaimExpired{TaskID: "t", Epoch: 7})
+	if !ok || rec.Kind != KindClaimExpired || rec.Durable || string(rec.Payload) != `{"task_id":"t","epoch":7}` {
+		t.Fatalf("encoded %+v, %v", rec, ok)
+	}
+	if ev, ok, err := Decode(rec.Kind, rec.Payload); ok || err != nil || ev != nil {
+		t.Fatalf("replay decoded %v %v %v; want it skipped", ev, ok, err)
 	}
 }
