@@ -34,11 +34,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/journal"
 	"github.com/synapse-hub/synapse/sequencer"
 	"github.com/synapse-hub/synapse/wire"
@@ -100,6 +102,12 @@ type Config struct {
 	// is plain HTTP, not a WebSocket upgrade): `synapse hub` mounts the MCP
 	// server of package mcpserver there (docs/mcp.md).
 	MCP http.Handler
+
+	// Federation configures namespace ownership, forwarding to owners and
+	// watching peers (package federation, docs/federation.md). Its zero
+	// value is a default hub: it grants locally and promises no cross-host
+	// mutual exclusion (INV-MH-4). HubID and Logger are filled in.
+	Federation federation.Config
 }
 
 // Defaults (the reference's flags).
@@ -142,6 +150,9 @@ type Hub struct {
 	mb  mailboxes // the mailbox pending projection (mailbox.go), under mu
 
 	ackMu sync.Mutex // serialises mailbox ack and cursor decisions (mailbox.go)
+
+	fed      *federation.Federation // namespace authority, links, peers (federation.go)
+	features []string               // welcome.features: Features and the federation's
 
 	verifier  *verifier    // per-message HMAC; nil without keys
 	hostRates *hostBuckets // per-host frame limiter; nil when off
@@ -236,6 +247,21 @@ func New(cfg Config) (*Hub, error) {
 		OnCommit: h.onCommit,
 		Logger:   cfg.Logger,
 	})
+	fc := cfg.Federation
+	fc.HubID, fc.Logger = cfg.HubID, cfg.Logger
+	if h.fed, err = federation.New(fc, fedHost{h}); err != nil {
+		h.seq.Close()
+		return nil, fmt.Errorf("hub: federation: %w", err)
+	}
+	h.features = append(slices.Clip(Features), h.fed.Features()...)
+	h.m.registerPeers(h)
+	if cfg.Journal != nil {
+		if err := h.restoreQuarantine(); err != nil {
+			h.seq.Close()
+			return nil, fmt.Errorf("hub: federation quarantine from the journal: %w", err)
+		}
+	}
+	h.fed.Start()
 	return h, nil
 }
 
@@ -294,6 +320,7 @@ func (h *Hub) Close(ctx context.Context) error {
 		}
 		h.mu.Unlock()
 	}
+	h.fed.Close()
 	h.seq.Close()
 	if err != nil {
 		return fmt.Errorf("hub: close: %w", err)

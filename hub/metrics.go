@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/synapse-hub/synapse/federation"
 )
 
 // metrics are the hub's Prometheus series, on a private registry. Names
@@ -38,6 +39,11 @@ type metrics struct {
 	replayed            prometheus.Counter
 	submitSeconds       prometheus.Histogram
 	commitEvents        prometheus.Histogram
+
+	fedForwards       *prometheus.CounterVec   // verb, result
+	fedForwardSeconds *prometheus.HistogramVec // verb
+	fedRefused        *prometheus.CounterVec   // outcome
+	fedServed         prometheus.Counter
 }
 
 func newMetrics(h *Hub) *metrics {
@@ -85,6 +91,29 @@ func newMetrics(h *Hub) *metrics {
 		Buckets: prometheus.ExponentialBuckets(1, 2, 11),
 	})
 	m.reg.MustRegister(m.submitSeconds, m.commitEvents)
+	m.fedForwards = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "synapse_forwards_total",
+		Help: "Claim-family frames forwarded to their namespace's owning hub, by verb and result (ok, or the forward_error)."}, []string{"verb", "result"})
+	m.fedForwardSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "synapse_forward_seconds",
+		Help: "Round trip of a forward to the owning hub, by verb.", Buckets: prometheus.ExponentialBuckets(100e-6, 2, 16)}, []string{"verb"})
+	m.fedRefused = vecOf(m, "synapse_federation_denied_total", "Claim-family frames refused by the namespace-ownership gate, by outcome (ungoverned, partitioned, remote).", "outcome")
+	m.fedServed = counter("synapse_forwards_served_total", "Forwarded frames this hub ran as a namespace's owner.")
+	m.reg.MustRegister(m.fedForwards, m.fedForwardSeconds)
+	counterFunc := func(name, help string, f func() float64) {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f))
+	}
+	fed := func(pick func(*federation.Stats) int64) func() float64 {
+		return func() float64 {
+			if h.fed == nil {
+				return 0
+			}
+			return float64(pick(&h.fed.Stats))
+		}
+	}
+	counterFunc("synapse_forwarded_claims_total", "Claims forwarded to their namespace's owner.", fed(func(s *federation.Stats) int64 { return s.Forwarded.Load() }))
+	counterFunc("synapse_forwarded_claims_granted_total", "Forwarded claims the owner granted.", fed(func(s *federation.Stats) int64 { return s.ForwardGranted.Load() }))
+	counterFunc("synapse_forwarded_claims_denied_total", "Forwarded claims the owner refused.", fed(func(s *federation.Stats) int64 { return s.ForwardDenied.Load() }))
+	counterFunc("synapse_forwarded_claim_timeouts_total", "Forwards that timed out.", fed(func(s *federation.Stats) int64 { return s.ForwardTimeouts.Load() }))
+	counterFunc("synapse_federation_peer_refusals_total", "Peer frames refused (no --peer-token for the peer, or a wrong token).", fed(func(s *federation.Stats) int64 { return s.PeerRefused.Load() }))
 	gaugeFunc("synapse_up", "1 while the hub serves.", func() float64 { return 1 })
 	gaugeFunc("synapse_active_claims", "Live claims.", func() float64 { return float64(h.activeClaims.Load()) })
 	gaugeFunc("synapse_online_agents", "Bound names, sidecars included.", func() float64 {
@@ -197,4 +226,24 @@ func configEpoch(cfg Config) string {
 	}
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:8]) + "-" + strconv.Itoa(1)
+}
+
+func vecOf(m *metrics, name, help, label string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label})
+	m.reg.MustRegister(c)
+	return c
+}
+
+// registerPeers adds a reachability gauge per configured peer.
+func (m *metrics) registerPeers(h *Hub) {
+	for _, p := range h.fed.Peers() {
+		peer := p.Peer
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "synapse_federation_peer_up",
+			Help: "1 while the link to a peer hub is up.", ConstLabels: prometheus.Labels{"peer": peer}}, func() float64 {
+			if h.fed.PeerReachable(peer) {
+				return 1
+			}
+			return 0
+		}))
+	}
 }

@@ -165,7 +165,7 @@ func (h *Hub) welcomeLocked() []byte {
 		Int("connected_clients", int64(h.liveSocketsLocked())).
 		Strs("online_agents", h.onlineLocked()).
 		Int("protocol_version", wire.ProtocolVersion).
-		Strs("features", Features).
+		Strs("features", h.features).
 		Bytes()
 }
 
@@ -359,6 +359,7 @@ func (h *Hub) leave(s *session) {
 	h.m.connections.Dec()
 	if name != "" {
 		h.disconnect(name)
+		h.fed.AgentLeft(name)
 	}
 }
 
@@ -392,6 +393,7 @@ func (s *session) leaveVerb(sender string) {
 	h.mu.Unlock()
 	if name != "" {
 		h.disconnect(name)
+		h.fed.AgentLeft(name)
 	}
 	s.reply(s.frame("left", sender, "Left the hub.").Bytes())
 	s.closeWith(1000, "left")
@@ -446,12 +448,34 @@ func (h *Hub) broadcastLocked(b []byte, aud audience, typ string) {
 			n++
 		}
 	}
+	// The agents a broadcast names (a grant's owner, a handoff's giver)
+	// who belong to a peer hub get it over that peer's link: a forwarded
+	// request is answered as a local one is.
+	for _, name := range aud.names {
+		if h.reg.byName[name] == nil && h.fed.DeliverRemote(name, b) {
+			n++
+		}
+	}
 	h.m.framesOut.WithLabelValues(typ).Add(float64(n))
 }
 
-// sendToLocked enqueues a private frame on the socket bound to name.
+// sendToLocked enqueues a private frame on the socket bound to name, or,
+// for an agent of a peer hub that forwarded for it, on that peer's link.
 func (h *Hub) sendToLocked(name string, b []byte, typ string) {
-	if s := h.reg.byName[name]; s != nil && s.send(b) {
+	if s := h.reg.byName[name]; s != nil {
+		if s.send(b) {
+			h.m.framesOut.WithLabelValues(typ).Inc()
+		}
+		return
+	}
+	if h.fed.DeliverRemote(name, b) {
 		h.m.framesOut.WithLabelValues(typ).Inc()
 	}
+}
+
+// unbound reports whether no name is bound to s yet.
+func (s *session) unbound() bool {
+	s.h.mu.Lock()
+	defer s.h.mu.Unlock()
+	return s.name == ""
 }

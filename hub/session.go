@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/wire"
 )
 
@@ -46,6 +47,18 @@ type session struct {
 	lastReaction float64
 
 	receiptsFlushed bool // read goroutine only: the outbox was flushed on bind
+
+	// A socket a peer hub opened speaks the hub-to-hub protocol through
+	// peer (federation.go) and never binds a name. Set under Hub.mu.
+	peer *federation.PeerConn
+
+	// A proxy session runs a verb a peer forwarded (fedHost.ServeForward):
+	// relay collects its private replies instead of a socket, its quota
+	// principal is the peer's, and recipient says a handoff's recipient is
+	// an agent of that peer. Set at creation.
+	relay     func([]byte)
+	viaPeer   string
+	recipient bool
 }
 
 func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {
@@ -83,6 +96,9 @@ func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {
 	h.m.connections.Inc()
 	go s.keepalive()
 	s.readLoop()
+	if s.peer != nil {
+		s.peer.Close()
+	}
 	h.leave(s)
 	s.closeWith(websocket.StatusNormalClosure, "")
 	<-s.writerDone
@@ -94,7 +110,7 @@ func (s *session) readLoop() {
 	ctx := context.Background()
 	authTimer := time.AfterFunc(s.h.cfg.AuthTimeout, func() {
 		s.h.mu.Lock()
-		bound := s.name != ""
+		bound := s.name != "" || s.peer != nil
 		s.h.mu.Unlock()
 		if !bound {
 			reason := "registration timeout"
@@ -197,6 +213,10 @@ func (s *session) keepalive() {
 // send queues a frame without ever blocking. A full queue means the peer
 // reads slower than the hub writes: it is disconnected (slow consumer).
 func (s *session) send(b []byte) bool {
+	if s.relay != nil {
+		s.relay(b)
+		return true
+	}
 	select {
 	case <-s.closing:
 		return false
@@ -250,6 +270,8 @@ func (s *session) frame(typ, target, payload string) *wire.Frame {
 	return wire.NewFrame(typ, target, payload, s.h.now(), s.h.cfg.HubID)
 }
 
+func wsCode(code int) websocket.StatusCode { return websocket.StatusCode(code) }
+
 func remoteHost(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
@@ -279,6 +301,9 @@ const principalDomain = "synapse-channel:claim-quota-principal:v1\x00"
 // rotate to multiply its budget. A loopback fleet on an open hub therefore
 // shares one budget (raise --max-claims-per-agent, or give agents tokens).
 func (s *session) principal() string {
+	if s.viaPeer != "" {
+		return "federation-peer:" + s.viaPeer // INV-ME-5: the forwarding hub's budget
+	}
 	if tok := s.h.cfg.Token; tok != "" {
 		sum := sha256.Sum256([]byte(principalDomain + tok))
 		return "auth-token:" + hex.EncodeToString(sum[:])

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/pyjson"
 	"github.com/synapse-hub/synapse/sequencer"
 	"github.com/synapse-hub/synapse/wire"
@@ -57,6 +58,15 @@ func (s *session) handle(data []byte) {
 		return
 	}
 	typ := in.Type()
+	if s.peer != nil {
+		s.peer.Handle(data)
+		return
+	}
+	if federation.IsPeerType(typ) && s.unbound() {
+		h.m.framesIn.WithLabelValues("multihub").Inc()
+		s.acceptPeer(data)
+		return
+	}
 	label := typ
 	if !knownTypes[label] {
 		label = "other"
@@ -82,6 +92,14 @@ func (s *session) handle(data []byte) {
 		s.receiptsFlushed = true
 		s.flushReceipts(sender)
 	}
+	if s.routeClaimFamily(sender, typ, in) { // §1.4 step 16, for every claim-family verb
+		return
+	}
+	s.dispatch(sender, typ, in)
+}
+
+// dispatch runs one verb of a frame that passed every gate.
+func (s *session) dispatch(sender, typ string, in *wire.Inbound) {
 	switch typ {
 	case "heartbeat":
 		if m, _ := in.Value("mailbox").(bool); m { // literal true only
@@ -368,13 +386,7 @@ func (s *session) taskUpdate(sender string, in *wire.Inbound) {
 
 func (s *session) handoff(sender string, in *wire.Inbound) {
 	task := taskID(in)
-	to := strings.TrimSpace(in.Str("to_agent"))
-	if to == "" {
-		to = strings.TrimSpace(in.Str("target"))
-		if !in.Has("target") {
-			to = "all"
-		}
-	}
+	to := handoffTarget(in)
 	epoch, hasEpoch, ok := s.strictInt(sender, "epoch", in)
 	if !ok {
 		return
@@ -387,8 +399,13 @@ func (s *session) handoff(sender string, in *wire.Inbound) {
 		Note:  strings.TrimSpace(in.Text("note")),
 		Epoch: epoch, HasEpoch: hasEpoch,
 	}
-	if recipient != nil {
+	switch peer := s.h.fed.RemotePeer(to); {
+	case recipient != nil:
 		cmd.ToPrincipal = recipient.principal() // INV-ME-5: the cap gates the recipient's principal
+	case s.recipient: // forwarded: the recipient is an agent of the forwarding hub
+		cmd.ToOnline, cmd.ToPrincipal = true, "federation-peer:"+s.viaPeer
+	case peer != "": // an agent of a peer that forwarded for it
+		cmd.ToOnline, cmd.ToPrincipal = true, "federation-peer:"+peer
 	}
 	if reply, ok := s.submit(sender, "handoff", task, in, cmd); ok && reply.Outcome.Refusal != nil {
 		s.refused(sender, "handoff_denied", reply.Outcome.Refusal, task)

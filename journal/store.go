@@ -518,3 +518,69 @@ func (s *Store) Scan(after int64, fn func(seq int64, ts float64, kind string, pa
 		}
 	}
 }
+
+// Row is one events row as a peer pulls it (PROTOCOL.md §6.3).
+type Row struct {
+	Seq     int64
+	TS      float64
+	Kind    string
+	Payload []byte
+}
+
+// Page reads at most limit rows after seq, in seq order, for a peer
+// pulling the log, and the first seq a puller may rely on: the row after
+// a compaction's covered span (1 when never compacted). Below it rows were
+// dropped selectively, so a cursor there is moved up to it and the kept
+// audit rows are not served.
+func (s *Store) Page(after int64, limit int) (rows []Row, start int64, err error) {
+	through, err := s.compactedThrough()
+	if err != nil {
+		return nil, 0, err
+	}
+	start = through + 1
+	after = max(after, through)
+	q, err := s.rdb.Query(`SELECT seq, ts, kind, payload FROM events WHERE seq > ? ORDER BY seq LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, 0, fmt.Errorf("journal: page: %w", err)
+	}
+	defer q.Close()
+	for q.Next() {
+		var r Row
+		if err := q.Scan(&r.Seq, &r.TS, &r.Kind, &r.Payload); err != nil {
+			return nil, 0, fmt.Errorf("journal: page: %w", err)
+		}
+		rows = append(rows, r)
+	}
+	if err := q.Err(); err != nil {
+		return nil, 0, fmt.Errorf("journal: page: %w", err)
+	}
+	return rows, start, nil
+}
+
+// ScanKinds calls fn for every row of the given kinds, in seq order (the
+// kind index makes it cheap on a large log).
+func (s *Store) ScanKinds(kinds []string, fn func(kind string, payload []byte) error) error {
+	if len(kinds) == 0 {
+		return nil
+	}
+	args := make([]any, len(kinds))
+	for i, k := range kinds {
+		args[i] = k
+	}
+	q, err := s.rdb.Query(`SELECT kind, payload FROM events WHERE kind IN (?`+strings.Repeat(",?", len(kinds)-1)+`) ORDER BY seq`, args...)
+	if err != nil {
+		return fmt.Errorf("journal: scan kinds: %w", err)
+	}
+	defer q.Close()
+	for q.Next() {
+		var kind string
+		var payload []byte
+		if err := q.Scan(&kind, &payload); err != nil {
+			return fmt.Errorf("journal: scan kinds: %w", err)
+		}
+		if err := fn(kind, payload); err != nil {
+			return err
+		}
+	}
+	return q.Err()
+}

@@ -1,0 +1,345 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/synapse-hub/synapse/client"
+	"github.com/synapse-hub/synapse/federation"
+	"github.com/synapse-hub/synapse/journal"
+)
+
+// fedNet is a set of in-process hubs on real loopback sockets, each
+// knowing the others' URIs before it starts (a federation is configured
+// by address).
+type fedNet struct {
+	t    *testing.T
+	uris map[string]string
+	hubs map[string]*Hub
+}
+
+// startFed starts one hub per id; cfg gives each hub's Config from the
+// URIs of all of them.
+func startFed(t *testing.T, ids []string, cfg func(id string, uris map[string]string) Config) *fedNet {
+	t.Helper()
+	n := &fedNet{t: t, uris: map[string]string{}, hubs: map[string]*Hub{}}
+	lns := map[string]net.Listener{}
+	for _, id := range ids {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[id] = ln
+		n.uris[id] = "ws://" + ln.Addr().String()
+	}
+	for _, id := range ids {
+		c := cfg(id, n.uris)
+		c.HubID = id
+		if c.Logger == nil {
+			c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		}
+		h, err := New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: h.Handler()}
+		go srv.Serve(lns[id])
+		n.hubs[id] = h
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			h.Close(ctx)
+			srv.Close()
+		})
+	}
+	return n
+}
+
+func (n *fedNet) agent(hubID, name string) *client.Client {
+	n.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Options{URI: n.uris[hubID], Name: name})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// twoHubs: syn-a owns namespace proj; syn-b forwards to it.
+func twoHubs(t *testing.T, mutate ...func(id string, c *Config)) *fedNet {
+	return startFed(t, []string{"syn-a", "syn-b"}, func(id string, uris map[string]string) Config {
+		c := Config{Federation: federation.Config{
+			Owners:         []string{"proj=syn-a"},
+			ClaimPeers:     map[string]string{},
+			ClaimPeerToken: "tok-" + id,
+			PeerTokens:     map[string]string{"syn-a": "tok-syn-a", "syn-b": "tok-syn-b"},
+			ForwardTimeout: 5 * time.Second,
+		}}
+		for _, p := range []string{"syn-a", "syn-b"} {
+			if p != id {
+				c.Federation.ClaimPeers[p] = uris[p]
+			}
+		}
+		for _, m := range mutate {
+			m(id, &c)
+		}
+		return c
+	})
+}
+
+func ctx10(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func wantRefused(t *testing.T, err error, code string) *client.Refused {
+	t.Helper()
+	var r *client.Refused
+	if !errors.As(err, &r) || r.Code != code {
+		t.Fatalf("got %v; want a refusal %s", err, code)
+	}
+	return r
+}
+
+// A claim made on a non-owner is decided by the namespace's owner: the
+// grant comes from syn-a, and an overlapping claim made directly on the
+// owner is refused against it (INV-MH-1, INV-ME-2 across hubs).
+func TestFederation_ForwardedClaimDecidedByOwner_INV_MH_1(t *testing.T) {
+	n := twoHubs(t)
+	ctx := ctx10(t)
+	alice := n.agent("syn-b", "proj/alice")
+	bob := n.agent("syn-a", "proj/bob")
+	cl, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src/core"}})
+	if err != nil {
+		t.Fatalf("forwarded claim: %v", err)
+	}
+	if cl.Owner != "proj/alice" || cl.Epoch < 1 {
+		t.Fatalf("grant %+v", cl)
+	}
+	_, err = bob.Claim(ctx, client.ClaimRequest{TaskID: "T2", Paths: []string{"src/core/x.go"}})
+	if r := wantRefused(t, err, "SCOPE_CONFLICT"); r.Holder != "proj/alice" {
+		t.Fatalf("holder %q", r.Holder)
+	}
+	st, err := bob.State(ctx)
+	if err != nil || len(st.ActiveClaims) != 1 || st.ActiveClaims[0].TaskID != "T1" {
+		t.Fatalf("owner's state %+v %v; want T1 held there", st, err)
+	}
+	// The non-owner holds nothing of its own: authority lives in one place.
+	if st, err := alice.State(ctx); err != nil || len(st.ActiveClaims) != 0 {
+		t.Fatalf("non-owner's own claims %+v %v; want none", st, err)
+	}
+}
+
+// Every claim-family verb is routed to the owner, not only claim
+// (PROTOCOL.md §8.3 [obs]): update, checkpoint, wait with its wake-up,
+// handoff to an agent of the forwarding hub, fenced release.
+func TestFederation_EveryClaimFamilyVerbRouted_INV_MH_2(t *testing.T) {
+	n := twoHubs(t)
+	ctx := ctx10(t)
+	alice := n.agent("syn-b", "proj/alice")
+	carol := n.agent("syn-b", "proj/carol")
+	dave := n.agent("syn-b", "proj/dave")
+	cl, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Update(ctx, client.UpdateRequest{TaskID: "T1", Status: "working", Epoch: cl.Epoch}); err != nil {
+		t.Fatalf("update: %v", err)
+	}
+	if _, err := alice.Checkpoint(ctx, "T1", "step-3", cl.Epoch); err != nil {
+		t.Fatalf("checkpoint: %v", err)
+	}
+	woke := make(chan error, 1)
+	go func() { _, err := carol.Wait(ctx, "T1"); woke <- err }()
+	// A stale epoch is fenced at the owner (INV-EF-2).
+	if _, err := alice.Release(ctx, "T1", client.ReleaseOptions{Epoch: cl.Epoch + 100}); err == nil {
+		t.Fatal("a release with a stale epoch was granted")
+	}
+	h, err := alice.Handoff(ctx, client.HandoffRequest{TaskID: "T1", To: "proj/dave", Epoch: cl.Epoch})
+	if err != nil {
+		t.Fatalf("handoff to an agent of the forwarding hub: %v", err)
+	}
+	if h.Owner != "proj/dave" || h.Epoch <= cl.Epoch || h.Checkpoint != "step-3" {
+		t.Fatalf("handed-off claim %+v", h)
+	}
+	if _, err := dave.Release(ctx, "T1", client.ReleaseOptions{Epoch: h.Epoch}); err != nil {
+		t.Fatalf("release by the recipient: %v", err)
+	}
+	select {
+	case err := <-woke:
+		if err != nil {
+			t.Fatalf("wait: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the waiter on the forwarding hub was never woken")
+	}
+	owner := n.agent("syn-a", "proj/zed")
+	if st, err := owner.State(ctx); err != nil || len(st.ActiveClaims) != 0 {
+		t.Fatalf("owner still holds %+v %v", st, err)
+	}
+}
+
+// An ungoverned namespace and a bare name grant nothing on a governed hub
+// (INV-CR-4, INV-MH-3), and the refusal names the namespace.
+func TestFederation_UngovernedNamespaceGrantsNothing_INV_MH_3(t *testing.T) {
+	n := twoHubs(t)
+	ctx := ctx10(t)
+	for _, hub := range []string{"syn-a", "syn-b"} {
+		other := n.agent(hub, "other/x")
+		_, err := other.Claim(ctx, client.ClaimRequest{TaskID: "T1"})
+		if r := wantRefused(t, err, "NAMESPACE_UNGOVERNED"); !strings.Contains(r.Message, "'other'") {
+			t.Fatalf("%s: refusal does not name the namespace: %q", hub, r.Message)
+		}
+		bare := n.agent(hub, "bare")
+		_, err = bare.Claim(ctx, client.ClaimRequest{TaskID: "T1"})
+		wantRefused(t, err, "NAMESPACE_UNGOVERNED")
+	}
+}
+
+// An owner that cannot be reached refuses the forward with its reason,
+// within the timeout, and nothing is granted locally (INV-MH-3).
+func TestFederation_UnreachableOwnerRefusesNeverGrantsLocally_INV_MH_3(t *testing.T) {
+	dead, _ := net.Listen("tcp", "127.0.0.1:0")
+	deadURI := "ws://" + dead.Addr().String()
+	dead.Close()
+	n := startFed(t, []string{"syn-b"}, func(string, map[string]string) Config {
+		return Config{Federation: federation.Config{Owners: []string{"proj=syn-a"},
+			ClaimPeers: map[string]string{"syn-a": deadURI}, ForwardTimeout: 500 * time.Millisecond}}
+	})
+	ctx := ctx10(t)
+	alice := n.agent("syn-b", "proj/alice")
+	start := time.Now()
+	_, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T1"})
+	r := wantRefused(t, err, "OWNER_UNREACHABLE")
+	if !strings.Contains(r.Message, "syn-a") || time.Since(start) > 5*time.Second {
+		t.Fatalf("refusal %q after %v", r.Message, time.Since(start))
+	}
+	if st, _ := alice.State(ctx); len(st.ActiveClaims) != 0 {
+		t.Fatalf("non-owner granted locally: %+v", st.ActiveClaims)
+	}
+}
+
+// An owner serves no peer without a token for it (deny-by-default); the
+// forwarder refuses, naming the owner.
+func TestFederation_PeerWithoutTokenIsRefused_INV_MH_3(t *testing.T) {
+	n := twoHubs(t, func(id string, c *Config) {
+		if id == "syn-a" {
+			c.Federation.PeerTokens = nil // syn-a accepts no peer
+		}
+	})
+	ctx := ctx10(t)
+	alice := n.agent("syn-b", "proj/alice")
+	_, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T1"})
+	wantRefused(t, err, "OWNER_UNREACHABLE")
+	if got := n.hubs["syn-a"].fed.Stats.PeerRefused.Load(); got == 0 {
+		t.Fatal("the owner did not count the refused peer")
+	}
+}
+
+// Two hubs whose maps both claim the namespace contest it once linked:
+// every grant is refused on both (INV-CR-4), and the partition is
+// journalled.
+func TestFederation_ContestedMapRefusesEverything_INV_CR_4(t *testing.T) {
+	dir := t.TempDir()
+	stores := map[string]*journal.Store{}
+	n := twoHubs(t, func(id string, c *Config) {
+		c.Federation.Owners = []string{"proj=" + id} // each believes it owns proj
+		st, err := journal.Open(filepath.Join(dir, id+".db"), journal.Options{HubID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		stores[id], c.Journal = st, st
+	})
+	ctx := ctx10(t)
+	for _, id := range []string{"syn-a", "syn-b"} {
+		waitFor(t, func() bool { return len(n.hubs[id].fed.Contested()) == 1 })
+		a := n.agent(id, "proj/x-"+id)
+		_, err := a.Claim(ctx, client.ClaimRequest{TaskID: "T-" + id})
+		r := wantRefused(t, err, "NAMESPACE_PARTITIONED")
+		if !strings.Contains(r.Message, "contested") {
+			t.Fatalf("refusal %q", r.Message)
+		}
+	}
+	for id, st := range stores {
+		found := false
+		waitFor(t, func() bool {
+			_ = st.ScanKinds([]string{"multihub_partition"}, func(string, []byte) error { found = true; return nil })
+			return found
+		})
+		_ = id
+	}
+}
+
+// Two default hubs grant the same task independently: without an
+// ownership map there is no cross-host mutual exclusion, as the spec says
+// (INV-MH-4).
+func TestFederation_DefaultHubsGrantIndependently_INV_MH_4(t *testing.T) {
+	n := startFed(t, []string{"syn-1", "syn-2"}, func(string, map[string]string) Config { return Config{} })
+	ctx := ctx10(t)
+	for _, id := range []string{"syn-1", "syn-2"} {
+		a := n.agent(id, "proj/a-"+id)
+		if _, err := a.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}}); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+}
+
+// A forward carrying an idem_key applies once however it is retried: via
+// the same hub, or directly at the owner (INV-CR-1, INV-DG-2 across hubs).
+func TestFederation_IdempotentForwardAppliesOnce_INV_CR_1(t *testing.T) {
+	n := twoHubs(t)
+	ctx := ctx10(t)
+	alice := n.agent("syn-b", "proj/alice")
+	first, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T1", IdemKey: "k1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T1", IdemKey: "k1"})
+	if err != nil || again.Epoch != first.Epoch {
+		t.Fatalf("retry through the forwarder: %+v %v; want the stored grant at epoch %d", again, err, first.Epoch)
+	}
+	alice.Close()
+	direct := n.agent("syn-a", "proj/alice")
+	viaOwner, err := direct.Claim(ctx, client.ClaimRequest{TaskID: "T1", IdemKey: "k1"})
+	if err != nil || viaOwner.Epoch != first.Epoch {
+		t.Fatalf("retry at the owner: %+v %v; want the stored grant at epoch %d", viaOwner, err, first.Epoch)
+	}
+}
+
+// A handoff across namespaces is refused on a governed hub: the lease
+// would sit under an authority that does not own its holder.
+func TestFederation_CrossNamespaceHandoffRefused(t *testing.T) {
+	n := twoHubs(t, func(id string, c *Config) { c.Federation.Owners = append(c.Federation.Owners, "ops=syn-b") })
+	ctx := ctx10(t)
+	alice := n.agent("syn-a", "proj/alice")
+	n.agent("syn-a", "ops/eve")
+	cl, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = alice.Handoff(ctx, client.HandoffRequest{TaskID: "T1", To: "ops/eve", Epoch: cl.Epoch})
+	wantRefused(t, err, "CROSS_NAMESPACE_HANDOFF")
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
