@@ -347,3 +347,32 @@ func (h *Hub) restoreQuarantine() error {
 	}
 	return err
 }
+
+// nsRequest answers the additive ns_request (feature "namespaces") with
+// ns_snapshot: the ownership map as this hub resolves it, the namespaces
+// its agents use, the peers and their links, the contests, and what it
+// observes of its peers (advisory).
+func (s *session) nsRequest(sender string) {
+	h := s.h
+	h.mu.Lock()
+	used := map[string]bool{}
+	for name := range h.reg.byName {
+		used[federation.Namespace(identity(name))] = true
+	}
+	h.mu.Unlock()
+	extra := make([]string, 0, len(used))
+	for ns := range used {
+		extra = append(extra, ns)
+	}
+	st := h.fed.Status(extra)
+	body, err := json.Marshal(struct {
+		federation.Status
+		federation.Observation
+	}{st, h.fed.Observed()})
+	if err != nil {
+		s.fail(sender, "internal_error", "Namespace snapshot failed: "+err.Error())
+		return
+	}
+	h.m.framesOut.WithLabelValues("ns_snapshot").Inc()
+	s.reply(s.frame("ns_snapshot", sender, "Namespace ownership").Raw("federation", body).Bytes())
+}

@@ -26,6 +26,7 @@ var knownTypes = map[string]bool{
 	"ledger_task_update": true, "ledger_progress": true, "board_request": true,
 	"advertise": true, "manifest_request": true, "state_request": true,
 	"who_request": true, "history_request": true, "resume_request": true, "ack": true,
+	"ns_request": true,
 }
 
 // idempotent verbs accept idem_key (PROTOCOL.md §4.3; never chat).
@@ -145,6 +146,8 @@ func (s *session) dispatch(sender, typ string, in *wire.Inbound) {
 		s.historyRequest(sender, in)
 	case "resume_request":
 		s.resumeRequest(sender, in)
+	case "ns_request":
+		s.nsRequest(sender)
 	default:
 		s.fail(sender, "unknown_type", "Unknown message type '"+typ+"'.")
 	}

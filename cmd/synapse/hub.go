@@ -70,6 +70,12 @@ type hubFlags struct {
 	ratePerAgent, ratePerHost float64
 	burstAgent, burstHost     int
 	authFailLimit             int
+
+	// federation (docs/federation.md)
+	owners, claimPeers, peerTokens, watches keySpecs
+	ownerFile, peerTokenFile                string
+	claimPeerToken, claimPeerTokenFile      string
+	watchInterval, forwardTimeout           time.Duration
 }
 
 func runHub(args []string, stdout, stderr io.Writer) int {
@@ -104,6 +110,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.burstAgent, "rate-burst-agent", 0, "frames one socket may send at once above --rate-per-agent (0 = one second's worth)")
 	fs.Float64Var(&f.ratePerHost, "rate-per-host", 0, "frames per second all sockets of one remote address may send, 0 = off (\"Host rate limit exceeded.\")")
 	fs.IntVar(&f.burstHost, "rate-burst-host", 0, "frames one remote address may send at once above --rate-per-host (0 = one second's worth)")
+	f.registerFederation(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -140,6 +147,10 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		SendQueue:       f.sendQueue,
 		PingInterval:    f.pingInterval, PongTimeout: f.pongTimeout, AuthTimeout: f.authTimeout,
 		Logger: log,
+	}
+	if cfg.Federation, err = f.federationConfig(); err != nil {
+		fmt.Fprintln(stderr, "synapse hub:", err)
+		return 2
 	}
 	cfg.MessageAuthKeys, cfg.RequireMessageAuth = sec.MessageAuthKeys, sec.RequireMessageAuth
 	cfg.RateLimits, cfg.AuthFailuresPerMinute = sec.RateLimits, sec.AuthFailuresPerMinute
