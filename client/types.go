@@ -31,6 +31,9 @@ type Claim struct {
 	LeaseExpiresAt float64  `json:"lease_expires_at"`
 	ClaimedAt      float64  `json:"claimed_at,omitempty"` // state snapshots only
 	PreviousOwner  string   `json:"previous_owner,omitempty"`
+	// HubID is the hub that decided the grant: the namespace's owner on a
+	// federated hub, where a grant made through another hub is forwarded.
+	HubID string `json:"hub_id,omitempty"`
 
 	// GrantedAt is the hub's clock when it sent the grant (the frame's
 	// timestamp); 0 for claims read from a state snapshot.

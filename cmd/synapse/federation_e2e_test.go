@@ -1,0 +1,307 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/synapse-hub/synapse/client"
+)
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// synapseBinary builds the binary once for the tests that run processes.
+func synapseBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "synapse-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "synapse")
+		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// fedProc is one `synapse hub` process of a federation.
+type fedProc struct {
+	id, db string
+	port   int
+	args   []string
+	cmd    *exec.Cmd
+}
+
+func (p *fedProc) uri() string { return "ws://127.0.0.1:" + strconv.Itoa(p.port) }
+
+// start runs the hub and waits for its banner.
+func (p *fedProc) start(t *testing.T, bin string) {
+	t.Helper()
+	args := append([]string{"hub", "--hub-id", p.id, "--db", p.db, "--port", strconv.Itoa(p.port), "--no-mcp"}, p.args...)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "SYNAPSE_TOKEN=")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	up := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "listening on") {
+				close(up)
+			}
+		}
+	}()
+	select {
+	case <-up:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("%s did not start: %s", p.id, stderr.String())
+	}
+	p.cmd = cmd
+	t.Cleanup(func() { p.stop() })
+}
+
+func (p *fedProc) kill() {
+	if p.cmd != nil {
+		p.cmd.Process.Signal(syscall.SIGKILL)
+		p.cmd.Wait()
+		p.cmd = nil
+	}
+}
+
+func (p *fedProc) stop() {
+	if p.cmd != nil {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		p.cmd.Wait()
+		p.cmd = nil
+	}
+}
+
+// threeHubs configures syn-a (owner of namespace proj), syn-b and syn-c,
+// each forwarding to the others and accepting the others' token.
+func threeHubs(t *testing.T) map[string]*fedProc {
+	dir := t.TempDir()
+	procs := map[string]*fedProc{}
+	ids := []string{"syn-a", "syn-b", "syn-c"}
+	for _, id := range ids {
+		procs[id] = &fedProc{id: id, db: filepath.Join(dir, id+".db"), port: freePort(t)}
+	}
+	for _, id := range ids {
+		p := procs[id]
+		p.args = []string{"--namespace-owner", "proj=syn-a", "--claim-peer-token", "fed-secret", "--forward-timeout", "2s",
+			"--max-claims-per-agent", "100000"} // forwarded claims share one quota per peer (INV-ME-5)
+		for _, peer := range ids {
+			if peer != id {
+				p.args = append(p.args, "--claim-peer", peer+"="+procs[peer].uri(), "--peer-token", peer+"=fed-secret")
+			}
+		}
+	}
+	return procs
+}
+
+func dialAgent(t *testing.T, uri, name string) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Options{URI: uri, Name: name, NoReconnect: true})
+	if err != nil {
+		t.Fatalf("dial %s as %s: %v", uri, name, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Three real hub processes with journals. Twelve agents spread over all
+// three race for six overlapping scopes of one namespace: exactly one grant
+// per scope, every one decided by the owner (INV-MH-1, INV-ME-2 across
+// hubs). Then the owner is SIGKILLed under load: the non-owners refuse
+// every forward and grant nothing themselves (INV-MH-3, INV-CR-4 fail
+// closed); after the owner restarts on its journal every acknowledged
+// claim is there and epochs keep rising (INV-RR-1, INV-EF-1).
+func TestFederation_ThreeHubProcesses_OwnerDecides_SurvivesOwnerKill_INV_MH_1(t *testing.T) {
+	bin := synapseBinary(t)
+	procs := threeHubs(t)
+	for _, id := range []string{"syn-a", "syn-b", "syn-c"} {
+		procs[id].start(t, bin)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	// Phase 1: the race for six scopes.
+	type grant struct {
+		agent, task, hub string
+		epoch            int64
+	}
+	var mu sync.Mutex
+	var grants []grant
+	var wg sync.WaitGroup
+	for i := 0; i < 12; i++ {
+		hubID := []string{"syn-a", "syn-b", "syn-c"}[i%3]
+		name := fmt.Sprintf("proj/agent%02d", i)
+		a := dialAgent(t, procs[hubID].uri(), name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; k < 6; k++ {
+				scope := (k + i) % 6
+				cl, err := a.Claim(ctx, client.ClaimRequest{TaskID: fmt.Sprintf("T-%s-%d", name, scope), Paths: []string{fmt.Sprintf("src/m%d", scope)}})
+				if err != nil {
+					var r *client.Refused
+					if !errors.As(err, &r) || (r.Code != "SCOPE_CONFLICT" && r.Code != "LEASE_LIVE") {
+						t.Errorf("%s via %s: %v; want a grant or SCOPE_CONFLICT", name, hubID, err)
+					}
+					continue
+				}
+				mu.Lock()
+				grants = append(grants, grant{name, cl.TaskID, cl.HubID, cl.Epoch})
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(grants) != 6 {
+		t.Fatalf("%d grants for 6 overlapping scopes; want exactly one each: %+v", len(grants), grants)
+	}
+	scopes := map[string]bool{}
+	for _, g := range grants {
+		if g.hub != "syn-a" {
+			t.Fatalf("grant %+v decided by %q; want the owner syn-a", g, g.hub)
+		}
+		scope := g.task[strings.LastIndexByte(g.task, '-')+1:]
+		if scopes[scope] {
+			t.Fatalf("scope %s granted twice: %+v", scope, grants)
+		}
+		scopes[scope] = true
+	}
+	for _, id := range []string{"syn-b", "syn-c"} {
+		st, err := dialAgent(t, procs[id].uri(), "proj/observer-"+id).State(ctx)
+		if err != nil || len(st.ActiveClaims) != 0 {
+			t.Fatalf("non-owner %s holds claims of its own: %+v %v", id, st, err)
+		}
+	}
+
+	// Phase 2: load through the non-owners, then SIGKILL the owner.
+	acked := map[string]int64{}
+	for _, g := range grants {
+		acked[g.task] = g.epoch
+	}
+	var stop sync.WaitGroup
+	killed := make(chan struct{})
+	var afterKill []string // grants acknowledged after the kill was seen
+	for _, id := range []string{"syn-b", "syn-c"} {
+		for j := 0; j < 2; j++ {
+			name := fmt.Sprintf("proj/load-%s-%d", id, j)
+			a := dialAgent(t, procs[id].uri(), name)
+			stop.Add(1)
+			go func() {
+				defer stop.Done()
+				sawKill := false
+				for n := 0; n < 400; n++ {
+					select {
+					case <-killed:
+						sawKill = true
+					default:
+					}
+					task := fmt.Sprintf("L-%s-%d", name, n)
+					cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+					cl, err := a.Claim(cctx, client.ClaimRequest{TaskID: task, Paths: []string{"load/" + task}, IdemKey: task})
+					ccancel()
+					if err == nil {
+						mu.Lock()
+						acked[task] = cl.Epoch
+						if sawKill {
+							afterKill = append(afterKill, task)
+						}
+						mu.Unlock()
+						continue
+					}
+					var r *client.Refused
+					if !errors.As(err, &r) || r.Code != "OWNER_UNREACHABLE" {
+						t.Errorf("%s: %v; want a grant or OWNER_UNREACHABLE", name, err)
+						return
+					}
+					if sawKill && n > 0 {
+						return // refused once the owner is gone: what we wanted to see
+					}
+				}
+			}()
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	procs["syn-a"].kill()
+	close(killed)
+	stop.Wait()
+	if len(afterKill) > 0 {
+		t.Fatalf("grants acknowledged after the owner was killed: %v", afterKill)
+	}
+	for _, id := range []string{"syn-b", "syn-c"} {
+		a := dialAgent(t, procs[id].uri(), "proj/probe-"+id)
+		_, err := a.Claim(ctx, client.ClaimRequest{TaskID: "P-" + id})
+		var r *client.Refused
+		if !errors.As(err, &r) || r.Code != "OWNER_UNREACHABLE" || !strings.Contains(r.Message, "syn-a") {
+			t.Fatalf("claim via %s with the owner dead: %v; want OWNER_UNREACHABLE naming syn-a", id, err)
+		}
+		if st, err := a.State(ctx); err != nil || len(st.ActiveClaims) != 0 {
+			t.Fatalf("%s granted locally while the owner was dead: %+v %v", id, st, err)
+		}
+	}
+
+	// Phase 3: the owner restarts on its journal.
+	procs["syn-a"].start(t, bin)
+	owner := dialAgent(t, procs["syn-a"].uri(), "proj/auditor")
+	st, err := owner.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]int64{}
+	var maxEpoch int64
+	for _, c := range st.ActiveClaims {
+		held[c.TaskID] = c.Epoch
+		maxEpoch = max(maxEpoch, c.Epoch)
+	}
+	for task, epoch := range acked {
+		if held[task] != epoch {
+			t.Fatalf("acknowledged claim %s at epoch %d came back as %d after the owner's restart", task, epoch, held[task])
+		}
+	}
+	t.Logf("%d acknowledged claims survived the owner's SIGKILL", len(acked))
+	// Forwarding resumes, and epochs keep rising.
+	b := dialAgent(t, procs["syn-b"].uri(), "proj/after")
+	var cl *client.Claim
+	for try := 0; try < 100; try++ {
+		if cl, err = b.Claim(ctx, client.ClaimRequest{TaskID: "after-restart", Paths: []string{"after"}}); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil || cl.Epoch <= maxEpoch || cl.HubID != "syn-a" {
+		t.Fatalf("claim after the restart: %+v %v; want a grant by syn-a above epoch %d", cl, err, maxEpoch)
+	}
+}
