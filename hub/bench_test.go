@@ -15,6 +15,8 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/journal"
 )
 
@@ -58,8 +60,13 @@ func benchClaims(b *testing.B, agents int, scoped, journaled bool) {
 	defer srv.Close()
 	defer h.Close(context.Background())
 	url := "ws" + strings.TrimPrefix(srv.URL, "http")
-	ctx := context.Background()
+	runClaimAgents(b, url, agents, scoped)
+}
 
+// runClaimAgents connects agents to url, each renewing its own claim in a
+// loop, and reports the round trip's p50/p99 and the claims/s.
+func runClaimAgents(b *testing.B, url string, agents int, scoped bool) {
+	ctx := context.Background()
 	type agent struct {
 		c     *websocket.Conn
 		claim []byte
@@ -127,4 +134,60 @@ func benchClaims(b *testing.B, agents int, scoped, journaled bool) {
 	b.ReportMetric(p(0.50), "p50-µs")
 	b.ReportMetric(p(0.99), "p99-µs")
 	b.ReportMetric(float64(len(all))/b.Elapsed().Seconds(), "claims/s")
+}
+
+// BenchmarkForwardedClaimRoundTrip is BenchmarkClaimRoundTrip through a
+// non-owner: the agents are connected to syn-b, every claim is forwarded
+// over one multiplexed link to the owner syn-a and its grant delivered
+// back. Compare its p50 with the local one's for the cost of forwarding.
+func BenchmarkForwardedClaimRoundTrip(b *testing.B) {
+	for _, journaled := range []bool{false, true} {
+		for _, agents := range []int{1, 32} {
+			name := fmt.Sprintf("agents=%d", agents)
+			if journaled {
+				name += "/journal"
+			}
+			b.Run(name, func(b *testing.B) { benchForwarded(b, agents, journaled) })
+		}
+	}
+}
+
+func benchForwarded(b *testing.B, agents int, journaled bool) {
+	owner := Config{HubID: "syn-a", Logger: quietLogger(), Limits: benchLimits(),
+		Federation: federation.Config{Owners: []string{"*=syn-a"}, PeerTokens: map[string]string{"syn-b": "t"}}}
+	if journaled {
+		st, err := journal.Open(filepath.Join(b.TempDir(), "bench.db"), journal.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		owner.Journal = st
+	}
+	ha, err := New(owner)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sa := httptest.NewServer(ha.Handler())
+	defer sa.Close()
+	defer ha.Close(context.Background())
+	hb, err := New(Config{HubID: "syn-b", Logger: quietLogger(), Federation: federation.Config{Owners: []string{"*=syn-a"},
+		ClaimPeers: map[string]string{"syn-a": "ws" + strings.TrimPrefix(sa.URL, "http")}, ClaimPeerToken: "t"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sb := httptest.NewServer(hb.Handler())
+	defer sb.Close()
+	defer hb.Close(context.Background())
+	for !hb.fed.PeerReachable("syn-a") {
+		time.Sleep(5 * time.Millisecond)
+	}
+	runClaimAgents(b, "ws"+strings.TrimPrefix(sb.URL, "http"), agents, false)
+}
+
+// benchLimits lets one forwarding peer hold every benchmark claim: its
+// agents share the peer's quota (INV-ME-5).
+func benchLimits() coord.Limits {
+	l := coord.DefaultLimits()
+	l.MaxClaimsPerPrincipal = 1 << 20
+	return l
 }
