@@ -376,7 +376,7 @@ func (o *Observed) Asserting(now float64) map[string][]string {
 	for hub, p := range o.peers {
 		seen := map[string]bool{}
 		for _, c := range p.claims {
-			ns := namespaceOf(c.Owner)
+			ns := Namespace(c.Owner)
 			if c.LeaseExpiresAt > now && !seen[ns] {
 				seen[ns] = true
 				out[ns] = append(out[ns], hub)
@@ -387,13 +387,4 @@ func (o *Observed) Asserting(now float64) map[string][]string {
 		slices.Sort(hubs)
 	}
 	return out
-}
-
-// namespaceOf is an agent name's project, as the hub's namespace resolver
-// reads it.
-func namespaceOf(name string) string {
-	if ns, _, found := strings.Cut(name, "/"); found {
-		return ns
-	}
-	return ""
 }
