@@ -350,7 +350,7 @@ func TestObserved_RedeliveryIsIdempotentAndAssertingFollowsClaims_Property(t *te
 		}
 		want := map[string][]string{}
 		for _, c := range once.Claims(now) {
-			ns := namespaceOf(c.Owner)
+			ns := Namespace(c.Owner)
 			if !slices.Contains(want[ns], c.Hub) {
 				want[ns] = append(want[ns], c.Hub) // Claims is sorted by hub
 			}
