@@ -294,6 +294,7 @@ func (l *Link) handle(data []byte) {
 	case TypeLogSnapshot:
 		var s logSnapshotFrame
 		if err := decodeFrame(data, &s); err != nil {
+			l.f.log.Warn("federation: malformed log snapshot", "peer", l.peer, "err", err)
 			return
 		}
 		l.complete(s.ReqID, callResult{snap: &s})

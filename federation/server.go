@@ -299,7 +299,7 @@ func (pc *PeerConn) logPage(data []byte) {
 	fr := hubFrame(TypeLogSnapshot, pc.peer, "", f.host.Now(), f.cfg.HubID).
 		Append("events", func(b []byte) []byte {
 			return wire.List(b, events, func(b []byte, e Event) []byte {
-				return wire.Object().Int("seq", e.Seq).Float("ts", e.TS).Str("kind", e.Kind).Raw("payload", e.Payload).Bytes()
+				return append(b, wire.Object().Int("seq", e.Seq).Float("ts", e.TS).Str("kind", e.Kind).Raw("payload", e.Payload).Bytes()...)
 			})
 		}).Int("next_cursor", next).Int("log_end_seq", end).Int("log_start_seq", start)
 	if req.ReqID != 0 {

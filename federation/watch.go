@@ -19,6 +19,7 @@ type watchState struct {
 	lastPoll    map[string]float64
 	pollErr     map[string]string
 	asserting   map[string][]string // namespace → hubs with live observed claims in it
+	verified    map[string]int64    // peer → events verified since the cursor last jumped
 }
 
 func newWatchState() *watchState {
@@ -29,12 +30,18 @@ func newWatchState() *watchState {
 		lastPoll:    make(map[string]float64),
 		pollErr:     make(map[string]string),
 		asserting:   make(map[string][]string),
+		verified:    make(map[string]int64),
 	}
 }
 
 // fingerprintWindow is how many recent seqs of a peer keep their
-// fingerprints for the equivocation check.
-const fingerprintWindow = 8192
+// fingerprints for the equivocation check; each poll re-reads the last
+// pollOverlap verified events, so a peer that rewrites its recent log is
+// caught even when it only appends afterwards.
+const (
+	fingerprintWindow = 8192
+	pollOverlap       = 16
+)
 
 // Quarantine marks peers quarantined at startup (from the journal's
 // multihub_equivocation records): their logs are not pulled.
@@ -90,7 +97,10 @@ func (f *Federation) poll(ctx context.Context, peer string) error {
 	for pages := 0; pages < 1000 && ctx.Err() == nil; pages++ {
 		pctx, cancel := context.WithTimeout(ctx, f.cfg.ForwardTimeout)
 		var snap *logSnapshotFrame
-		snap, err = l.pull(pctx, pl.Cursor(), MaxLogPage)
+		f.mu.Lock()
+		from := pl.Cursor() - min(pollOverlap, f.watch.verified[peer])
+		f.mu.Unlock()
+		snap, err = l.pull(pctx, from, MaxLogPage)
 		cancel()
 		if err != nil {
 			break
@@ -100,6 +110,7 @@ func (f *Federation) poll(ctx context.Context, peer string) error {
 			events[i] = Event{Seq: e.Seq, TS: e.TS, Kind: e.Kind, Payload: e.Payload}
 		}
 		var fresh []Event
+		before := pl.Cursor()
 		if snap.LogStartSeq > pl.Cursor()+1 {
 			f.log.Warn("federation: peer log compacted below our cursor; observing from its start", "peer", peer, "cursor", pl.Cursor(), "start", snap.LogStartSeq)
 			fresh, err = pl.AcceptFrom(snap.LogStartSeq, events)
@@ -113,6 +124,10 @@ func (f *Federation) poll(ctx context.Context, peer string) error {
 			break
 		}
 		f.mu.Lock()
+		if pl.Cursor() != before+int64(len(fresh)) { // the cursor jumped over a compacted span
+			f.watch.verified[peer] = 0
+		}
+		f.watch.verified[peer] += int64(len(fresh))
 		for _, e := range fresh {
 			f.watch.observed.Apply(peer, e)
 		}

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"io"
 	"log/slog"
@@ -44,7 +45,7 @@ func startFed(t *testing.T, ids []string, cfg func(id string, uris map[string]st
 		c := cfg(id, n.uris)
 		c.HubID = id
 		if c.Logger == nil {
-			c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+			c.Logger = slog.New(slog.NewTextHandler(testLogOut, nil))
 		}
 		h, err := New(c)
 		if err != nil {
@@ -343,3 +344,137 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A watched peer's claims are folded into advisory state: shown in
+// ns_snapshot, granting nothing here (INV-MH-2); its chats reach the
+// watcher redacted; a released claim stops being observed.
+func TestFederation_WatchIsAdvisoryOnly_INV_MH_2(t *testing.T) {
+	dir := t.TempDir()
+	n := startFed(t, []string{"syn-a", "syn-w"}, func(id string, uris map[string]string) Config {
+		st, err := journal.Open(filepath.Join(dir, id+".db"), journal.Options{HubID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		c := Config{Journal: st}
+		if id == "syn-a" {
+			c.Federation = federation.Config{PeerTokens: map[string]string{"syn-w": "w"}}
+		} else {
+			c.Federation = federation.Config{Watch: map[string]string{"syn-a": uris["syn-a"]}, ClaimPeerToken: "w", WatchInterval: time.Hour}
+		}
+		return c
+	})
+	ctx := ctx10(t)
+	alice := n.agent("syn-a", "proj/alice")
+	if _, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Send(ctx, "proj/bob", "secret plan", client.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w := n.hubs["syn-w"].fed
+	if err := w.Poll(ctx, "syn-a"); err != nil {
+		t.Fatalf("poll: %v", err)
+	}
+	obs := w.Observed()
+	if len(obs.Claims) != 1 || obs.Claims[0].TaskID != "T1" || obs.Claims[0].Hub != "syn-a" || obs.Claims[0].Owner != "proj/alice" {
+		t.Fatalf("observed %+v; want T1 of proj/alice at syn-a", obs.Claims)
+	}
+	// Observed grants nothing: the watcher is a default hub and grants T1
+	// and the same scope to its own agent (INV-MH-4), untouched by the fold.
+	bob := n.agent("syn-w", "proj/bob")
+	if _, err := bob.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}}); err != nil {
+		t.Fatalf("the observed claim changed the watcher's own decision: %v", err)
+	}
+	events, _, _, err := fedHost{n.hubs["syn-a"]}.LogPage(0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		if strings.Contains(string(e.Payload), "secret plan") {
+			t.Fatalf("the log served to peers shows a chat: %s %s", e.Kind, e.Payload)
+		}
+	}
+	if _, err := alice.Release(ctx, "T1", client.ReleaseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Poll(ctx, "syn-a"); err != nil {
+		t.Fatal(err)
+	}
+	if obs := w.Observed(); len(obs.Claims) != 0 {
+		t.Fatalf("a released claim is still observed: %+v", obs.Claims)
+	}
+}
+
+// A peer whose logged event changes under the watcher is quarantined: its
+// observations are dropped, the quarantine is journalled and survives the
+// watcher's restart (PROTOCOL.md §6.4).
+func TestFederation_EquivocatingPeerQuarantined(t *testing.T) {
+	dir := t.TempDir()
+	aDB := filepath.Join(dir, "syn-a.db")
+	wDB := filepath.Join(dir, "syn-w.db")
+	cfg := func(id string, uris map[string]string) Config {
+		path := aDB
+		if id == "syn-w" {
+			path = wDB
+		}
+		st, err := journal.Open(path, journal.Options{HubID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		c := Config{Journal: st}
+		if id == "syn-a" {
+			c.Federation = federation.Config{PeerTokens: map[string]string{"syn-w": "w"}}
+		} else {
+			c.Federation = federation.Config{Watch: map[string]string{"syn-a": uris["syn-a"]}, ClaimPeerToken: "w", WatchInterval: time.Hour}
+		}
+		return c
+	}
+	n := startFed(t, []string{"syn-a", "syn-w"}, cfg)
+	ctx := ctx10(t)
+	alice := n.agent("syn-a", "proj/alice")
+	if _, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}}); err != nil {
+		t.Fatal(err)
+	}
+	w := n.hubs["syn-w"].fed
+	if err := w.Poll(ctx, "syn-a"); err != nil || len(w.Observed().Claims) != 1 {
+		t.Fatalf("first poll: %v %+v", err, w.Observed())
+	}
+	// The peer rewrites a logged event: the claim now names someone else.
+	db, err := sql.Open("sqlite", aDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`UPDATE events SET payload = replace(payload, 'proj/alice', 'proj/mallory') WHERE kind = 'claim'`); err != nil {
+		t.Fatal(err)
+	}
+	err = w.Poll(ctx, "syn-a")
+	if !errors.Is(err, federation.ErrEquivocation) {
+		t.Fatalf("poll after the rewrite: %v; want ErrEquivocation", err)
+	}
+	obs := w.Observed()
+	if len(obs.Claims) != 0 || obs.Quarantined["syn-a"] == "" {
+		t.Fatalf("after equivocation: %+v; want syn-a quarantined and forgotten", obs)
+	}
+	st := n.hubs["syn-w"].cfg.Journal
+	waitFor(t, func() bool {
+		found := false
+		_ = st.ScanKinds([]string{"multihub_equivocation"}, func(string, []byte) error { found = true; return nil })
+		return found
+	})
+	// A fresh watcher on the same journal starts quarantined.
+	h2, err := New(Config{HubID: "syn-w", Journal: st, Logger: quietLogger(),
+		Federation: federation.Config{Watch: map[string]string{"syn-a": n.uris["syn-a"]}, ClaimPeerToken: "w", WatchInterval: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Close(context.Background())
+	if err := h2.fed.Poll(ctx, "syn-a"); !errors.Is(err, federation.ErrEquivocation) {
+		t.Fatalf("after restart the peer is pulled again: %v", err)
+	}
+}
+
+// testLogOut receives the federation tests' hub logs (os.Stderr to debug).
+var testLogOut io.Writer = io.Discard
