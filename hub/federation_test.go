@@ -478,3 +478,50 @@ func TestFederation_EquivocatingPeerQuarantined(t *testing.T) {
 
 // testLogOut receives the federation tests' hub logs (os.Stderr to debug).
 var testLogOut io.Writer = io.Discard
+
+// A reference hub forwards a claim as PROTOCOL.md §6.2 shows: a fresh
+// socket whose first frame is multihub_claim_request. We answer with
+// multihub_claim_result carrying the grant, charged to the peer; an
+// unauthorised peer gets granted:false and nothing is granted (INV-MH-3).
+func TestFederation_ReferenceShapedForward(t *testing.T) {
+	n := twoHubs(t)
+	req := map[string]any{"sender": "syn-b", "target": "all", "type": "multihub_claim_request", "payload": "", "timestamp": 1782648000.0,
+		"namespace": "proj", "claimant": "proj/alice", "task_id": "T",
+		"claim": map[string]any{"sender": "proj/alice", "type": "claim", "task_id": "T", "paths": []string{"src"}}, "token": "tok-syn-b"}
+	c := tcDial(t, n.uris["syn-a"], "reference forwarder")
+	c.SendJSON(req)
+	res, _ := c.Until("multihub_claim_result")
+	grant, _ := res.Frame["grant"].(map[string]any)
+	if res.Frame["granted"] != true || res.Frame["owner_hub_id"] != "syn-a" || res.Frame["task_id"] != "T" || grant == nil || grant["owner"] != "proj/alice" {
+		t.Fatalf("result %s", res)
+	}
+	req["token"] = "wrong"
+	req["task_id"], req["claim"] = "U", map[string]any{"task_id": "U"}
+	bad := tcDial(t, n.uris["syn-a"], "unauthorised forwarder")
+	bad.SendJSON(req)
+	res, _ = bad.Until("multihub_claim_result")
+	if res.Frame["granted"] != false || res.Frame["grant"] != nil {
+		t.Fatalf("unauthorised result %s", res)
+	}
+	ctx := ctx10(t)
+	st, err := n.agent("syn-a", "proj/auditor").State(ctx)
+	if err != nil || len(st.ActiveClaims) != 1 || st.ActiveClaims[0].TaskID != "T" {
+		t.Fatalf("owner state %+v %v; want only T", st, err)
+	}
+}
+
+// A hub that speaks only the reference's shapes is forwarded claims one
+// socket each, and refuses to forward other verbs (unsupported).
+func TestFederation_ReferencePeerFallback(t *testing.T) {
+	n := twoHubs(t, func(id string, c *Config) { c.Federation.ReferenceOnly = id == "syn-b" })
+	ctx := ctx10(t)
+	alice := n.agent("syn-b", "proj/alice")
+	cl, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T1"})
+	if err != nil || cl.Owner != "proj/alice" {
+		t.Fatalf("claim through a reference-shaped forward: %+v %v", cl, err)
+	}
+	_, err = alice.Release(ctx, "T1", client.ReleaseOptions{})
+	if r := wantRefused(t, err, "OWNER_UNREACHABLE"); !strings.Contains(r.Message, "unsupported") {
+		t.Fatalf("release: %q", r.Message)
+	}
+}
