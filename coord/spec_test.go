@@ -110,6 +110,7 @@ var requiredRules = []string{
 	"INV-RR-1", "INV-RR-2", "INV-RR-3",
 	"INV-CR-1", "INV-DG-2", "INV-CK-1",
 	"INV-DG-1", "INV-DG-3", "INV-CK-2",
+	"INV-CR-4", "INV-MH-1", "INV-MH-2", "INV-MH-3", "INV-MH-4",
 }
 
 func TestSpecMap_CoversEveryRuleWithRealTests(t *testing.T) {
