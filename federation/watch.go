@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/synapse-hub/synapse/pyjson"
@@ -20,6 +21,10 @@ type watchState struct {
 	pollErr     map[string]string
 	asserting   map[string][]string // namespace → hubs with live observed claims in it
 	verified    map[string]int64    // peer → events verified since the cursor last jumped
+
+	// polling makes polls of one peer single-flight: a PeerLog is driven
+	// by one poll at a time (the timer's, or an explicit Poll's).
+	polling map[string]*sync.Mutex
 }
 
 func newWatchState() *watchState {
@@ -31,6 +36,7 @@ func newWatchState() *watchState {
 		pollErr:     make(map[string]string),
 		asserting:   make(map[string][]string),
 		verified:    make(map[string]int64),
+		polling:     make(map[string]*sync.Mutex),
 	}
 }
 
@@ -82,6 +88,15 @@ func (f *Federation) Poll(ctx context.Context, peer string) error {
 // observation (PROTOCOL.md §6.4).
 func (f *Federation) poll(ctx context.Context, peer string) error {
 	l := f.links[peer]
+	f.mu.Lock()
+	pm := f.watch.polling[peer]
+	if pm == nil {
+		pm = new(sync.Mutex)
+		f.watch.polling[peer] = pm
+	}
+	f.mu.Unlock()
+	pm.Lock()
+	defer pm.Unlock()
 	f.mu.Lock()
 	if why, q := f.watch.quarantined[peer]; q {
 		f.mu.Unlock()
