@@ -214,3 +214,6 @@ func (f *Federation) Observed() Observation {
 	}
 	return o
 }
+
+// Watching reports whether this hub pulls any peer's log.
+func (f *Federation) Watching() bool { return f != nil && f.watch != nil }

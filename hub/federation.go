@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/synapse-hub/synapse/federation"
@@ -375,4 +376,37 @@ func (s *session) nsRequest(sender string) {
 	}
 	h.m.framesOut.WithLabelValues("ns_snapshot").Inc()
 	s.reply(s.frame("ns_snapshot", sender, "Namespace ownership").Raw("federation", body).Bytes())
+}
+
+// observed is what the watches saw of the peers, when there are watches.
+func (h *Hub) observed() (federation.Observation, bool) {
+	if !h.fed.Watching() {
+		return federation.Observation{}, false
+	}
+	return h.fed.Observed(), true
+}
+
+// appendObservedClaims writes observed claims for state_snapshot: each
+// names the hub it was seen at and says it is advisory.
+func appendObservedClaims(b []byte, cs []federation.ObservedClaim) []byte {
+	return wire.List(b, cs, func(b []byte, c federation.ObservedClaim) []byte {
+		return append(b, wire.Object().Str("task_id", c.TaskID).Str("owner", c.Owner).Str("hub_id", c.Hub).
+			Str("observed_as", c.Owner+"@"+c.Hub).Str("worktree", c.Worktree).Strs("paths", c.Paths).
+			Int("epoch", c.Epoch).Str("status", c.Status).Float("lease_expires_at", c.LeaseExpiresAt).
+			Float("observed_at", c.ObservedAt).Bool("advisory", true).Bytes()...)
+	})
+}
+
+// observedAgents lists the owners of observed claims as name@HUB, sorted.
+func observedAgents(cs []federation.ObservedClaim) []string {
+	seen := map[string]bool{}
+	out := []string{}
+	for _, c := range cs {
+		if n := c.Owner + "@" + c.Hub; !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -380,6 +380,19 @@ func TestFederation_WatchIsAdvisoryOnly_INV_MH_2(t *testing.T) {
 	if len(obs.Claims) != 1 || obs.Claims[0].TaskID != "T1" || obs.Claims[0].Hub != "syn-a" || obs.Claims[0].Owner != "proj/alice" {
 		t.Fatalf("observed %+v; want T1 of proj/alice at syn-a", obs.Claims)
 	}
+	// state_snapshot and who_snapshot show it as observed@HUB (additive).
+	probe := tcDial(t, n.uris["syn-w"], "probe")
+	probe.SendJSON(map[string]any{"sender": "proj/probe", "type": "state_request"})
+	snap, _ := probe.Until("state_snapshot")
+	oc, _ := snap.Frame["snapshot"].(map[string]any)["observed_claims"].([]any)
+	if len(oc) != 1 || oc[0].(map[string]any)["observed_as"] != "proj/alice@syn-a" || oc[0].(map[string]any)["advisory"] != true {
+		t.Fatalf("state_snapshot observed_claims %v", oc)
+	}
+	probe.SendJSON(map[string]any{"sender": "proj/probe", "type": "who_request"})
+	who, _ := probe.Until("who_snapshot")
+	if oa, _ := who.Frame["observed_agents"].([]any); len(oa) != 1 || oa[0] != "proj/alice@syn-a" {
+		t.Fatalf("who_snapshot observed_agents %v", who.Frame["observed_agents"])
+	}
 	// Observed grants nothing: the watcher is a default hub and grants T1
 	// and the same scope to its own agent (INV-MH-4), untouched by the fold.
 	bob := n.agent("syn-w", "proj/bob")

@@ -79,8 +79,12 @@ func (s *session) stateRequest(sender string) {
 		return append(b, wire.Object().Str("target", d.target).Int("count", d.count).
 			Float("last_ts", d.lastTS).Str("last_sender", d.lastSender).Bytes()...)
 	})
-	snap := wire.Object().Raw("active_claims", claims).Raw("agents", agents).Raw("resources", resources).
-		Float("generated_at", now).Raw("dead_letters", dead).Raw("pending_relay_approvals", []byte("[]")).Bytes()
+	sf := wire.Object().Raw("active_claims", claims).Raw("agents", agents).Raw("resources", resources).
+		Float("generated_at", now).Raw("dead_letters", dead).Raw("pending_relay_approvals", []byte("[]"))
+	if obs, ok := h.observed(); ok { // additive, with --multihub-watch only: advisory (INV-MH-2)
+		sf.Append("observed_claims", func(b []byte) []byte { return appendObservedClaims(b, obs.Claims) })
+	}
+	snap := sf.Bytes()
 	h.m.framesOut.WithLabelValues("state_snapshot").Inc()
 	s.reply(s.frame("state_snapshot", sender, "State snapshot").Raw("snapshot", snap).Bytes())
 }
@@ -121,6 +125,9 @@ func (s *session) whoRequest(sender string) {
 		f.Null("mailbox_pending")
 	}
 	f.Raw("agent_liveness", live.Bytes())
+	if obs, ok := h.observed(); ok { // additive: owners of claims seen in peers' logs, as name@HUB
+		f.Strs("observed_agents", observedAgents(obs.Claims))
+	}
 	if anyWake {
 		f.Raw("wake_capabilities", wakes.Bytes())
 	}
