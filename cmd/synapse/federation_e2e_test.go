@@ -3,8 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
+	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/synapse-hub/synapse/client"
+
+	_ "modernc.org/sqlite" // the journal's driver, to rewrite a peer's log
 )
 
 var (
@@ -303,5 +310,139 @@ func TestFederation_ThreeHubProcesses_OwnerDecides_SurvivesOwnerKill_INV_MH_1(t 
 	}
 	if err != nil || cl.Epoch <= maxEpoch || cl.HubID != "syn-a" {
 		t.Fatalf("claim after the restart: %+v %v; want a grant by syn-a above epoch %d", cl, err, maxEpoch)
+	}
+}
+
+// metricUp reads a hub's /metrics and reports whether its link to peer is up.
+func metricUp(p *fedProc, peer string) bool {
+	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(p.port) + "/metrics")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return strings.Contains(string(b), `synapse_federation_peer_up{peer="`+peer+`"} 1`)
+}
+
+// nsSnapshot asks a hub for its federation view (ns_request) over a raw socket.
+func nsSnapshot(t *testing.T, uri string) map[string]any {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, uri, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(16 << 20)
+	req, _ := json.Marshal(map[string]any{"sender": "proj/ns-probe", "type": "ns_request"})
+	if err := c.Write(ctx, websocket.MessageText, req); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f map[string]any
+		if json.Unmarshal(data, &f) == nil && f["type"] == "ns_snapshot" {
+			fed, _ := f["federation"].(map[string]any)
+			return fed
+		}
+	}
+}
+
+// Real processes: two hubs whose maps both claim namespace team contest
+// it once linked and refuse every grant there (INV-CR-4); a third hub
+// watching one of them quarantines it when a logged event is rewritten in
+// its journal, and keeps the quarantine across its own restart.
+func TestFederation_Processes_ContestedMapAndEquivocation_INV_CR_4(t *testing.T) {
+	bin := synapseBinary(t)
+	dir := t.TempDir()
+	x := &fedProc{id: "syn-x", db: filepath.Join(dir, "x.db"), port: freePort(t)}
+	y := &fedProc{id: "syn-y", db: filepath.Join(dir, "y.db"), port: freePort(t)}
+	w := &fedProc{id: "syn-w", db: filepath.Join(dir, "w.db"), port: freePort(t)}
+	common := []string{"--claim-peer-token", "s", "--namespace-owner", "solo=syn-x"}
+	x.args = append([]string{"--namespace-owner", "team=syn-x", "--claim-peer", "syn-y=" + y.uri(), "--peer-token", "syn-y=s", "--peer-token", "syn-w=s"}, common...)
+	y.args = append([]string{"--namespace-owner", "team=syn-y", "--claim-peer", "syn-x=" + x.uri(), "--peer-token", "syn-x=s"}, common...)
+	w.args = []string{"--claim-peer-token", "s", "--multihub-watch", "syn-x=" + x.uri(), "--multihub-watch-interval", "200ms"}
+	x.start(t, bin)
+	y.start(t, bin)
+	deadline := time.Now().Add(20 * time.Second)
+	for !metricUp(x, "syn-y") || !metricUp(y, "syn-x") {
+		if time.Now().After(deadline) {
+			t.Fatal("the links between syn-x and syn-y did not come up")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, p := range []*fedProc{x, y} {
+		a := dialAgent(t, p.uri(), "team/a-"+p.id)
+		var err error
+		for try := 0; try < 50; try++ { // the map exchange lands just after the link is up
+			_, err = a.Claim(ctx, client.ClaimRequest{TaskID: fmt.Sprintf("T%d", try), Paths: []string{fmt.Sprintf("p%d", try)}})
+			var r *client.Refused
+			if errors.As(err, &r) && r.Code == "NAMESPACE_PARTITIONED" {
+				break
+			}
+			if err == nil {
+				t.Fatalf("%s granted in a namespace two hubs assert", p.id)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		var r *client.Refused
+		if !errors.As(err, &r) || r.Code != "NAMESPACE_PARTITIONED" {
+			t.Fatalf("%s: %v; want NAMESPACE_PARTITIONED", p.id, err)
+		}
+	}
+
+	// syn-x grants in its own namespace; syn-w watches its log.
+	solo := dialAgent(t, x.uri(), "solo/alice")
+	if _, err := solo.Claim(ctx, client.ClaimRequest{TaskID: "S1", Paths: []string{"s"}}); err != nil {
+		t.Fatal(err)
+	}
+	w.start(t, bin)
+	observed := func() []any {
+		oc, _ := nsSnapshot(t, w.uri())["observed_claims"].([]any)
+		return oc
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for len(observed()) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("syn-w never observed S1")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Rewrite the logged claim in syn-x's journal while it runs.
+	db, err := sql.Open("sqlite", x.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`PRAGMA busy_timeout=5000`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE events SET payload = replace(payload, 'solo/alice', 'solo/mallory') WHERE kind = 'claim'`); err != nil {
+		t.Fatal(err)
+	}
+	quarantined := func() bool {
+		q, _ := nsSnapshot(t, w.uri())["quarantined_peers"].(map[string]any)
+		return q["syn-x"] != nil
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for !quarantined() {
+		if time.Now().After(deadline) {
+			t.Fatal("syn-w did not quarantine syn-x after its log changed")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := len(observed()); n != 0 {
+		t.Fatalf("a quarantined peer is still observed: %d claims", n)
+	}
+	w.stop()
+	w.start(t, bin)
+	if !quarantined() {
+		t.Fatal("the quarantine did not survive syn-w's restart")
 	}
 }
