@@ -30,6 +30,10 @@ func (s *State) Decide(cmd Command, now float64) ([]Event, *Refusal) {
 		return s.decideBoardUpdate(c, now)
 	case PostProgress:
 		return s.decideProgress(c, now)
+	case Adopt:
+		return s.decideAdopt(c, now)
+	case Disown:
+		return s.decideDisown(c)
 	}
 	return nil, refuse(CodeUnknownCommand, "", "Unknown command %T.", cmd)
 }

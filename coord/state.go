@@ -265,6 +265,10 @@ func (s *State) apply(ev Event, undo *[]func()) {
 			}
 			s.notes.seq = n.ID - 1
 		})
+	case Adopted:
+		s.applyAdopted(e, push)
+	case Disowned:
+		s.applyDisowned(e, push)
 	default:
 		panic("coord: apply of unknown event " + ev.Kind())
 	}

@@ -3,7 +3,9 @@ package sequencer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/journal"
@@ -173,10 +175,15 @@ func (s *Sequencer) commit(ps []*pending, b *journal.Batch) {
 			// Not the callers' context: a cancelled caller must not abort
 			// the authoritative commit of the whole batch (INV-JA-3).
 			first, err = s.j.Append(context.Background(), b)
-			if err != nil {
+			switch {
+			case errors.Is(err, ErrRetry):
+				// The store refused the batch without failing (a namespace
+				// moved): roll back and answer, but stay healthy.
+				s.retryAfter = time.Now().Add(retryBackoff)
+			case err != nil:
 				err = fmt.Errorf("%w: append batch: %w", ErrJournal, err)
 				s.degrade(err, len(ps))
-			} else {
+			default:
 				s.appends.Add(1)
 			}
 		}

@@ -70,6 +70,12 @@ var (
 	ErrBadRequest = errors.New("sequencer: malformed request")
 	// ErrClosed means the sequencer was closed before the call was queued.
 	ErrClosed = errors.New("sequencer: closed")
+	// ErrRetry is what a Journal returns (wrapped) to refuse a batch
+	// without failing: nothing was committed, the batch is rolled back and
+	// its requests get ErrRetry, and the sequencer stays healthy. A store
+	// on etcd returns it when a namespace of the batch is no longer owned
+	// by this hub (its owner-key guard failed).
+	ErrRetry = errors.New("sequencer: retry: the store refused the batch")
 )
 
 // Tunables with their defaults.
@@ -89,6 +95,9 @@ const (
 	// maxTimerWait caps one sleep of the expiry timer, so a clock that jumps
 	// is noticed within this.
 	maxTimerWait = time.Minute
+	// retryBackoff spaces expiry attempts after the store refused a batch
+	// with ErrRetry, so a moved namespace's due expiries do not spin.
+	retryBackoff = 100 * time.Millisecond
 )
 
 // Journal is the durable store the sequencer commits to. *journal.Store
@@ -219,8 +228,9 @@ type Sequencer struct {
 	maxBatch atomic.Int64
 
 	// Owned by the loop goroutine.
-	state   *coord.State
-	lastNow float64
+	state      *coord.State
+	lastNow    float64
+	retryAfter time.Time // after an ErrRetry the expiry timer waits this long
 	cache   *idemCache
 
 	snaps snapshots // see snapshot.go
@@ -439,7 +449,7 @@ func (s *Sequencer) armTimer(t *time.Timer) {
 	wait := maxTimerWait
 	if at, ok := s.state.NextDeadline(); ok {
 		d := time.Duration((at - max(s.lastNow, s.opts.Clock())) * float64(time.Second))
-		wait = min(max(d, 0), maxTimerWait)
+		wait = min(max(d, 0, time.Until(s.retryAfter)), maxTimerWait)
 	}
 	t.Reset(wait)
 }

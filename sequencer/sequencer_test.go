@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/journal"
 )
 
 func TestSubmit_RepliesOnlyAfterAppendCommits_INV_JA_1(t *testing.T) {
@@ -439,4 +440,38 @@ func itoa(i int) string {
 		b = append([]byte{byte('0' + i%10)}, b...)
 	}
 	return string(b)
+}
+
+// retryJournal refuses every append with ErrRetry.
+type retryJournal struct{}
+
+func (retryJournal) Operation(string) (journal.Operation, bool, error) {
+	return journal.Operation{}, false, nil
+}
+
+func (retryJournal) Append(context.Context, *journal.Batch) (int64, error) {
+	return 0, fmt.Errorf("owner moved: %w", ErrRetry)
+}
+
+// A store that refuses a batch with ErrRetry (a namespace moved) rolls the
+// batch back and answers ErrRetry, and the sequencer stays healthy: the
+// next batch is tried (INV-JA-2 without degrading).
+func TestSubmit_RetryRefusalRollsBackWithoutDegrading_INV_JA_2(t *testing.T) {
+	st := coord.New(coord.DefaultLimits())
+	s := New(st, retryJournal{}, Options{})
+	defer s.Close()
+	ctx := context.Background()
+	for i := 0; i < 2; i++ {
+		_, err := s.Submit(ctx, Request{Cmd: coord.ClaimRequest{Agent: "p/a", TaskID: "T1"}})
+		if !errors.Is(err, ErrRetry) {
+			t.Fatalf("submit %d: %v; want ErrRetry", i, err)
+		}
+	}
+	if s.Err() != nil {
+		t.Fatalf("degraded after a retry refusal: %v", s.Err())
+	}
+	n, _ := s.Query(ctx, func(st *coord.State) any { return st.ClaimCount() })
+	if n.(int) != 0 {
+		t.Fatalf("a refused batch left %d claims", n)
+	}
 }

@@ -1,0 +1,98 @@
+package coord
+
+import (
+	"slices"
+	"strings"
+)
+
+// A hub that serves namespaces on a fleet (package cluster) gains and
+// loses whole namespaces: Adopt installs one's authoritative claims, read
+// from where they are durable, and Disown drops them when another hub
+// takes the namespace over. Both go through Step, so they are ordered with
+// every other command and can be rolled back like one.
+
+// Adopt installs the live claims of a namespace this hub now owns, and an
+// epoch floor every later epoch must exceed (INV-EF-1 across owners).
+type Adopt struct {
+	Claims     []*Claim
+	EpochFloor int64
+}
+
+// Disown drops every claim held by an agent of Namespace (the part of the
+// owner's name before its first '/'): another hub owns them now. Nothing is
+// retained and no waiter is woken: the claims live on, elsewhere.
+type Disown struct{ Namespace string }
+
+func (Adopt) command()  {}
+func (Disown) command() {}
+
+// Adopted is a namespace's claims installed by Adopt.
+type Adopted struct {
+	Claims     []*Claim
+	EpochFloor int64
+}
+
+// Disowned is a namespace's claims dropped by Disown.
+type Disowned struct {
+	Namespace string
+	Tasks     []string
+}
+
+func (Adopted) Kind() string            { return "adopted" }
+func (Disowned) Kind() string           { return "disowned" }
+func (Adopted) Durability() Durability  { return Volatile } // the namespace's store is its journal
+func (Disowned) Durability() Durability { return Volatile }
+
+// NamespaceOf is the namespace of an agent name: the part before its first
+// '/', "" for a bare name.
+func NamespaceOf(name string) string {
+	ns, _, found := strings.Cut(name, "/")
+	if !found {
+		return ""
+	}
+	return ns
+}
+
+func (s *State) decideAdopt(c Adopt, now float64) ([]Event, *Refusal) {
+	live := make([]*Claim, 0, len(c.Claims))
+	for _, cl := range c.Claims {
+		if cl != nil && cl.Live(now) {
+			live = append(live, cl)
+		}
+	}
+	return []Event{Adopted{Claims: live, EpochFloor: c.EpochFloor}}, nil
+}
+
+func (s *State) decideDisown(c Disown) ([]Event, *Refusal) {
+	var tasks []string
+	for task, cl := range s.claims {
+		if NamespaceOf(cl.Owner) == c.Namespace {
+			tasks = append(tasks, task)
+		}
+	}
+	if len(tasks) == 0 {
+		return nil, nil
+	}
+	slices.Sort(tasks)
+	return []Event{Disowned{Namespace: c.Namespace, Tasks: tasks}}, nil
+}
+
+func (s *State) applyAdopted(e Adopted, push func(func())) {
+	for _, c := range e.Claims {
+		s.applyClaim(c, push)
+	}
+	if e.EpochFloor > s.epoch {
+		prev := s.epoch
+		s.epoch = e.EpochFloor
+		push(func() { s.epoch = prev })
+	}
+}
+
+func (s *State) applyDisowned(e Disowned, push func(func())) {
+	for _, task := range e.Tasks {
+		if prev := s.claims[task]; prev != nil {
+			s.putClaim(task, nil)
+			push(func() { s.putClaim(task, prev) })
+		}
+	}
+}
