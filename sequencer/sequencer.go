@@ -231,7 +231,7 @@ type Sequencer struct {
 	state      *coord.State
 	lastNow    float64
 	retryAfter time.Time // after an ErrRetry the expiry timer waits this long
-	cache   *idemCache
+	cache      *idemCache
 
 	snaps snapshots // see snapshot.go
 }
