@@ -91,6 +91,17 @@ type Config struct {
 	// fallback, and for a peer that must look like a reference hub).
 	ReferenceOnly bool
 	Logger        *slog.Logger
+
+	// Authority, when set, decides ownership instead of Owners (the etcd
+	// coordinator, package cluster).
+	Authority Authority
+	// PeerURI finds where a hub not named in ClaimPeers listens (etcd:
+	// its registration); forwards to it open a link on first use.
+	PeerURI func(hub string) (string, bool)
+	// SharedPeerToken, when set, is accepted from any peer hub, and
+	// presented when ClaimPeerToken is empty: a fleet on etcd shares one
+	// secret (--cluster-token) instead of a token per pair.
+	SharedPeerToken string
 }
 
 // Defaults.
@@ -147,7 +158,8 @@ type Federation struct {
 	log  *slog.Logger
 	auth Authority
 
-	links map[string]*Link // by peer hub id; fixed after New
+	linkMu sync.Mutex
+	links  map[string]*Link // by peer hub id; configured ones at New, etcd peers on first use
 
 	mu        sync.Mutex
 	dir       map[string]sink              // agents of peers → where their frames go (owner side)
@@ -207,7 +219,14 @@ func New(cfg Config, host Host) (*Federation, error) {
 		declared:  make(map[string]map[string]string),
 		contested: make(map[string][]string),
 	}
-	if len(cfg.Owners) > 0 {
+	if cfg.ClaimPeerToken == "" {
+		cfg.ClaimPeerToken = cfg.SharedPeerToken
+		f.cfg.ClaimPeerToken = cfg.SharedPeerToken
+	}
+	switch {
+	case cfg.Authority != nil:
+		f.auth = cfg.Authority
+	case len(cfg.Owners) > 0:
 		own, err := NewOwnership(cfg.HubID, cfg.Owners)
 		if err != nil {
 			return nil, err
@@ -248,7 +267,7 @@ func (f *Federation) Start() {
 	if f == nil {
 		return
 	}
-	for _, l := range f.links {
+	for _, l := range f.allLinks() {
 		f.wg.Add(1)
 		go func() { defer f.wg.Done(); l.run(f.ctx) }()
 	}
@@ -264,7 +283,7 @@ func (f *Federation) Close() {
 		return
 	}
 	f.cancel()
-	for _, l := range f.links {
+	for _, l := range f.allLinks() {
 		l.close()
 	}
 	f.wg.Wait()
@@ -303,8 +322,8 @@ func (f *Federation) Features() []string {
 // A retryable frame (one with an idem_key) is re-sent after a dropped link
 // until the timeout: the owner's idempotency applies it once.
 func (f *Federation) Forward(ctx context.Context, owner, agent, typ string, frame []byte, recipientHere, retryable bool) ([][]byte, error) {
-	l := f.links[owner]
-	if l == nil || !f.isClaimPeer(owner) {
+	l := f.linkFor(owner)
+	if l == nil {
 		f.Stats.ForwardFailed.Add(1)
 		return nil, fmt.Errorf("%w: %s has no --claim-peer URI here", ErrNoRoute, owner)
 	}
@@ -332,8 +351,64 @@ func (f *Federation) Forward(ctx context.Context, owner, agent, typ string, fram
 }
 
 func (f *Federation) isClaimPeer(peer string) bool {
-	_, ok := f.cfg.ClaimPeers[peer]
-	return ok
+	if _, ok := f.cfg.ClaimPeers[peer]; ok {
+		return true
+	}
+	if f.cfg.PeerURI != nil {
+		_, ok := f.cfg.PeerURI(peer)
+		return ok
+	}
+	return false
+}
+
+// linkFor is the link forwards to owner go over: a configured claim peer,
+// or (etcd) one opened on first use at the owner's registered address. A
+// link whose peer moved to another address is replaced.
+func (f *Federation) linkFor(owner string) *Link {
+	f.linkMu.Lock()
+	defer f.linkMu.Unlock()
+	l := f.links[owner]
+	if _, static := f.cfg.ClaimPeers[owner]; static {
+		return l
+	}
+	if f.cfg.PeerURI == nil {
+		return nil
+	}
+	uri, ok := f.cfg.PeerURI(owner)
+	if !ok {
+		return nil
+	}
+	if l != nil && l.uri == uri {
+		return l
+	}
+	if l != nil {
+		l.close()
+	}
+	l = newLink(f, owner, uri)
+	f.links[owner] = l
+	if f.ctx.Err() == nil {
+		f.wg.Add(1)
+		go func() { defer f.wg.Done(); l.run(f.ctx) }()
+	}
+	return l
+}
+
+// link is the link to peer, if one was opened.
+func (f *Federation) link(peer string) *Link {
+	f.linkMu.Lock()
+	defer f.linkMu.Unlock()
+	return f.links[peer]
+}
+
+// allLinks snapshots the links.
+func (f *Federation) allLinks() []*Link {
+	f.linkMu.Lock()
+	defer f.linkMu.Unlock()
+	out := make([]*Link, 0, len(f.links))
+	for _, l := range f.links {
+		out = append(out, l)
+	}
+	return out
 }
 
 // AgentLeft tells every peer this agent forwarded through that it left,
@@ -342,7 +417,7 @@ func (f *Federation) AgentLeft(agent string) {
 	if f == nil {
 		return
 	}
-	for _, l := range f.links {
+	for _, l := range f.allLinks() {
 		l.agentLeft(agent)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Outcome is what resolving a namespace gave (PROTOCOL.md §6.1). The
@@ -26,6 +27,10 @@ const (
 	// Partitioned: a hub other than the owner asserts the namespace; every
 	// grant is refused until the contest ends (INV-CR-4).
 	Partitioned Outcome = "partitioned"
+	// Moving: the namespace's authority is changing hands (a planned move,
+	// a failover, a hub warming it or fenced): retry shortly. Never a
+	// conflict (etcd mode; not a reference outcome).
+	Moving Outcome = "moving"
 )
 
 // Wildcard in an ownership map names the owner of every namespace the map
@@ -38,6 +43,11 @@ type Resolution struct {
 	Outcome    Outcome  `json:"outcome"`
 	Owner      string   `json:"owner_hub_id,omitempty"` // "" when ungoverned
 	Contesting []string `json:"contesting,omitempty"`   // sorted; set when partitioned
+	// RetryAfter is how long to wait before retrying a Moving namespace.
+	RetryAfter time.Duration `json:"retry_after_ms,omitempty"`
+	// Epoch is the namespace's fencing token when known (etcd: the owner
+	// key's ModRevision).
+	Epoch int64 `json:"epoch,omitempty"`
 }
 
 // Grants reports whether a grant may be decided here.

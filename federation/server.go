@@ -81,6 +81,10 @@ func (f *Federation) Accept(data []byte, send func([]byte) bool, closeFn func(co
 }
 
 func (f *Federation) authorised(peer, token string) bool {
+	if s := f.cfg.SharedPeerToken; s != "" && peer != "" && token != "" && peer != f.cfg.HubID &&
+		subtle.ConstantTimeCompare([]byte(token), []byte(s)) == 1 {
+		return true
+	}
 	want, ok := f.cfg.PeerTokens[peer]
 	if !ok || want == "" || token == "" || peer == "" {
 		return false

@@ -7,8 +7,9 @@ func (f *Federation) Peers() []LinkStatus {
 	if f == nil {
 		return nil
 	}
-	out := make([]LinkStatus, 0, len(f.links))
-	for _, l := range f.links {
+	links := f.allLinks()
+	out := make([]LinkStatus, 0, len(links))
+	for _, l := range links {
 		out = append(out, l.status())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Peer < out[j].Peer })
@@ -17,7 +18,7 @@ func (f *Federation) Peers() []LinkStatus {
 
 // PeerReachable reports whether the link to peer is up.
 func (f *Federation) PeerReachable(peer string) bool {
-	l := f.links[peer]
+	l := f.link(peer)
 	if l == nil {
 		return false
 	}
@@ -59,7 +60,7 @@ func (f *Federation) Status(extra []string) Status {
 	}
 	st.Namespaces = []NamespaceStatus{}
 	if !st.Governed {
-		if len(f.links) > 0 || len(f.cfg.PeerTokens) > 0 {
+		if len(f.allLinks()) > 0 || len(f.cfg.PeerTokens) > 0 {
 			st.Warning = "this hub has peers but no --namespace-owner map: it grants every claim locally, and hubs without a shared map give no cross-host mutual exclusion (INV-MH-4)"
 		}
 		return st

@@ -77,7 +77,7 @@ func (f *Federation) watchLoop(ctx context.Context, peer string) {
 
 // Poll pulls a peer's log now (tests and `synapse ns` refresh).
 func (f *Federation) Poll(ctx context.Context, peer string) error {
-	if f.watch == nil || f.links[peer] == nil {
+	if f.watch == nil || f.link(peer) == nil {
 		return fmt.Errorf("federation: %s is not watched", peer)
 	}
 	return f.poll(ctx, peer)
@@ -87,7 +87,7 @@ func (f *Federation) Poll(ctx context.Context, peer string) error {
 // page, verifies each page and folds it. A failed poll keeps the last
 // observation (PROTOCOL.md §6.4).
 func (f *Federation) poll(ctx context.Context, peer string) error {
-	l := f.links[peer]
+	l := f.link(peer)
 	f.mu.Lock()
 	pm := f.watch.polling[peer]
 	if pm == nil {

@@ -250,6 +250,9 @@ func (s *session) refuseFederated(sender, typ string, in *wire.Inbound, r federa
 	case r.Outcome == federation.Partitioned:
 		code = "NAMESPACE_PARTITIONED"
 		msg = nsText + " is contested: hubs " + strings.Join(r.Contesting, ", ") + " assert it besides its owner " + r.Owner + ", so every grant is refused until the contest ends (INV-CR-4). Make every hub's --namespace-owner agree, or release their claims there."
+	case r.Outcome == federation.Moving:
+		code = "NAMESPACE_MOVING"
+		msg = nsText + " is changing hands (a move, a failover, or its hub is warming it): nothing was decided. Retry in " + r.RetryAfter.String() + "."
 	case r.Outcome == federation.Remote:
 		code = "NOT_OWNER"
 		msg = nsText + " is owned by hub " + r.Owner + ", not by this hub (" + h.cfg.HubID + "): the forwarding hub's ownership map disagrees with ours, and a forwarded request is never forwarded again. Make every hub's --namespace-owner agree."
@@ -266,6 +269,9 @@ func (s *session) refuseFederated(sender, typ string, in *wire.Inbound, r federa
 		}
 		if len(r.Contesting) > 0 {
 			f.Strs("contesting", r.Contesting)
+		}
+		if r.RetryAfter > 0 {
+			f.Int("retry_after_ms", r.RetryAfter.Milliseconds())
 		}
 	})
 }
