@@ -34,8 +34,12 @@
 // a call whose context ends still absorbs its late reply.
 //
 // Refusals are *Refused errors carrying the hub's reason_code or
-// error_code, its sentence and, for claims, the holder. Transport problems
-// are ErrUnreachable (Dial), *RejectedError (the hub refused the
+// error_code, its sentence and, for claims, the holder. On a federated hub
+// a refusal by the namespace's ownership also carries the namespace, how
+// the hub resolves it and the owner hub (OWNER_UNREACHABLE,
+// NAMESPACE_UNGOVERNED, ...); Namespaces shows the whole ownership map.
+// A call the hub is too old for fails with ErrUnsupported. Transport
+// problems are ErrUnreachable (Dial), *RejectedError (the hub refused the
 // connection: name conflict, bad token, capacity), ErrDisconnected and
 // ErrClosed.
 //

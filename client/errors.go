@@ -18,7 +18,27 @@ var (
 	ErrDisconnected = errors.New("client: disconnected from the hub")
 	// ErrClosed means the client was closed.
 	ErrClosed = errors.New("client: closed")
+	// ErrUnsupported means the hub is too old for the call: its welcome
+	// does not announce the feature the call needs. An *UnsupportedError
+	// says which.
+	ErrUnsupported = errors.New("client: the hub does not support this call")
 )
+
+// UnsupportedError is a call the hub cannot serve because it does not
+// announce Feature in its welcome; nothing was sent. It matches
+// ErrUnsupported.
+type UnsupportedError struct {
+	Call    string // e.g. "Namespaces"
+	Feature string // the welcome feature it needs, e.g. "namespaces"
+	HubID   string
+}
+
+func (e *UnsupportedError) Error() string {
+	return fmt.Sprintf("client: hub %s is too old for %s: its welcome does not announce the %q feature (upgrade the hub)", e.HubID, e.Call, e.Feature)
+}
+
+// Is makes errors.Is(err, ErrUnsupported) true.
+func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupported }
 
 // Refused is the hub saying no to a call: a claim_denied, release_denied,
 // handoff_denied, checkpoint_denied, wait_denied or a plain error frame.
@@ -41,13 +61,44 @@ type Refused struct {
 	Holder string
 	// ConflictTask is the other task a SCOPE_CONFLICT collides with.
 	ConflictTask string
+
+	// The fields below come with a refusal by a federated hub's ownership
+	// gate (codes NAMESPACE_UNGOVERNED, NAMESPACE_PARTITIONED,
+	// OWNER_UNREACHABLE, NOT_OWNER): which namespace, how this hub
+	// resolves it, and which hub owns it, so a caller can connect to the
+	// owner or have the map fixed.
+
+	// Namespace is the agent's namespace, the part of its name before the
+	// first '/' ("" for a bare name).
+	Namespace string
+	// Ownership is how the refusing hub resolves Namespace: local,
+	// remote, ungoverned or partitioned.
+	Ownership string
+	// OwnerHubID is the hub that owns Namespace ("" when ungoverned).
+	OwnerHubID string
+	// ForwardError says why forwarding to the owner failed: no_route,
+	// unreachable, timeout, connection_lost, unsupported, peer_refused or
+	// forward_failed.
+	ForwardError string
+	// Contesting are the hubs asserting a partitioned namespace besides
+	// its owner, sorted.
+	Contesting []string
 }
 
+// Error is the hub's sentence with the code and, when the refusal names
+// one, the namespace's owner: "... (OWNER_UNREACHABLE, owner syn-a)".
 func (r *Refused) Error() string {
+	var tags []string
 	if r.Code != "" {
-		return r.Message + " (" + r.Code + ")"
+		tags = append(tags, r.Code)
 	}
-	return r.Message
+	if r.OwnerHubID != "" {
+		tags = append(tags, "owner "+r.OwnerHubID)
+	}
+	if len(tags) == 0 {
+		return r.Message
+	}
+	return r.Message + " (" + strings.Join(tags, ", ") + ")"
 }
 
 // refusedFrom builds a Refused from a denial or error frame.
@@ -63,6 +114,9 @@ func refusedFrom(f Frame, task string) *Refused {
 	if r.Holder == "" { // a reference hub names them only in the sentence
 		r.Holder, r.ConflictTask = holderFromMessage(r.Message)
 	}
+	r.Namespace, r.Ownership, r.OwnerHubID = f.String("namespace"), f.String("ownership"), f.String("owner_hub_id")
+	r.ForwardError = f.String("forward_error")
+	_ = f.DecodeField("contesting", &r.Contesting)
 	return r
 }
 

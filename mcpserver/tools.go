@@ -90,7 +90,7 @@ func (s *Server) explain(err error) string {
 		case ref.Code == "NOT_OWNER" && ref.Holder != "":
 			msg += fmt.Sprintf(" Only %s can do that; send them a message.", ref.Holder)
 		}
-		return msg
+		return msg + ownership(ref, msg)
 	case errors.As(err, &rej):
 		return rej.Error() + ". Restart the MCP server with another --name."
 	case errors.Is(err, context.DeadlineExceeded):
@@ -101,6 +101,33 @@ func (s *Server) explain(err error) string {
 		return fmt.Sprintf("The connection to the hub at %s is closed. Restart the MCP server (and check that `synapse hub` is running).", s.c.URI())
 	}
 	return err.Error()
+}
+
+// ownership names the namespace and the hub that owns it when a federated
+// hub's ownership gate refused, unless the hub's sentence already does
+// (a reference hub words it its own way): a model should learn which hub
+// decides, not only that this one would not.
+func ownership(ref *client.Refused, msg string) string {
+	if ref.Ownership == "" && ref.OwnerHubID == "" {
+		return ""
+	}
+	quoted := "'" + ref.Namespace + "'"
+	if strings.Contains(msg, ref.OwnerHubID) && (ref.Namespace == "" || strings.Contains(msg, quoted)) && strings.Contains(msg, ref.ForwardError) {
+		return ""
+	}
+	ns := "Namespace " + quoted
+	if ref.Namespace == "" {
+		ns = "The namespace of bare names"
+	}
+	switch {
+	case ref.OwnerHubID == "":
+		return fmt.Sprintf(" %s has no owning hub, so no hub grants claims in it.", ns)
+	case ref.ForwardError != "":
+		return fmt.Sprintf(" %s is owned by hub %s, which this hub could not reach (%s): retry shortly.", ns, ref.OwnerHubID, ref.ForwardError)
+	case len(ref.Contesting) > 0:
+		return fmt.Sprintf(" %s is owned by hub %s but contested by %s: nothing is granted there until the hubs agree.", ns, ref.OwnerHubID, strings.Join(ref.Contesting, ", "))
+	}
+	return fmt.Sprintf(" %s is owned by hub %s (%s here).", ns, ref.OwnerHubID, ref.Ownership)
 }
 
 func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -150,6 +177,8 @@ type ClaimResult struct {
 	Message      string     `json:"message,omitempty"`
 	Holder       string     `json:"holder,omitempty" jsonschema:"who holds the task or the conflicting files"`
 	ConflictTask string     `json:"conflict_task,omitempty" jsonschema:"the task whose files overlap yours"`
+	Namespace    string     `json:"namespace,omitempty" jsonschema:"on federated hubs: the namespace whose ownership refused the claim"`
+	OwnerHubID   string     `json:"owner_hub_id,omitempty" jsonschema:"on federated hubs: the hub that owns the namespace and decides its claims"`
 }
 
 func (s *Server) refusedClaim(task string, err error) (*mcp.CallToolResult, ClaimResult, error) {
@@ -157,6 +186,7 @@ func (s *Server) refusedClaim(task string, err error) (*mcp.CallToolResult, Clai
 	var ref *client.Refused
 	if errors.As(err, &ref) {
 		out.Code, out.Message, out.Holder, out.ConflictTask = ref.Code, ref.Message, ref.Holder, ref.ConflictTask
+		out.Namespace, out.OwnerHubID = ref.Namespace, ref.OwnerHubID
 	}
 	return refuse(out, s.explain(err))
 }

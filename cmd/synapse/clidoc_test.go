@@ -15,6 +15,7 @@ var subcommands = map[string][]string{
 	"journal":  {"check", "compact", "stats"},
 	"task":     {"declare", "update", "progress"},
 	"git-hook": {"install", "uninstall", "check"},
+	"ns":       {"list"},
 }
 
 // docs/cli.md reproduces every command's --help: this test keeps it true.

@@ -187,9 +187,13 @@ func newFlagSet(name, usage, extraExit string, stderr io.Writer) *flag.FlagSet {
 func (f *clientFlags) failure(stderr io.Writer, cmd string, err error) int {
 	var ref *client.Refused
 	var rej *client.RejectedError
+	var unsup *client.UnsupportedError
 	switch {
 	case errors.As(err, &ref):
 		fmt.Fprintf(stderr, "synapse %s: %s\n", cmd, ref.Error())
+		return exitRefused
+	case errors.As(err, &unsup):
+		fmt.Fprintf(stderr, "synapse %s: the hub at %s (%s) is too old for this: its welcome does not announce %q. Upgrade it.\n", cmd, f.uri, unsup.HubID, unsup.Feature)
 		return exitRefused
 	case errors.As(err, &rej):
 		hint := ""

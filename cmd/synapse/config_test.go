@@ -49,21 +49,31 @@ func agent(t *testing.T, uri, name string) *client.Client { return hubtest.Agent
 // see it for a moment.
 func waitOffline(t *testing.T, uri, name string) {
 	t.Helper()
+	watchHub(t, uri, name+" offline", func(ctx context.Context, c *client.Client) (bool, error) {
+		w, err := c.Who(ctx)
+		return err == nil && !slices.Contains(w.OnlineAgents, name), err
+	})
+}
+
+// watchHub asks the hub at uri, as test/watcher, until done says so (for
+// 20 s at the most); an error from done ends the test.
+func watchHub(t *testing.T, uri, what string, done func(context.Context, *client.Client) (bool, error)) {
+	t.Helper()
 	watcher := agent(t, uri, "test/watcher")
 	defer watcher.Close()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		w, err := watcher.Who(ctx)
+		ok, err := done(ctx, watcher)
 		cancel()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Contains(w.OnlineAgents, name) {
+		if ok {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s still online after 20 s", name)
+			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

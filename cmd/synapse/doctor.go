@@ -14,8 +14,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
+
+	"github.com/synapse-hub/synapse/client"
 )
 
 const doctorUsage = `Usage: synapse doctor [--json] [--db PATH]
@@ -23,6 +26,9 @@ const doctorUsage = `Usage: synapse doctor [--json] [--db PATH]
 Checks, each on one line with how to fix it:
   hub          reachable at --uri, its /health status, protocol v2
   port         what listens on the hub's port when the hub does not answer
+  federation   a hub with peers has an ownership map (without one there is
+               no mutual exclusion across hubs, INV-MH-4), every namespace
+               its online agents use has an owner, and none is contested
   journal      the default journal (or --db): present, mode 0600, sound
                (the quick check of 'synapse journal check')
   claude, codex, cursor
@@ -31,14 +37,14 @@ Checks, each on one line with how to fix it:
   claude-hook  the guard hook in .claude/settings.json
   git-hook     the pre-commit hook (synapse git-hook install)
 
-✓ is fine, ✗ is wrong, - is not set up (not an error). Exit 1 when
-anything is wrong.
+✓ is fine, ! is a warning, ✗ is wrong, - is not set up (not an error).
+Exit 1 when anything is wrong; warnings do not change the exit code.
 `
 
 // check is one line of the report.
 type check struct {
 	Name   string `json:"name"`
-	Status string `json:"status"` // ok | fail | skip
+	Status string `json:"status"` // ok | warn | fail | skip
 	Detail string `json:"detail"`
 	Fix    string `json:"fix,omitempty"`
 }
@@ -76,7 +82,7 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 		printJSON(stdout, map[string]any{"ok": !bad, "uri": f.uri, "project": root, "checks": checks})
 	} else {
 		for _, c := range checks {
-			mark := map[string]string{"ok": "✓", "fail": "✗", "skip": "-"}[c.Status]
+			mark := map[string]string{"ok": "✓", "warn": "!", "fail": "✗", "skip": "-"}[c.Status]
 			fmt.Fprintf(stdout, "%s %-12s %s\n", mark, c.Name, c.Detail)
 			if c.Fix != "" {
 				fmt.Fprintf(stdout, "  %-12s fix: %s\n", "", c.Fix)
@@ -117,7 +123,101 @@ func checkHub(f *clientFlags) []check {
 		out = append(out, check{Name: "health", Status: "ok", Detail: "status ok"})
 	}
 	out = append(out, check{Name: "port", Status: "ok", Detail: "served by the hub"})
+	fctx, fcancel := f.callCtx()
+	defer fcancel()
+	return append(out, checkFederation(fctx, c)...)
+}
+
+// checkFederation warns about what makes claims unsafe or impossible
+// across hubs: peers without an ownership map (no cross-host exclusion,
+// INV-MH-4), online agents in a namespace the map gives no owner (all
+// their claims are refused), and contested namespaces.
+func checkFederation(ctx context.Context, c *client.Client) []check {
+	const name = "federation"
+	if !c.HasFeature(client.FeatureNamespaces) {
+		return []check{{Name: name, Status: "skip", Detail: "the hub does not report namespace ownership (it predates ns_request)"}}
+	}
+	st, err := c.Namespaces(ctx)
+	if err != nil {
+		return []check{{Name: name, Status: "fail", Detail: "ns_request: " + err.Error(), Fix: "read the hub's log"}}
+	}
+	if !st.Governed && len(st.Peers) == 0 {
+		return []check{{Name: name, Status: "skip", Detail: "a single hub: no peers, no ownership map"}}
+	}
+	var out []check
+	if st.Warning != "" {
+		out = append(out, check{Name: name, Status: "warn", Detail: st.Warning,
+			Fix: "give every hub the same --namespace-owner map (NS=HUB_ID, or '*=HUB_ID'), or drop the peers if the hubs are meant to be independent"})
+	}
+	if st.Governed {
+		w, err := c.Who(ctx)
+		if err != nil {
+			return append(out, check{Name: name, Status: "fail", Detail: "who_request: " + err.Error()})
+		}
+		out = append(out, ungovernedInUse(st, w.OnlineAgents, c.Name())...)
+		for _, r := range st.Contested {
+			out = append(out, check{Name: name, Status: "warn",
+				Detail: fmt.Sprintf("namespace %s is contested: owner %s, also asserted by %s; every claim in it is refused", nsName(r.Namespace), orDash(r.OwnerHubID), strings.Join(r.Contesting, ", ")),
+				Fix:    "make every hub's --namespace-owner map agree on " + nsName(r.Namespace)})
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, check{Name: name, Status: "ok", Detail: fmt.Sprintf("hub %s is governed: %d namespaces, %d of %d peers up, none contested", st.HubID, len(st.Namespaces), st.PeersUp(), len(st.Peers))})
+	}
 	return out
+}
+
+// ungovernedInUse warns once per namespace whose online agents (self
+// aside) the governed hub resolves ungoverned: every claim they make is
+// refused (NAMESPACE_UNGOVERNED).
+func ungovernedInUse(st *client.NamespaceStatus, online []string, self string) []check {
+	agents := map[string][]string{}
+	for _, a := range online {
+		if a == self {
+			continue
+		}
+		ns, _, found := strings.Cut(a, "/")
+		if !found {
+			ns = "" // a bare name
+		}
+		if r := st.Route(ns); r != nil && r.Outcome == client.OwnershipUngoverned {
+			agents[ns] = append(agents[ns], a)
+		}
+	}
+	nss := make([]string, 0, len(agents))
+	for ns := range agents {
+		nss = append(nss, ns)
+	}
+	sort.Strings(nss)
+	var out []check
+	for _, ns := range nss {
+		c := check{Name: "federation", Status: "warn",
+			Detail: fmt.Sprintf("namespace %s has no owner in the map, yet %s online; every claim there is refused (NAMESPACE_UNGOVERNED)", nsName(ns), agentsText(agents[ns])),
+			Fix:    fmt.Sprintf("add --namespace-owner %s=HUB_ID on every hub", ns)}
+		if ns == "" {
+			c.Detail = fmt.Sprintf("%s online with a bare name (no PROJECT/ prefix); a governed hub refuses all its claims (NAMESPACE_UNGOVERNED)", agentsText(agents[ns]))
+			c.Fix = "reconnect those agents as PROJECT/NAME"
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// agentsText is "a/x is" or "a/x, a/y are", shortened past three names.
+func agentsText(agents []string) string {
+	sort.Strings(agents)
+	if len(agents) == 1 {
+		return agents[0] + " is"
+	}
+	shown := agents
+	if len(shown) > 3 {
+		shown = shown[:3]
+	}
+	s := strings.Join(shown, ", ")
+	if len(agents) > 3 {
+		s += fmt.Sprintf(" and %d more", len(agents)-3)
+	}
+	return s + " are"
 }
 
 // checkPort says what holds the hub's port when no hub answers there.

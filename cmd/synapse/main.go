@@ -58,6 +58,7 @@ func groups() []group {
 			{"doctor", "check the hub, journal, port and this project's agent integrations", runDoctor},
 		}},
 		{"Operating a hub", []command{
+			{"ns", "which hub owns each namespace, and the links to peer hubs: ns list", runNS},
 			{"journal", "check, compact or show stats of a journal file", runJournal},
 			{"bench", "measure the core (bench core) or the durable journal (bench journal)", runBench},
 		}},

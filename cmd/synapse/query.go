@@ -131,8 +131,10 @@ func printClaims(w io.Writer, claims []client.Claim, now float64) {
 const statusUsage = `Usage: synapse status
 
 One look at the hub and at you: is the hub up (its /health), who is online,
-how many claims are live, and the claims --name holds. Exits 3 when the hub
-cannot be reached.
+how many claims are live, and the claims --name holds. A hub with peers or
+an ownership map adds a federation line: governed or not, peers up, contested
+namespaces ('synapse ns list' shows them). Exits 3 when the hub cannot be
+reached.
 `
 
 // health is the part of the hub's /health this command shows.
@@ -163,16 +165,30 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return f.failure(stderr, "status", err)
 	}
+	// A hub older than ns_request is simply not asked: it has no federation.
+	var fed *fedSummary
+	if c.HasFeature(client.FeatureNamespaces) {
+		ns, err := c.Namespaces(ctx)
+		if err != nil {
+			return f.failure(stderr, "status", err)
+		}
+		s := summarize(ns)
+		fed = &s
+	}
 	h := fetchHealth(ctx, f.uri)
 	online := slices.DeleteFunc(slices.Clone(w.OnlineAgents), func(a string) bool { return a == c.Name() })
 	mine := filterClaims(st.ActiveClaims, f.name)
 	wel := c.Welcome()
 	if f.asJSON {
-		printJSON(stdout, map[string]any{
+		out := map[string]any{
 			"uri": f.uri, "hub_id": wel.HubID, "protocol_version": wel.ProtocolVersion, "features": wel.Features,
 			"hub_version": w.HubVersion, "health": h, "online_agents": online,
 			"active_claims": len(st.ActiveClaims), "name": f.name, "my_claims": mine,
-		})
+		}
+		if fed != nil {
+			out["federation"] = fed
+		}
+		printJSON(stdout, out)
 		return exitOK
 	}
 	state := "up"
@@ -183,6 +199,12 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	fmt.Fprintf(stdout, "Hub %s at %s: %s (protocol v%d, %s).\n", wel.HubID, f.uri, state, wel.ProtocolVersion, w.HubVersion)
+	if fed != nil && fed.federated() {
+		fmt.Fprintln(stdout, fed)
+		if fed.Warning != "" {
+			fmt.Fprintln(stdout, "Warning: "+fed.Warning)
+		}
+	}
 	fmt.Fprintf(stdout, "%d agents online, %d live claims.\n", len(online), len(st.ActiveClaims))
 	fmt.Fprintf(stdout, "You (%s) hold %d:\n", f.name, len(mine))
 	if len(mine) > 0 {

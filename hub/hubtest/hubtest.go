@@ -6,12 +6,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/synapse-hub/synapse/client"
+	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/hub"
 )
 
@@ -20,21 +21,83 @@ import (
 // Logger.
 func Start(t testing.TB, cfg hub.Config) string {
 	t.Helper()
+	ln := listen(t)
+	serve(t, cfg, ln)
+	return "ws://" + ln.Addr().String()
+}
+
+// StartFederation serves one hub per id, each configured by cfg(id, uris)
+// with its HubID set to id. Every listener is open before the first hub
+// starts, so each config can name the others as peers by URI. It returns
+// the URIs by hub id.
+func StartFederation(t testing.TB, ids []string, cfg func(id string, uris map[string]string) hub.Config) map[string]string {
+	t.Helper()
+	lns := make(map[string]net.Listener, len(ids))
+	uris := make(map[string]string, len(ids))
+	for _, id := range ids {
+		lns[id] = listen(t)
+		uris[id] = "ws://" + lns[id].Addr().String()
+	}
+	for _, id := range ids {
+		c := cfg(id, uris)
+		c.HubID = id
+		serve(t, c, lns[id])
+	}
+	return uris
+}
+
+// Mesh configures hubs that share one ownership map (NS=HUB_ID specs),
+// each forwarding to every other and accepting each (hub X presents
+// "tok-X"): a federation as an operator would set it up.
+func Mesh(owners ...string) func(id string, uris map[string]string) hub.Config {
+	return func(id string, uris map[string]string) hub.Config {
+		fc := federation.Config{
+			Owners:         owners,
+			ClaimPeers:     map[string]string{},
+			ClaimPeerToken: "tok-" + id,
+			PeerTokens:     map[string]string{},
+			ForwardTimeout: 5 * time.Second,
+		}
+		for peer, uri := range uris {
+			if peer != id {
+				fc.ClaimPeers[peer] = uri
+				fc.PeerTokens[peer] = "tok-" + peer
+			}
+		}
+		return hub.Config{Federation: fc}
+	}
+}
+
+func listen(t testing.TB) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() }) // a listener whose hub never started
+	return ln
+}
+
+// serve runs a hub on ln until the test ends.
+func serve(t testing.TB, cfg hub.Config, ln net.Listener) {
+	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	h, err := hub.New(cfg)
 	if err != nil {
+		ln.Close()
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h.Handler())
+	srv := httptest.NewUnstartedServer(h.Handler())
+	srv.Listener = ln
+	srv.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		h.Close(ctx)
 		srv.Close()
 	})
-	return "ws" + strings.TrimPrefix(srv.URL, "http")
 }
 
 // Agent holds name online at uri for the test's length, as a running agent

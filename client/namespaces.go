@@ -1,0 +1,128 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// The namespace ownership of a federated hub (additive verb ns_request,
+// welcome feature "namespaces"). The types mirror the JSON of the hub's
+// federation.Status and federation.Observation rather than importing
+// them: the SDK depends on the wire shape only, not on the hub's
+// federation machinery (links, peer servers, the log watch) or on
+// package wire, and a program that embeds the client stays as small as
+// it is today.
+
+// FeatureNamespaces is the welcome feature of hubs that answer ns_request.
+const FeatureNamespaces = "namespaces"
+
+// Ownership outcomes of a namespace (NamespaceRoute.Outcome).
+const (
+	OwnershipLocal       = "local"       // the hub asked owns it and decides its claims
+	OwnershipRemote      = "remote"      // another hub owns it; claims are forwarded there
+	OwnershipUngoverned  = "ungoverned"  // no owner in the map: nothing is granted
+	OwnershipPartitioned = "partitioned" // contested by a hub besides its owner: nothing is granted
+)
+
+// NamespaceStatus is a hub's view of the federation: its ownership map as
+// it resolves it now, its peer links, the contested namespaces and what it
+// observes of its peers (advisory).
+type NamespaceStatus struct {
+	HubID string `json:"hub_id"`
+	// Governed says claims are routed by an ownership map. A hub that is
+	// not grants every claim locally.
+	Governed bool `json:"governed"`
+	// Namespaces are the namespaces the map names and those the hub's
+	// agents use, sorted; empty on a hub that is not governed.
+	Namespaces []NamespaceRoute `json:"namespaces"`
+	Peers      []PeerLink       `json:"peers"`
+	// Contested are the namespaces in contest now (Reachable unset).
+	Contested       []NamespaceRoute `json:"contested"`
+	Forwarded       int64            `json:"forwarded"`        // forwards this hub sent
+	Served          int64            `json:"served"`           // forwards this hub served as owner
+	ForwardFailures int64            `json:"forward_failures"` // forwards that failed
+	// Warning is set when the hub has peers but no ownership map: it gives
+	// no cross-host mutual exclusion (INV-MH-4).
+	Warning string `json:"warning,omitempty"`
+
+	// ObservedClaims and ObservedBoard are what the hub's log watches
+	// fold from its peers (advisory: they grant nothing). They are kept
+	// as JSON until the hub fixes their shape.
+	ObservedClaims []json.RawMessage `json:"observed_claims"`
+	ObservedBoard  []json.RawMessage `json:"observed_board"`
+	// Quarantined maps a peer whose log changed under the watch to why.
+	Quarantined map[string]string `json:"quarantined_peers,omitempty"`
+
+	// Raw is the snapshot as the hub sent it, fields this client does not
+	// know included.
+	Raw json.RawMessage `json:"-"`
+}
+
+// NamespaceRoute is one namespace and how the hub resolves it.
+type NamespaceRoute struct {
+	Namespace  string   `json:"namespace"` // "" is the namespace of bare names
+	Outcome    string   `json:"outcome"`   // local | remote | ungoverned | partitioned
+	OwnerHubID string   `json:"owner_hub_id,omitempty"`
+	Contesting []string `json:"contesting,omitempty"`
+	// Reachable says the owner can be reached now: always for a local
+	// namespace, the link's state for a remote one, never otherwise.
+	Reachable bool `json:"reachable"`
+}
+
+// PeerLink is the hub's link to one peer hub.
+type PeerLink struct {
+	Peer      string  `json:"peer"`
+	URI       string  `json:"uri"`
+	Reachable bool    `json:"reachable"`
+	Mode      string  `json:"mode"`            // multiplexed, reference or down
+	Since     float64 `json:"since,omitempty"` // unix seconds the link came up or went down
+	RTTMillis float64 `json:"rtt_ms,omitempty"`
+	LastError string  `json:"last_error,omitempty"`
+	ClaimPeer bool    `json:"claim_peer"` // claims of its namespaces are forwarded there
+	Watched   bool    `json:"watched"`    // its log is pulled
+}
+
+// PeersUp counts the peers whose link is up.
+func (s *NamespaceStatus) PeersUp() int {
+	n := 0
+	for _, p := range s.Peers {
+		if p.Reachable {
+			n++
+		}
+	}
+	return n
+}
+
+// Route returns how the hub resolves ns, or nil when the snapshot does not
+// list it.
+func (s *NamespaceStatus) Route(ns string) *NamespaceRoute {
+	for i := range s.Namespaces {
+		if s.Namespaces[i].Namespace == ns {
+			return &s.Namespaces[i]
+		}
+	}
+	return nil
+}
+
+// Namespaces asks the hub how it resolves namespace ownership: its map,
+// its peers and the contests. A hub without the "namespaces" feature is
+// not asked; the call returns an *UnsupportedError (ErrUnsupported).
+func (c *Client) Namespaces(ctx context.Context) (*NamespaceStatus, error) {
+	if w := c.Welcome(); !w.HasFeature(FeatureNamespaces) {
+		return nil, &UnsupportedError{Call: "Namespaces", Feature: FeatureNamespaces, HubID: w.HubID}
+	}
+	f, err := c.reply(ctx, c.envelope("ns_request", ""), "", "ns_snapshot", matchType("ns_snapshot"))
+	if err != nil {
+		return nil, err
+	}
+	raw := f.Field("federation")
+	if raw == nil {
+		return nil, fmt.Errorf("client: decode ns_snapshot: no federation field")
+	}
+	s := NamespaceStatus{Raw: raw}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, fmt.Errorf("client: decode ns_snapshot: %w", err)
+	}
+	return &s, nil
+}
