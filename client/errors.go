@@ -64,7 +64,7 @@ type Refused struct {
 
 	// The fields below come with a refusal by a federated hub's ownership
 	// gate (codes NAMESPACE_UNGOVERNED, NAMESPACE_PARTITIONED,
-	// OWNER_UNREACHABLE, NOT_OWNER): which namespace, how this hub
+	// OWNER_UNREACHABLE, NAMESPACE_NOT_OWNED): which namespace, how this hub
 	// resolves it, and which hub owns it, so a caller can connect to the
 	// owner or have the map fixed.
 

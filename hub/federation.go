@@ -254,7 +254,7 @@ func (s *session) refuseFederated(sender, typ string, in *wire.Inbound, r federa
 		code = "NAMESPACE_MOVING"
 		msg = nsText + " is changing hands (a move, a failover, or its hub is warming it): nothing was decided. Retry in " + r.RetryAfter.String() + "."
 	case r.Outcome == federation.Remote:
-		code = "NOT_OWNER"
+		code = "NAMESPACE_NOT_OWNED"
 		msg = nsText + " is owned by hub " + r.Owner + ", not by this hub (" + h.cfg.HubID + "): the forwarding hub's ownership map disagrees with ours, and a forwarded request is never forwarded again. Make every hub's --namespace-owner agree."
 	default:
 		code, msg = "NAMESPACE_UNGOVERNED", nsText+" does not grant here."
