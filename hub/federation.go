@@ -6,7 +6,9 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/journal"
 	"github.com/synapse-hub/synapse/sequencer"
@@ -415,4 +417,33 @@ func observedAgents(cs []federation.ObservedClaim) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// Adopt installs the claims of a namespace this hub now owns, through the
+// sequencer (cluster.Host).
+func (h *Hub) Adopt(ns string, claims []*coord.Claim, epochFloor int64) error {
+	if !h.beginSubmit() {
+		return errClosing
+	}
+	defer h.submits.Done()
+	_, err := h.seq.Submit(context.Background(), sequencer.Request{Cmd: coord.Adopt{Claims: claims, EpochFloor: epochFloor}})
+	return err
+}
+
+// Disown drops the claims of a namespace another hub owns now.
+func (h *Hub) Disown(ns string) {
+	if !h.beginSubmit() {
+		return
+	}
+	defer h.submits.Done()
+	if _, err := h.seq.Submit(context.Background(), sequencer.Request{Cmd: coord.Disown{Namespace: ns}}); err != nil {
+		h.log.Warn("hub: disown", "namespace", ns, "err", err)
+	}
+}
+
+// Drain waits, at most budget, for the mutations in flight to be answered.
+func (h *Hub) Drain(budget time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	_ = waitCtx(ctx, &h.submits)
 }

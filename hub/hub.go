@@ -71,6 +71,10 @@ type Config struct {
 	Limits                coord.Limits  // core limits (MaxClaimsPerPrincipal = --max-claims-per-agent)
 	State                 *coord.State  // recovered state; nil = empty
 	Journal               *journal.Store
+	// Store, when set instead of Journal, is where the sequencer commits:
+	// a fleet on etcd (package cluster) keeps each namespace's authority
+	// there. Chats and mailboxes are then kept in memory only.
+	Store sequencer.Journal
 	// Degraded, when not "", is why replay quarantined rows: gated
 	// mutations are refused (PROTOCOL.md §1.4 step 14) and /health says
 	// degraded.
@@ -109,6 +113,11 @@ type Config struct {
 	// mutual exclusion (INV-MH-4). HubID and Logger are filled in.
 	Federation federation.Config
 }
+
+// StoreMaxBatch bounds a batch committed to a Store: one etcd transaction
+// holds at most 128 operations by default, and a claim writes its key and
+// may write an idempotency record.
+const StoreMaxBatch = 48
 
 // Defaults (the reference's flags).
 const (
@@ -239,13 +248,21 @@ func New(cfg Config) (*Hub, error) {
 	h.activeClaims.Store(int64(cfg.State.ClaimCount()))
 	h.m = newMetrics(h)
 	var j sequencer.Journal
-	if cfg.Journal != nil {
+	maxBatch := 0
+	switch {
+	case cfg.Journal != nil && cfg.Store != nil:
+		return nil, errors.New("hub: give a Journal or a Store, not both")
+	case cfg.Journal != nil:
 		j = cfg.Journal
+	case cfg.Store != nil:
+		j = cfg.Store
+		maxBatch = StoreMaxBatch
 	}
 	h.seq = sequencer.New(cfg.State, j, sequencer.Options{
 		Clock:    cfg.Clock,
 		OnCommit: h.onCommit,
 		Logger:   cfg.Logger,
+		MaxBatch: maxBatch,
 	})
 	fc := cfg.Federation
 	fc.HubID, fc.Logger = cfg.HubID, cfg.Logger

@@ -212,6 +212,12 @@ func (s *session) submit(sender, typ, task string, in *wire.Inbound, cmd coord.C
 	h.m.submitSeconds.Observe(time.Since(t0).Seconds())
 	h.submits.Done()
 	switch {
+	case errors.Is(err, sequencer.ErrRetry):
+		h.m.fedRefused.WithLabelValues("moving").Inc()
+		s.refuseCode(sender, typ, in, "NAMESPACE_MOVING", "Nothing was decided: the namespace is changing hands or its store did not answer ("+err.Error()+"). Retry in 250ms.", func(f *wire.Frame) {
+			f.Str("namespace", federation.Namespace(identity(sender))).Str("ownership", "moving").Int("retry_after_ms", 250)
+		})
+		return reply, false
 	case errors.Is(err, sequencer.ErrIdempotencyConflict):
 		h.m.idemConflicts.Inc()
 		s.fail(sender, "idempotency_conflict", "Idempotency key was already used for a different request.")

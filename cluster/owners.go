@@ -1,0 +1,711 @@
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/federation"
+	"github.com/synapse-hub/synapse/journal"
+	"github.com/synapse-hub/synapse/sequencer"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Host is what Owners needs of its hub: installing and dropping a
+// namespace's claims through the sequencer, and draining in-flight work.
+type Host interface {
+	// Adopt installs the claims of a namespace this hub now owns.
+	Adopt(ns string, claims []*coord.Claim, epochFloor int64) error
+	// Disown drops the claims of a namespace this hub no longer owns.
+	Disown(ns string)
+	// Drain waits, at most budget, for the mutations in flight.
+	Drain(budget time.Duration)
+}
+
+// Owners is a hub's view of namespace ownership in etcd, and the store of
+// the namespaces it owns (federation.Authority and sequencer.Journal):
+//
+//   - ns/<ns>/owner names the serving hub; it lives under that hub's lease,
+//     so it dies with the hub (rule 1), and its ModRevision is the
+//     namespace's fencing token.
+//   - ns/<ns>/claims/<task> is each live claim, ns/<ns>/epoch the highest
+//     epoch issued there, ns/<ns>/idem/<sha256(key)> each idempotency
+//     record: every write is one transaction guarded by the owner key's
+//     ModRevision, so a hub that lost the namespace cannot write (rule 2).
+//
+// A namespace is taken by the first hub that serves a request for it, or
+// after its owner's lease is gone by the first hub asked again; the new
+// owner reads the namespace's state at its own owner revision (a stable
+// high-water mark: nobody else can write after it) and installs it before
+// it admits anything (rules 6, 8).
+type Owners struct {
+	m    *Member
+	cli  *clientv3.Client
+	self string
+	pfx  string
+	log  *slog.Logger
+	host Host
+
+	mu      sync.Mutex
+	hubs    map[string]Registration
+	owners  map[string]ownerRec
+	mine    map[string]int64  // namespaces installed here → their epoch (owner ModRevision)
+	taskNS  map[string]string // task → namespace of the claims this hub wrote
+	flights map[string]*flight
+
+	kick chan string // namespaces to reconcile (level-triggered)
+	stop chan struct{}
+	done chan struct{}
+}
+
+type ownerRec struct {
+	Hub    string `json:"hub_id"`
+	Addr   string `json:"addr"`
+	modRev int64
+}
+
+type flight struct {
+	done chan struct{}
+}
+
+// claimTimeout bounds taking a namespace (CAS, warm read, install).
+var claimTimeout = 3 * time.Second
+
+// NewOwners builds the authority of member m; host must be set with
+// SetHost before Start.
+func NewOwners(m *Member) *Owners {
+	return &Owners{m: m, cli: m.cli, self: m.cfg.HubID, pfx: m.cfg.Prefix, log: m.log,
+		hubs: map[string]Registration{}, owners: map[string]ownerRec{}, mine: map[string]int64{},
+		taskNS: map[string]string{}, flights: map[string]*flight{},
+		kick: make(chan string, 1024), stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// SetHost connects the hub.
+func (o *Owners) SetHost(h Host) { o.host = h }
+
+func (o *Owners) ownerKey(ns string) string { return o.pfx + "ns/" + ns + "/owner" }
+func (o *Owners) nsPrefix(ns string) string { return o.pfx + "ns/" + ns + "/" }
+func (o *Owners) claimKey(ns, task string) string {
+	return o.pfx + "ns/" + ns + "/claims/" + task
+}
+func (o *Owners) epochKey(ns string) string { return o.pfx + "ns/" + ns + "/epoch" }
+func (o *Owners) idemKey(ns, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return o.pfx + "ns/" + ns + "/idem/" + hex.EncodeToString(sum[:])
+}
+
+// Start lists the fleet and follows it: hubs and owner keys.
+func (o *Owners) Start() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rev, err := o.relist(ctx)
+	if err != nil {
+		return err
+	}
+	go o.follow(rev)
+	return nil
+}
+
+// Close stops following.
+func (o *Owners) Close() {
+	select {
+	case <-o.stop:
+	default:
+		close(o.stop)
+	}
+	<-o.done
+}
+
+// relist reads every registration and owner key and returns the revision.
+func (o *Owners) relist(ctx context.Context) (int64, error) {
+	r, err := o.cli.Get(ctx, o.pfx, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return 0, fmt.Errorf("%w: list %s: %v", ErrNoEtcd, o.pfx, err)
+	}
+	hubs, err := o.cli.Get(ctx, o.pfx+"hubs/", clientv3.WithPrefix(), clientv3.WithRev(r.Header.Revision))
+	if err != nil {
+		return 0, err
+	}
+	o.mu.Lock()
+	o.hubs = map[string]Registration{}
+	for _, kv := range hubs.Kvs {
+		var reg Registration
+		if json.Unmarshal(kv.Value, &reg) == nil && reg.HubID != "" {
+			o.hubs[reg.HubID] = reg
+		}
+	}
+	o.mu.Unlock()
+	seen := map[string]bool{}
+	for _, kv := range r.Kvs {
+		if ns, ok := o.ownerNS(string(kv.Key)); ok && !seen[ns] {
+			seen[ns] = true
+			o.enqueue(ns)
+		}
+	}
+	o.mu.Lock()
+	for ns := range o.owners {
+		if !seen[ns] {
+			o.enqueueLocked(ns)
+		}
+	}
+	for ns := range o.mine {
+		o.enqueueLocked(ns)
+	}
+	o.mu.Unlock()
+	return r.Header.Revision, nil
+}
+
+func (o *Owners) ownerNS(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, o.pfx+"ns/")
+	if !ok {
+		return "", false
+	}
+	ns, tail, ok := strings.Cut(rest, "/")
+	return ns, ok && tail == "owner"
+}
+
+func (o *Owners) enqueue(ns string) {
+	select {
+	case o.kick <- ns:
+	default: // full: the periodic relist will catch up
+	}
+}
+
+func (o *Owners) enqueueLocked(ns string) { o.enqueue(ns) }
+
+// follow watches the prefix: a watch event only says "re-read this
+// namespace" (rule 7); one goroutine reconciles, so at most one
+// convergence runs per namespace at a time; a relist every lease TTL heals
+// what a lost or compacted watch missed.
+func (o *Owners) follow(rev int64) {
+	defer close(o.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-o.stop
+		cancel()
+	}()
+	tick := time.NewTicker(o.m.cfg.LeaseTTL)
+	defer tick.Stop()
+	for ctx.Err() == nil {
+		wch := o.cli.Watch(clientv3.WithRequireLeader(ctx), o.pfx, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		for ctx.Err() == nil {
+			select {
+			case resp, ok := <-wch:
+				if !ok || resp.Err() != nil {
+					goto relist
+				}
+				rev = resp.Header.Revision
+				for _, ev := range resp.Events {
+					key := string(ev.Kv.Key)
+					if id, ok := strings.CutPrefix(key, o.pfx+"hubs/"); ok {
+						o.hubEvent(id, ev.Type == clientv3.EventTypeDelete, ev.Kv.Value)
+					} else if ns, ok := o.ownerNS(key); ok {
+						o.enqueue(ns)
+					}
+				}
+			case ns := <-o.kick:
+				o.reconcile(ctx, ns)
+			case <-tick.C:
+				goto relist
+			}
+		}
+	relist:
+		if ctx.Err() != nil {
+			return
+		}
+		lctx, lcancel := context.WithTimeout(ctx, o.m.cfg.LeaseTTL/3)
+		r, err := o.relist(lctx)
+		lcancel()
+		if err != nil {
+			o.log.Warn("cluster: relist failed", "err", err)
+			time.Sleep(retryEvery)
+			continue
+		}
+		rev = r
+	}
+}
+
+func (o *Owners) hubEvent(id string, deleted bool, value []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if deleted {
+		delete(o.hubs, id)
+		return
+	}
+	var reg Registration
+	if json.Unmarshal(value, &reg) == nil {
+		o.hubs[id] = reg
+	}
+}
+
+// reconcile re-reads one namespace's owner key and converges: the cache
+// follows it, and a namespace this hub had installed but no longer owns
+// (deleted, or another hub's, or a newer epoch) is dropped here.
+func (o *Owners) reconcile(ctx context.Context, ns string) {
+	rctx, cancel := context.WithTimeout(ctx, o.m.cfg.LeaseTTL/3)
+	r, err := o.cli.Get(rctx, o.ownerKey(ns))
+	cancel()
+	if err != nil {
+		return // the next event or relist retries
+	}
+	o.mu.Lock()
+	var rec ownerRec
+	exists := len(r.Kvs) == 1 && json.Unmarshal(r.Kvs[0].Value, &rec) == nil
+	if exists {
+		rec.modRev = r.Kvs[0].ModRevision
+		o.owners[ns] = rec
+	} else {
+		delete(o.owners, ns)
+	}
+	epoch, installed := o.mine[ns]
+	lost := installed && (!exists || rec.Hub != o.self || rec.modRev != epoch)
+	if lost {
+		delete(o.mine, ns)
+	}
+	o.mu.Unlock()
+	if lost {
+		o.log.Warn("cluster: namespace no longer owned here; dropping its claims", "namespace", ns, "epoch", epoch)
+		o.host.Disown(ns)
+	}
+}
+
+// Resolve implements federation.Authority. A namespace nobody owns is
+// taken here (first use, or after its owner's lease expired).
+func (o *Owners) Resolve(ns string) federation.Resolution {
+	if ns == "" {
+		return federation.Resolution{Namespace: ns, Outcome: federation.Ungoverned}
+	}
+	moving := federation.Resolution{Namespace: ns, Outcome: federation.Moving, RetryAfter: 250 * time.Millisecond}
+	if !o.m.Serving() {
+		return moving
+	}
+	o.mu.Lock()
+	rec, owned := o.owners[ns]
+	epoch, installed := o.mine[ns]
+	_, ownerLive := o.hubs[rec.Hub]
+	o.mu.Unlock()
+	switch {
+	case installed && owned && rec.Hub == o.self && rec.modRev == epoch:
+		return federation.Resolution{Namespace: ns, Outcome: federation.Local, Owner: o.self, Epoch: epoch}
+	case owned && rec.Hub != o.self && ownerLive:
+		return federation.Resolution{Namespace: ns, Outcome: federation.Remote, Owner: rec.Hub, Epoch: rec.modRev}
+	case owned:
+		return moving // ours but not installed yet, or an owner whose lease is going
+	}
+	if err := o.acquire(ns); err != nil {
+		o.log.Info("cluster: could not take namespace", "namespace", ns, "err", err)
+	}
+	o.mu.Lock()
+	rec, owned = o.owners[ns]
+	epoch, installed = o.mine[ns]
+	_, ownerLive = o.hubs[rec.Hub]
+	o.mu.Unlock()
+	switch {
+	case installed && owned && rec.Hub == o.self && rec.modRev == epoch:
+		return federation.Resolution{Namespace: ns, Outcome: federation.Local, Owner: o.self, Epoch: epoch}
+	case owned && rec.Hub != o.self && ownerLive:
+		return federation.Resolution{Namespace: ns, Outcome: federation.Remote, Owner: rec.Hub, Epoch: rec.modRev}
+	}
+	return moving
+}
+
+// acquire takes an unowned namespace: one flight per namespace at a time.
+func (o *Owners) acquire(ns string) error {
+	o.mu.Lock()
+	if f := o.flights[ns]; f != nil {
+		o.mu.Unlock()
+		select {
+		case <-f.done:
+		case <-time.After(claimTimeout):
+		}
+		return nil
+	}
+	f := &flight{done: make(chan struct{})}
+	o.flights[ns] = f
+	o.mu.Unlock()
+	defer func() {
+		o.mu.Lock()
+		delete(o.flights, ns)
+		o.mu.Unlock()
+		close(f.done)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
+	defer cancel()
+	lease := o.m.Lease()
+	if lease == 0 {
+		return ErrFenced
+	}
+	val, _ := json.Marshal(ownerRec{Hub: o.self, Addr: o.m.cfg.Advertise})
+	key := o.ownerKey(ns)
+	t, err := o.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).
+		Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
+		return fmt.Errorf("%w: take %s: %v", ErrNoEtcd, ns, err)
+	}
+	if !t.Succeeded {
+		if rs := t.Responses[0].GetResponseRange(); rs != nil && len(rs.Kvs) == 1 {
+			var rec ownerRec
+			if json.Unmarshal(rs.Kvs[0].Value, &rec) == nil {
+				rec.modRev = rs.Kvs[0].ModRevision
+				o.mu.Lock()
+				o.owners[ns] = rec
+				o.mu.Unlock()
+			}
+		}
+		return nil
+	}
+	epoch := t.Header.Revision
+	o.mu.Lock()
+	o.owners[ns] = ownerRec{Hub: o.self, Addr: o.m.cfg.Advertise, modRev: epoch}
+	o.mu.Unlock()
+	if err := o.warm(ctx, ns, epoch); err != nil {
+		o.log.Warn("cluster: warming a namespace failed; letting it go", "namespace", ns, "err", err)
+		o.release(ns, epoch)
+		return err
+	}
+	o.m.Applied()
+	o.log.Info("cluster: namespace taken", "namespace", ns, "epoch", epoch)
+	return nil
+}
+
+// warm reads the namespace's state at the owner key's revision — a stable
+// high-water mark, since only the owner writes and the owner is us from
+// that revision on (rule 6) — decodes it off the sequencer, and installs
+// it in one step; a failure installs nothing (rule 8).
+func (o *Owners) warm(ctx context.Context, ns string, epoch int64) error {
+	r, err := o.cli.Get(ctx, o.nsPrefix(ns), clientv3.WithPrefix(), clientv3.WithRev(epoch))
+	if err != nil {
+		return err
+	}
+	var claims []*coord.Claim
+	var floor int64
+	for _, kv := range r.Kvs {
+		k := string(kv.Key)
+		switch {
+		case strings.HasPrefix(k, o.nsPrefix(ns)+"claims/"):
+			ev, ok, err := journal.Decode(journal.KindClaim, kv.Value)
+			if err != nil || !ok {
+				return fmt.Errorf("claim %s: %v", k, err)
+			}
+			claims = append(claims, ev.(coord.ClaimGranted).Claim)
+		case k == o.epochKey(ns):
+			floor, _ = strconv.ParseInt(string(kv.Value), 10, 64)
+		}
+	}
+	if err := o.host.Adopt(ns, claims, floor); err != nil {
+		return err
+	}
+	o.mu.Lock()
+	for _, c := range claims {
+		o.taskNS[c.TaskID] = ns
+	}
+	if rec := o.owners[ns]; rec.Hub == o.self && rec.modRev == epoch {
+		o.mine[ns] = epoch
+	}
+	o.mu.Unlock()
+	return nil
+}
+
+// release lets a namespace go: its owner key is deleted if it is still
+// ours at that epoch.
+func (o *Owners) release(ns string, epoch int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
+	defer cancel()
+	key := o.ownerKey(ns)
+	_, _ = o.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", epoch)).Then(clientv3.OpDelete(key)).Commit()
+	o.mu.Lock()
+	delete(o.mine, ns)
+	o.mu.Unlock()
+}
+
+// Fence is the Member's fence: every namespace stops resolving local at
+// once, in-flight work drains, and the claims are dropped; the lease (and
+// with it every owner key) is revoked after this returns.
+func (o *Owners) Fence(budget time.Duration) {
+	o.mu.Lock()
+	nss := make([]string, 0, len(o.mine))
+	for ns := range o.mine {
+		nss = append(nss, ns)
+	}
+	o.mine = map[string]int64{}
+	o.mu.Unlock()
+	if o.host == nil {
+		return
+	}
+	o.host.Drain(budget)
+	for _, ns := range nss {
+		o.host.Disown(ns)
+	}
+}
+
+// Known implements federation.Authority: every namespace with an owner.
+func (o *Owners) Known() []federation.Resolution {
+	o.mu.Lock()
+	nss := make([]string, 0, len(o.owners))
+	for ns := range o.owners {
+		nss = append(nss, ns)
+	}
+	o.mu.Unlock()
+	sort.Strings(nss)
+	out := make([]federation.Resolution, 0, len(nss))
+	for _, ns := range nss {
+		o.mu.Lock()
+		rec := o.owners[ns]
+		epoch, installed := o.mine[ns]
+		_, live := o.hubs[rec.Hub]
+		o.mu.Unlock()
+		r := federation.Resolution{Namespace: ns, Owner: rec.Hub, Epoch: rec.modRev}
+		switch {
+		case rec.Hub == o.self && installed && epoch == rec.modRev:
+			r.Outcome = federation.Local
+		case rec.Hub != o.self && live:
+			r.Outcome = federation.Remote
+		default:
+			r.Outcome = federation.Moving
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// Declared implements federation.Authority: the namespaces this hub owns.
+func (o *Owners) Declared() map[string]string { return nil }
+
+// PeerURI is where a registered hub listens (federation.Config.PeerURI).
+func (o *Owners) PeerURI(hub string) (string, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	reg, ok := o.hubs[hub]
+	return reg.Addr, ok && reg.Addr != ""
+}
+
+// Hubs lists the registered hubs, sorted by id.
+func (o *Owners) Hubs() []Registration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]Registration, 0, len(o.hubs))
+	for _, r := range o.hubs {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].HubID < out[j].HubID })
+	return out
+}
+
+// Append implements sequencer.Journal: the batch's claim records and
+// idempotency records become one etcd transaction guarded by the owner
+// key of every namespace they touch. A namespace not (or no longer) owned
+// here refuses the batch with sequencer.ErrRetry, and the hub stays
+// healthy. Records that are not namespace authority (chats, receipts) are
+// not kept in etcd.
+func (o *Owners) Append(ctx context.Context, b *journal.Batch) (int64, error) {
+	var ops []clientv3.Op
+	var cmps []clientv3.Cmp
+	guarded := map[string]bool{}
+	floors := map[string]int64{}
+	pendingNS := map[string]string{}
+	dropped := map[string]bool{}
+	o.mu.Lock()
+	need := func(ns string) error {
+		if guarded[ns] {
+			return nil
+		}
+		epoch, ok := o.mine[ns]
+		if !ok {
+			return fmt.Errorf("%w: namespace %q is not owned by %s", sequencer.ErrRetry, ns, o.self)
+		}
+		guarded[ns] = true
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(o.ownerKey(ns)), "=", epoch))
+		return nil
+	}
+	nsOfTask := func(task string) string {
+		if ns, ok := pendingNS[task]; ok {
+			return ns
+		}
+		return o.taskNS[task]
+	}
+	for _, rec := range b.Records {
+		switch rec.Kind {
+		case journal.KindClaim, journal.KindTaskUpdate, journal.KindCheckpoint, journal.KindHandoff:
+			var c struct {
+				TaskID string `json:"task_id"`
+				Owner  string `json:"owner"`
+				Epoch  int64  `json:"epoch"`
+			}
+			if err := json.Unmarshal(rec.Payload, &c); err != nil {
+				o.mu.Unlock()
+				return 0, fmt.Errorf("cluster: record %s: %w", rec.Kind, err)
+			}
+			ns := coord.NamespaceOf(c.Owner)
+			if err := need(ns); err != nil {
+				o.mu.Unlock()
+				return 0, err
+			}
+			if prev := nsOfTask(c.TaskID); prev != "" && prev != ns {
+				if err := need(prev); err != nil {
+					o.mu.Unlock()
+					return 0, err
+				}
+				ops = append(ops, clientv3.OpDelete(o.claimKey(prev, c.TaskID)))
+			}
+			ops = append(ops, clientv3.OpPut(o.claimKey(ns, c.TaskID), string(rec.Payload)))
+			pendingNS[c.TaskID] = ns
+			delete(dropped, c.TaskID)
+			floors[ns] = max(floors[ns], c.Epoch)
+		case journal.KindRelease, journal.KindClaimExpired:
+			var c struct {
+				TaskID string `json:"task_id"`
+			}
+			if json.Unmarshal(rec.Payload, &c) != nil {
+				continue
+			}
+			ns := nsOfTask(c.TaskID)
+			if ns == "" {
+				continue
+			}
+			if err := need(ns); err != nil {
+				o.mu.Unlock()
+				return 0, err
+			}
+			ops = append(ops, clientv3.OpDelete(o.claimKey(ns, c.TaskID)))
+			pendingNS[c.TaskID] = ""
+			dropped[c.TaskID] = true
+		}
+	}
+	for _, op := range b.Operations {
+		sender, _, _ := strings.Cut(op.Key, "\x00")
+		ns := coord.NamespaceOf(sender)
+		if err := need(ns); err != nil {
+			o.mu.Unlock()
+			return 0, err
+		}
+		v, _ := json.Marshal(storedOp{Digest: op.RequestDigest, Response: string(op.Response), At: b.TS})
+		ops = append(ops, clientv3.OpPut(o.idemKey(ns, op.Key), string(v)))
+	}
+	o.mu.Unlock()
+	for ns, e := range floors {
+		ops = append(ops, clientv3.OpPut(o.epochKey(ns), strconv.FormatInt(e, 10)))
+	}
+	if len(ops) == 0 {
+		return 0, nil
+	}
+	tctx, cancel := context.WithTimeout(ctx, o.m.cfg.LeaseTTL/3)
+	defer cancel()
+	t, err := o.cli.Txn(tctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		// Ambiguous: the transaction may have committed. The namespaces
+		// are re-warmed from etcd, the truth, before they serve again.
+		o.unsettle(guarded)
+		return 0, fmt.Errorf("%w: etcd: %v (namespaces re-read before they serve again)", sequencer.ErrRetry, err)
+	}
+	if !t.Succeeded {
+		o.unsettle(guarded)
+		return 0, fmt.Errorf("%w: a namespace moved away from %s", sequencer.ErrRetry, o.self)
+	}
+	o.mu.Lock()
+	for task, ns := range pendingNS {
+		if ns == "" || dropped[task] {
+			delete(o.taskNS, task)
+		} else {
+			o.taskNS[task] = ns
+		}
+	}
+	o.mu.Unlock()
+	o.m.Applied()
+	return t.Header.Revision, nil
+}
+
+type storedOp struct {
+	Digest   string  `json:"request_digest"`
+	Response string  `json:"response"`
+	At       float64 `json:"at"`
+}
+
+// unsettle stops serving namespaces whose last write failed or was fenced
+// and has them re-read: their local claims are dropped, and the next
+// request takes the namespace afresh (warming from etcd) if it is still
+// ours to take.
+func (o *Owners) unsettle(nss map[string]bool) {
+	o.mu.Lock()
+	var drop []string
+	for ns := range nss {
+		if _, ok := o.mine[ns]; ok {
+			delete(o.mine, ns)
+			drop = append(drop, ns)
+		}
+	}
+	o.mu.Unlock()
+	for _, ns := range drop {
+		go func() {
+			o.host.Disown(ns)
+			o.rewarm(ns)
+		}()
+	}
+}
+
+// rewarm re-installs a namespace whose owner key still names this hub
+// (after an ambiguous write): it is read again at a new revision.
+func (o *Owners) rewarm(ns string) {
+	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
+	defer cancel()
+	r, err := o.cli.Get(ctx, o.ownerKey(ns))
+	if err != nil || len(r.Kvs) != 1 {
+		o.enqueue(ns)
+		return
+	}
+	var rec ownerRec
+	if json.Unmarshal(r.Kvs[0].Value, &rec) != nil || rec.Hub != o.self {
+		o.enqueue(ns)
+		return
+	}
+	// Touch the owner key so its ModRevision, our epoch, moves past any
+	// write of the ambiguous transaction, then warm at that revision.
+	key := o.ownerKey(ns)
+	lease := o.m.Lease()
+	val, _ := json.Marshal(ownerRec{Hub: o.self, Addr: o.m.cfg.Advertise})
+	t, err := o.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", r.Kvs[0].ModRevision)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).Commit()
+	if err != nil || !t.Succeeded {
+		o.enqueue(ns)
+		return
+	}
+	epoch := t.Header.Revision
+	o.mu.Lock()
+	o.owners[ns] = ownerRec{Hub: o.self, Addr: o.m.cfg.Advertise, modRev: epoch}
+	o.mu.Unlock()
+	if err := o.warm(ctx, ns, epoch); err != nil {
+		o.release(ns, epoch)
+	}
+}
+
+// Operation implements sequencer.Journal: the stored idempotency record
+// of key, read from its namespace.
+func (o *Owners) Operation(key string) (journal.Operation, bool, error) {
+	sender, _, _ := strings.Cut(key, "\x00")
+	ns := coord.NamespaceOf(sender)
+	ctx, cancel := context.WithTimeout(context.Background(), o.m.cfg.LeaseTTL/3)
+	defer cancel()
+	r, err := o.cli.Get(ctx, o.idemKey(ns, key))
+	if err != nil {
+		return journal.Operation{}, false, fmt.Errorf("%w: etcd: %v", sequencer.ErrRetry, err)
+	}
+	if len(r.Kvs) == 0 {
+		return journal.Operation{}, false, nil
+	}
+	var s storedOp
+	if err := json.Unmarshal(r.Kvs[0].Value, &s); err != nil {
+		return journal.Operation{}, false, fmt.Errorf("cluster: idempotency record: %w", err)
+	}
+	return journal.Operation{Key: key, RequestDigest: s.Digest, Response: []byte(s.Response)}, true, nil
+}
