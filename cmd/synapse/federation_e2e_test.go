@@ -61,10 +61,20 @@ type fedProc struct {
 
 func (p *fedProc) uri() string { return "ws://127.0.0.1:" + strconv.Itoa(p.port) }
 
-// start runs the hub and waits for its banner.
+// start runs the hub on its journal and waits for its banner.
 func (p *fedProc) start(t *testing.T, bin string) {
 	t.Helper()
-	args := append([]string{"hub", "--hub-id", p.id, "--db", p.db, "--port", strconv.Itoa(p.port), "--no-mcp"}, p.args...)
+	p.run(t, bin, append([]string{"hub", "--hub-id", p.id, "--db", p.db, "--port", strconv.Itoa(p.port), "--no-mcp"}, p.args...))
+}
+
+// startNoDB runs the hub without a journal of its own (a fleet on etcd).
+func (p *fedProc) startNoDB(t *testing.T, bin string) {
+	t.Helper()
+	p.run(t, bin, append([]string{"hub", "--hub-id", p.id, "--port", strconv.Itoa(p.port), "--no-mcp"}, p.args...))
+}
+
+func (p *fedProc) run(t *testing.T, bin string, args []string) {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "SYNAPSE_TOKEN=")
 	out, err := cmd.StdoutPipe()

@@ -75,7 +75,12 @@ type hubFlags struct {
 	owners, claimPeers, peerTokens, watches keySpecs
 	ownerFile, peerTokenFile                string
 	claimPeerToken, claimPeerTokenFile      string
-	watchInterval, forwardTimeout           time.Duration
+
+	// fleet on etcd (docs/scale-out.md)
+	etcd, advertise, etcdPrefix    string
+	clusterToken, clusterTokenFile string
+	etcdLeaseTTL                   time.Duration
+	watchInterval, forwardTimeout  time.Duration
 }
 
 func runHub(args []string, stdout, stderr io.Writer) int {
@@ -111,6 +116,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&f.ratePerHost, "rate-per-host", 0, "frames per second all sockets of one remote address may send, 0 = off (\"Host rate limit exceeded.\")")
 	fs.IntVar(&f.burstHost, "rate-burst-host", 0, "frames one remote address may send at once above --rate-per-host (0 = one second's worth)")
 	f.registerFederation(fs)
+	f.registerFleet(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -164,12 +170,32 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	}
 	var store *journal.Store
 	journalDesc := "memory only (--no-db): a restart forgets every claim"
+	addr := net.JoinHostPort(f.host, strconv.Itoa(f.port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "synapse hub: cannot listen on %s: %v. Is another hub running? Choose another with --port.\n", addr, err)
+		return 1
+	}
+	defer ln.Close()
+	var fleet *fleetMember
+	if f.etcd != "" {
+		if set["db"] {
+			fmt.Fprintln(stderr, "synapse hub: --etcd keeps every namespace's authority in etcd; drop --db (chats are kept in memory in this mode)")
+			return 2
+		}
+		f.noDB = true
+		if fleet, err = joinFleet(&f, &cfg, ln.Addr(), log); err != nil {
+			fmt.Fprintln(stderr, "synapse hub:", err)
+			return 1
+		}
+		defer fleet.leave()
+		journalDesc = fleet.describe()
+	}
 	if !f.noDB {
 		if err := os.MkdirAll(filepath.Dir(f.db), 0o700); err != nil {
 			fmt.Fprintf(stderr, "synapse hub: cannot create the journal's folder: %v. Choose another with --db PATH.\n", err)
 			return 1
 		}
-		var err error
 		store, err = journal.Open(f.db, journal.Options{HubID: f.hubID})
 		if err != nil {
 			fmt.Fprintf(stderr, "synapse hub: cannot open the journal %s: %v. Is another hub using it? Choose another with --db PATH, or run 'synapse journal check %s'.\n", f.db, err, f.db)
@@ -199,12 +225,12 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "synapse hub:", err)
 		return 1
 	}
-	addr := net.JoinHostPort(f.host, strconv.Itoa(f.port))
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		h.Close(context.Background())
-		fmt.Fprintf(stderr, "synapse hub: cannot listen on %s: %v. Is another hub running? Choose another with --port.\n", addr, err)
-		return 1
+	if fleet != nil {
+		if err := fleet.start(h); err != nil {
+			h.Close(context.Background())
+			fmt.Fprintln(stderr, "synapse hub:", err)
+			return 1
+		}
 	}
 	srv := &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "synapse hub %s listening on ws://%s (hub_id %s, protocol v%d)\njournal: %s\n", hub.Version, ln.Addr(), h.HubID(), WireProtocolVersion, journalDesc)
@@ -233,6 +259,9 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	closeMCP() // ends the MCP sessions and their loopback agents first
 	if err := h.Close(ctx); err != nil {
 		log.Warn("hub close", "err", err)
+	}
+	if fleet != nil {
+		fleet.leave() // after the hub stopped serving: its lease, and its namespaces, go now
 	}
 	srv.Shutdown(ctx)
 	fmt.Fprintln(stdout, "synapse hub: stopped cleanly")
