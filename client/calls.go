@@ -31,18 +31,36 @@ func matchType(typ string) func(Frame) (bool, bool) {
 }
 
 // reply runs one call and returns its frame, or a *Refused when the frame
-// is not okType.
+// is not okType. A refusal NAMESPACE_MOVING (a namespace changing hands
+// between hubs of a fleet: nothing was decided) is retried after the
+// hub's hint until ctx ends, unless Options.NoMovingRetry.
 func (c *Client) reply(ctx context.Context, m map[string]any, task, okType string, match func(Frame) (bool, bool)) (Frame, error) {
-	frames, err := c.do(ctx, m, match)
-	if err != nil {
-		return Frame{}, err
+	for {
+		frames, err := c.do(ctx, m, match)
+		if err != nil {
+			return Frame{}, err
+		}
+		f := frames[len(frames)-1]
+		if f.Type == okType {
+			return f, nil
+		}
+		ref := refusedFrom(f, task)
+		if ref.Code != CodeNamespaceMoving || c.opts.NoMovingRetry {
+			return f, ref
+		}
+		wait := time.Duration(f.Int("retry_after_ms")) * time.Millisecond
+		wait = min(max(wait, 50*time.Millisecond), 2*time.Second)
+		select {
+		case <-ctx.Done():
+			return f, ref
+		case <-time.After(wait):
+		}
 	}
-	f := frames[len(frames)-1]
-	if f.Type != okType {
-		return f, refusedFrom(f, task)
-	}
-	return f, nil
 }
+
+// CodeNamespaceMoving is the refusal of a request whose namespace is
+// changing hands: nothing was decided, retry shortly.
+const CodeNamespaceMoving = "NAMESPACE_MOVING"
 
 func (c *Client) taskEnvelope(typ, task string) map[string]any {
 	m := c.envelope(typ, task)

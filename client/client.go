@@ -49,9 +49,13 @@ type Options struct {
 	HandshakeTimeout  time.Duration // dial + welcome + registration (default 10 s)
 	// NoReconnect turns off automatic reconnection: a dropped socket closes
 	// the client. One-shot tools (the CLI) want this.
-	NoReconnect  bool
-	ReconnectMin time.Duration // first backoff delay (default 100 ms)
-	ReconnectMax time.Duration // backoff cap (default 10 s)
+	NoReconnect bool
+	// NoMovingRetry returns NAMESPACE_MOVING refusals to the caller
+	// instead of retrying them after the hub's hint until the call's
+	// context ends (a fleet on etcd moving a namespace).
+	NoMovingRetry bool
+	ReconnectMin  time.Duration // first backoff delay (default 100 ms)
+	ReconnectMax  time.Duration // backoff cap (default 10 s)
 	// SubscriberBuffer is each subscription's channel capacity (default
 	// 256). A subscriber that falls further behind loses frames (counted in
 	// Stats.Dropped); it never slows the client.
