@@ -3,16 +3,20 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"sort"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/synapse-hub/synapse/client"
 	"github.com/synapse-hub/synapse/cluster"
 	"github.com/synapse-hub/synapse/cluster/clustertest"
+	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/hub"
 )
@@ -41,7 +45,9 @@ func startFleetHub(t *testing.T, endpoint, id string, ttl time.Duration) *fleetH
 		t.Fatal(err)
 	}
 	fh.owners = cluster.NewOwners(fh.m)
-	fh.h, err = hub.New(hub.Config{HubID: id, Store: fh.owners, Logger: quiet(),
+	lim := coord.DefaultLimits()
+	lim.MaxClaimsPerPrincipal = 1 << 20 // forwarded claims share their hub's quota (INV-ME-5)
+	fh.h, err = hub.New(hub.Config{HubID: id, Store: fh.owners, Logger: quiet(), Limits: lim,
 		Federation: federation.Config{Authority: fh.owners, PeerURI: fh.owners.PeerURI, SharedPeerToken: "fleet-secret", ForwardTimeout: 3 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
@@ -166,5 +172,111 @@ func TestFleet_FirstUseOwnsFailoverKeepsAcknowledgedClaims_Rules1_2(t *testing.T
 	third, err := claimRetrying(ctx, bob, client.ClaimRequest{TaskID: "T5", Paths: []string{"other"}})
 	if err != nil || third.HubID != "syn-a" || third.Epoch <= second.Epoch {
 		t.Fatalf("grant by the new owner: %+v %v; want syn-a with an epoch above %d", third, err, second.Epoch)
+	}
+}
+
+// Planned moves under load: the namespace goes A → B → C and then C is
+// drained, while agents on every hub keep claiming. No acknowledged claim
+// is lost, and in epoch order the grants switch hub no more often than the
+// namespace moved: two hubs never granted in it at once (rules 5–8).
+func TestFleet_PlannedMovesUnderLoad_Rules5_8(t *testing.T) {
+	x := clustertest.Start(t, true)
+	ttl := 3 * time.Second
+	hubs := map[string]*fleetHub{}
+	for _, id := range []string{"syn-a", "syn-b", "syn-c"} {
+		hubs[id] = startFleetHub(t, x.Endpoint, id, ttl)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	seed := dial(t, hubs["syn-a"].uri, "proj/seed")
+	if cl, err := claimRetrying(ctx, seed, client.ClaimRequest{TaskID: "seed", Paths: []string{"seed"}}); err != nil || cl.HubID != "syn-a" {
+		t.Fatalf("first use: %+v %v", cl, err)
+	}
+	type grant struct {
+		task, hub string
+		epoch     int64
+		at        time.Time
+	}
+	var mu sync.Mutex
+	var grants []grant
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, id := range []string{"syn-a", "syn-b", "syn-c"} {
+		name := "proj/load-" + id
+		a := dial(t, hubs[id].uri, name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; ; k++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				task := fmt.Sprintf("%s-%d", name, k)
+				cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+				cl, err := a.Claim(cctx, client.ClaimRequest{TaskID: task, Paths: []string{task}, IdemKey: task})
+				ccancel()
+				if err != nil {
+					t.Errorf("%s: %v (a move must make a request wait, never fail)", name, err)
+					return
+				}
+				mu.Lock()
+				grants = append(grants, grant{task, cl.HubID, cl.Epoch, time.Now()})
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	mover := hubs["syn-c"].owners
+	for _, to := range []string{"syn-b", "syn-c"} {
+		if err := mover.Move(ctx, "proj", to); err != nil {
+			t.Fatalf("move to %s: %v", to, err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	moved, err := hubs["syn-a"].owners.Drain(ctx, "syn-c")
+	if err != nil || moved["proj"] == "" || moved["proj"] == "syn-c" {
+		t.Fatalf("drain syn-c: %v %v", moved, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	final := moved["proj"]
+
+	mu.Lock()
+	defer mu.Unlock()
+	sort.Slice(grants, func(i, j int) bool { return grants[i].epoch < grants[j].epoch })
+	switches := 0
+	for i := 1; i < len(grants); i++ {
+		if grants[i].hub != grants[i-1].hub {
+			switches++
+		}
+		if grants[i].epoch == grants[i-1].epoch {
+			t.Fatalf("epoch %d granted twice: %+v %+v", grants[i].epoch, grants[i-1], grants[i])
+		}
+	}
+	if switches > 3 {
+		t.Fatalf("grants switch hub %d times in epoch order over 3 moves: two hubs granted at once", switches)
+	}
+	byTime := append([]grant(nil), grants...)
+	sort.Slice(byTime, func(i, j int) bool { return byTime[i].at.Before(byTime[j].at) })
+	var pause time.Duration
+	for i := 1; i < len(byTime); i++ {
+		pause = max(pause, byTime[i].at.Sub(byTime[i-1].at))
+	}
+	t.Logf("%d grants over 3 moves; longest gap between grants %v", len(grants), pause)
+	st, err := dial(t, hubs[final].uri, "proj/auditor").State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]int64{}
+	for _, c := range st.ActiveClaims {
+		held[c.TaskID] = c.Epoch
+	}
+	for _, g := range grants {
+		if held[g.task] != g.epoch {
+			t.Fatalf("acknowledged %s at epoch %d (by %s) is %d on the final owner %s", g.task, g.epoch, g.hub, held[g.task], final)
+		}
 	}
 }

@@ -62,6 +62,8 @@ type Owners struct {
 	mine    map[string]int64  // namespaces installed here → their epoch (owner ModRevision)
 	taskNS  map[string]string // task → namespace of the claims this hub wrote
 	flights map[string]*flight
+	frozen  map[string]bool // namespaces this hub is handing off: no admissions
+	moves   map[string]bool // namespaces with a handoff record (a move under way)
 
 	kick chan string // namespaces to reconcile (level-triggered)
 	stop chan struct{}
@@ -81,12 +83,16 @@ type flight struct {
 // claimTimeout bounds taking a namespace (CAS, warm read, install).
 var claimTimeout = 3 * time.Second
 
+// plannedRetry is the retry hint during a planned move: a move completes
+// in tens of milliseconds, so clients come back soon.
+var plannedRetry = 25 * time.Millisecond
+
 // NewOwners builds the authority of member m; host must be set with
 // SetHost before Start.
 func NewOwners(m *Member) *Owners {
 	return &Owners{m: m, cli: m.cli, self: m.cfg.HubID, pfx: m.cfg.Prefix, log: m.log,
 		hubs: map[string]Registration{}, owners: map[string]ownerRec{}, mine: map[string]int64{},
-		taskNS: map[string]string{}, flights: map[string]*flight{},
+		taskNS: map[string]string{}, flights: map[string]*flight{}, frozen: map[string]bool{}, moves: map[string]bool{},
 		kick: make(chan string, 1024), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -165,13 +171,15 @@ func (o *Owners) relist(ctx context.Context) (int64, error) {
 	return r.Header.Revision, nil
 }
 
+// ownerNS reads the namespace of an owner or handoff key: the keys whose
+// changes a reconcile follows.
 func (o *Owners) ownerNS(key string) (string, bool) {
 	rest, ok := strings.CutPrefix(key, o.pfx+"ns/")
 	if !ok {
 		return "", false
 	}
 	ns, tail, ok := strings.Cut(rest, "/")
-	return ns, ok && tail == "owner"
+	return ns, ok && (tail == "owner" || tail == "handoff")
 }
 
 func (o *Owners) enqueue(ns string) {
@@ -254,10 +262,20 @@ func (o *Owners) hubEvent(id string, deleted bool, value []byte) {
 // (deleted, or another hub's, or a newer epoch) is dropped here.
 func (o *Owners) reconcile(ctx context.Context, ns string) {
 	rctx, cancel := context.WithTimeout(ctx, o.m.cfg.LeaseTTL/3)
-	r, err := o.cli.Get(rctx, o.ownerKey(ns))
-	cancel()
+	defer cancel()
+	t, err := o.cli.Txn(rctx).Then(clientv3.OpGet(o.ownerKey(ns)), clientv3.OpGet(o.handoffKey(ns))).Commit()
 	if err != nil {
 		return // the next event or relist retries
+	}
+	r := t.Responses[0].GetResponseRange()
+	var h *Handoff
+	if hr := t.Responses[1].GetResponseRange(); len(hr.Kvs) == 1 {
+		h = &Handoff{}
+		if json.Unmarshal(hr.Kvs[0].Value, h) != nil {
+			h = nil
+		} else {
+			h.modRev = hr.Kvs[0].ModRevision
+		}
 	}
 	o.mu.Lock()
 	var rec ownerRec
@@ -268,15 +286,25 @@ func (o *Owners) reconcile(ctx context.Context, ns string) {
 	} else {
 		delete(o.owners, ns)
 	}
+	if h != nil {
+		o.moves[ns] = true
+	} else {
+		delete(o.moves, ns)
+		delete(o.frozen, ns)
+	}
 	epoch, installed := o.mine[ns]
 	lost := installed && (!exists || rec.Hub != o.self || rec.modRev != epoch)
 	if lost {
 		delete(o.mine, ns)
+		delete(o.frozen, ns)
 	}
 	o.mu.Unlock()
 	if lost {
 		o.log.Warn("cluster: namespace no longer owned here; dropping its claims", "namespace", ns, "epoch", epoch)
 		o.host.Disown(ns)
+	}
+	if h != nil {
+		o.advance(ctx, ns, h, exists, rec)
 	}
 }
 
@@ -294,14 +322,22 @@ func (o *Owners) Resolve(ns string) federation.Resolution {
 	rec, owned := o.owners[ns]
 	epoch, installed := o.mine[ns]
 	_, ownerLive := o.hubs[rec.Hub]
+	frozen, moving2 := o.frozen[ns], o.moves[ns]
 	o.mu.Unlock()
 	switch {
+	case frozen:
+		moving.RetryAfter = plannedRetry
+		return moving // a planned move: retry, the new owner answers shortly
 	case installed && owned && rec.Hub == o.self && rec.modRev == epoch:
 		return federation.Resolution{Namespace: ns, Outcome: federation.Local, Owner: o.self, Epoch: epoch}
 	case owned && rec.Hub != o.self && ownerLive:
 		return federation.Resolution{Namespace: ns, Outcome: federation.Remote, Owner: rec.Hub, Epoch: rec.modRev}
-	case owned:
-		return moving // ours but not installed yet, or an owner whose lease is going
+	case owned, moving2:
+		o.enqueue(ns)
+		if moving2 {
+			moving.RetryAfter = plannedRetry
+		}
+		return moving // ours but not installed yet, an owner whose lease is going, or a move between owners
 	}
 	if err := o.acquire(ns); err != nil {
 		o.log.Info("cluster: could not take namespace", "namespace", ns, "err", err)
@@ -312,7 +348,7 @@ func (o *Owners) Resolve(ns string) federation.Resolution {
 	_, ownerLive = o.hubs[rec.Hub]
 	o.mu.Unlock()
 	switch {
-	case installed && owned && rec.Hub == o.self && rec.modRev == epoch:
+	case installed && owned && rec.Hub == o.self && rec.modRev == epoch && !o.isFrozen(ns):
 		return federation.Resolution{Namespace: ns, Outcome: federation.Local, Owner: o.self, Epoch: epoch}
 	case owned && rec.Hub != o.self && ownerLive:
 		return federation.Resolution{Namespace: ns, Outcome: federation.Remote, Owner: rec.Hub, Epoch: rec.modRev}
@@ -348,13 +384,21 @@ func (o *Owners) acquire(ns string) error {
 	}
 	val, _ := json.Marshal(ownerRec{Hub: o.self, Addr: o.m.cfg.Advertise})
 	key := o.ownerKey(ns)
-	t, err := o.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+	// First use never races a planned move: no handoff record may exist.
+	t, err := o.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(o.handoffKey(ns)), "=", 0)).
 		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).
-		Else(clientv3.OpGet(key)).Commit()
+		Else(clientv3.OpGet(key), clientv3.OpGet(o.handoffKey(ns))).Commit()
 	if err != nil {
 		return fmt.Errorf("%w: take %s: %v", ErrNoEtcd, ns, err)
 	}
 	if !t.Succeeded {
+		if hr := t.Responses[1].GetResponseRange(); hr != nil && len(hr.Kvs) == 1 {
+			o.mu.Lock()
+			o.moves[ns] = true
+			o.mu.Unlock()
+			o.enqueue(ns)
+		}
 		if rs := t.Responses[0].GetResponseRange(); rs != nil && len(rs.Kvs) == 1 {
 			var rec ownerRec
 			if json.Unmarshal(rs.Kvs[0].Value, &rec) == nil {
@@ -385,9 +429,19 @@ func (o *Owners) acquire(ns string) error {
 // that revision on (rule 6) — decodes it off the sequencer, and installs
 // it in one step; a failure installs nothing (rule 8).
 func (o *Owners) warm(ctx context.Context, ns string, epoch int64) error {
-	r, err := o.cli.Get(ctx, o.nsPrefix(ns), clientv3.WithPrefix(), clientv3.WithRev(epoch))
+	claims, floor, err := o.readState(ctx, ns, epoch)
 	if err != nil {
 		return err
+	}
+	return o.install(ns, epoch, claims, floor)
+}
+
+// readState reads a namespace's claims and epoch floor at revision rev,
+// into staging: nothing is installed.
+func (o *Owners) readState(ctx context.Context, ns string, rev int64) ([]*coord.Claim, int64, error) {
+	r, err := o.cli.Get(ctx, o.nsPrefix(ns), clientv3.WithPrefix(), clientv3.WithRev(rev))
+	if err != nil {
+		return nil, 0, err
 	}
 	var claims []*coord.Claim
 	var floor int64
@@ -397,13 +451,19 @@ func (o *Owners) warm(ctx context.Context, ns string, epoch int64) error {
 		case strings.HasPrefix(k, o.nsPrefix(ns)+"claims/"):
 			ev, ok, err := journal.Decode(journal.KindClaim, kv.Value)
 			if err != nil || !ok {
-				return fmt.Errorf("claim %s: %v", k, err)
+				return nil, 0, fmt.Errorf("claim %s: %v", k, err)
 			}
 			claims = append(claims, ev.(coord.ClaimGranted).Claim)
 		case k == o.epochKey(ns):
 			floor, _ = strconv.ParseInt(string(kv.Value), 10, 64)
 		}
 	}
+	return claims, floor, nil
+}
+
+// install swaps a staged namespace in: the hub adopts its claims, and the
+// namespace resolves local at epoch from then on.
+func (o *Owners) install(ns string, epoch int64, claims []*coord.Claim, floor int64) error {
 	if err := o.host.Adopt(ns, claims, floor); err != nil {
 		return err
 	}
@@ -440,6 +500,7 @@ func (o *Owners) Fence(budget time.Duration) {
 		nss = append(nss, ns)
 	}
 	o.mine = map[string]int64{}
+	o.frozen = map[string]bool{}
 	o.mu.Unlock()
 	if o.host == nil {
 		return
@@ -708,4 +769,10 @@ func (o *Owners) Operation(key string) (journal.Operation, bool, error) {
 		return journal.Operation{}, false, fmt.Errorf("cluster: idempotency record: %w", err)
 	}
 	return journal.Operation{Key: key, RequestDigest: s.Digest, Response: []byte(s.Response)}, true, nil
+}
+
+func (o *Owners) isFrozen(ns string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.frozen[ns]
 }

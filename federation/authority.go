@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"context"
 	"slices"
 	"sort"
 
@@ -21,6 +22,15 @@ type Authority interface {
 	// Declared is the ownership this hub tells its peers: namespace →
 	// owner hub id, as this hub believes it.
 	Declared() map[string]string
+}
+
+// Mover is an Authority that moves namespaces between hubs on request (the
+// fleet on etcd): ns move and ns drain.
+type Mover interface {
+	// Move hands ns to hub to and returns once to serves it.
+	Move(ctx context.Context, ns, to string) error
+	// Drain moves every namespace of hub elsewhere and says where each went.
+	Drain(ctx context.Context, hub string) (map[string]string, error)
 }
 
 // Static is the authority of a configured --namespace-owner map, contested

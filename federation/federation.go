@@ -517,3 +517,6 @@ func (f *Federation) declaredOwners() map[string]string {
 	}
 	return f.auth.Declared()
 }
+
+// Authority is the ownership authority in force (nil on a default hub).
+func (f *Federation) Authority() Authority { return f.auth }

@@ -447,3 +447,47 @@ func (h *Hub) Drain(budget time.Duration) {
 	defer cancel()
 	_ = waitCtx(ctx, &h.submits)
 }
+
+// moveTimeout bounds a planned move or drain asked for over the wire.
+var moveTimeout = 60 * time.Second
+
+// nsMove serves the additive ns_move {namespace, to} and ns_drain {hub}:
+// planned moves on a fleet whose ownership lives in etcd. The answer,
+// ns_moved, comes once every move is complete, with the moves and the
+// time they took.
+func (s *session) nsMove(sender, typ string, in *wire.Inbound) {
+	h := s.h
+	mover, ok := h.fed.Authority().(federation.Mover)
+	if !ok {
+		s.fail(sender, "not_supported", "Namespaces move only between hubs of a fleet on etcd (synapse hub --etcd); this hub's ownership is fixed by --namespace-owner, or it has none.")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), moveTimeout)
+	defer cancel()
+	t0 := time.Now()
+	moves := map[string]string{}
+	var err error
+	if typ == "ns_move" {
+		ns, to := strings.TrimSpace(in.Str("namespace")), strings.TrimSpace(in.Str("to"))
+		if ns == "" || to == "" {
+			s.fail(sender, "malformed_frame", "ns_move needs 'namespace' and 'to' (a hub id).")
+			return
+		}
+		if err = mover.Move(ctx, ns, to); err == nil {
+			moves[ns] = to
+		}
+	} else {
+		hub := strings.TrimSpace(in.Str("hub"))
+		if hub == "" {
+			s.fail(sender, "malformed_frame", "ns_drain needs 'hub' (the hub id to empty).")
+			return
+		}
+		moves, err = mover.Drain(ctx, hub)
+	}
+	if err != nil {
+		s.fail(sender, "move_failed", "Move failed: "+err.Error()+".")
+		return
+	}
+	body, _ := json.Marshal(moves)
+	s.reply(s.frame("ns_moved", sender, "Namespaces moved").Raw("moves", body).Int("elapsed_ms", time.Since(t0).Milliseconds()).Bytes())
+}

@@ -26,7 +26,7 @@ var knownTypes = map[string]bool{
 	"ledger_task_update": true, "ledger_progress": true, "board_request": true,
 	"advertise": true, "manifest_request": true, "state_request": true,
 	"who_request": true, "history_request": true, "resume_request": true, "ack": true,
-	"ns_request": true,
+	"ns_request": true, "ns_move": true, "ns_drain": true,
 }
 
 // idempotent verbs accept idem_key (PROTOCOL.md §4.3; never chat).
@@ -148,6 +148,8 @@ func (s *session) dispatch(sender, typ string, in *wire.Inbound) {
 		s.resumeRequest(sender, in)
 	case "ns_request":
 		s.nsRequest(sender)
+	case "ns_move", "ns_drain":
+		s.nsMove(sender, typ, in)
 	default:
 		s.fail(sender, "unknown_type", "Unknown message type '"+typ+"'.")
 	}

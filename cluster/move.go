@@ -1,0 +1,282 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// A planned move of a namespace from hub A to hub B is a handoff record,
+// ns/<ns>/handoff, advanced one phase at a time, each step a
+// compare-and-swap on the record's ModRevision (rule 5):
+//
+//	Freezing  — written by whoever asks for the move, guarded by A's epoch.
+//	            A stops admitting the namespace (requests are told to retry).
+//	Draining  — A finishes what is in flight, then in one transaction
+//	            guarded by its epoch deletes its owner key and sets Warming:
+//	            from that revision on nothing of A's can land (the HWM).
+//	Warming   — B reads the namespace at the HWM into staging (rule 6),
+//	            admitting nothing.
+//	Complete  — B creates the owner key under its lease and sets Complete in
+//	            one transaction; only then does it install the staging and
+//	            admit (rule 8: a warm abandoned before this leaves nothing).
+//
+// Every step is taken by the hub whose turn it is when its reconciler
+// re-reads the namespace after any watch event (rule 7). Abort paths: if A
+// dies before Warming, its lease takes its owner key and B proceeds; if B
+// is not a live hub, the record is deleted and the namespace is taken
+// again by first use.
+
+// Phases of a planned move.
+const (
+	PhaseFreezing = "freezing"
+	PhaseDraining = "draining"
+	PhaseWarming  = "warming"
+	PhaseComplete = "complete"
+)
+
+// Handoff is the record of a move in progress.
+type Handoff struct {
+	From      string `json:"from"`
+	To        string `json:"to"`
+	Phase     string `json:"phase"`
+	FromEpoch int64  `json:"from_epoch"`
+	modRev    int64
+}
+
+// Errors of a move.
+var (
+	ErrNotOwned  = errors.New("cluster: the namespace has no owner yet (first use places it)")
+	ErrNoSuchHub = errors.New("cluster: no live hub by that id")
+	ErrMoving    = errors.New("cluster: a move of this namespace is already in progress")
+)
+
+func (o *Owners) handoffKey(ns string) string { return o.pfx + "ns/" + ns + "/handoff" }
+
+// Move asks for namespace ns to move to hub to, and waits until to owns it
+// (or ctx ends). Any hub may ask.
+func (o *Owners) Move(ctx context.Context, ns, to string) error {
+	o.mu.Lock()
+	_, live := o.hubs[to]
+	o.mu.Unlock()
+	if !live {
+		return fmt.Errorf("%w: %q", ErrNoSuchHub, to)
+	}
+	r, err := o.cli.Get(ctx, o.ownerKey(ns))
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNoEtcd, err)
+	}
+	if len(r.Kvs) == 0 {
+		return ErrNotOwned
+	}
+	var rec ownerRec
+	if err := json.Unmarshal(r.Kvs[0].Value, &rec); err != nil {
+		return err
+	}
+	if rec.Hub == to {
+		return nil
+	}
+	h, _ := json.Marshal(Handoff{From: rec.Hub, To: to, Phase: PhaseFreezing, FromEpoch: r.Kvs[0].ModRevision})
+	t, err := o.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.ModRevision(o.ownerKey(ns)), "=", r.Kvs[0].ModRevision),
+		clientv3.Compare(clientv3.CreateRevision(o.handoffKey(ns)), "=", 0),
+	).Then(clientv3.OpPut(o.handoffKey(ns), string(h))).Commit()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNoEtcd, err)
+	}
+	if !t.Succeeded {
+		return ErrMoving
+	}
+	o.log.Info("cluster: move requested", "namespace", ns, "from", rec.Hub, "to", to)
+	for {
+		g, err := o.cli.Get(ctx, o.ownerKey(ns))
+		if err == nil && len(g.Kvs) == 1 {
+			var now ownerRec
+			if json.Unmarshal(g.Kvs[0].Value, &now) == nil && now.Hub == to {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("move of %s to %s not complete: %w", ns, to, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Drain moves every namespace hub owns to the other live hubs (chosen by
+// rendezvous hashing, so the same namespaces land on the same hubs
+// whoever drains), one after another, and returns where each went.
+func (o *Owners) Drain(ctx context.Context, hub string) (map[string]string, error) {
+	o.mu.Lock()
+	var nss []string
+	for ns, rec := range o.owners {
+		if rec.Hub == hub {
+			nss = append(nss, ns)
+		}
+	}
+	var others []string
+	for id := range o.hubs {
+		if id != hub {
+			others = append(others, id)
+		}
+	}
+	o.mu.Unlock()
+	sort.Strings(nss)
+	if len(others) == 0 && len(nss) > 0 {
+		return nil, fmt.Errorf("%w: no other hub to move %d namespaces to", ErrNoSuchHub, len(nss))
+	}
+	moved := map[string]string{}
+	for _, ns := range nss {
+		to := rendezvous(ns, others)
+		if err := o.Move(ctx, ns, to); err != nil {
+			return moved, fmt.Errorf("namespace %s: %w", ns, err)
+		}
+		moved[ns] = to
+	}
+	return moved, nil
+}
+
+// rendezvous picks the hub with the highest hash of (namespace, hub).
+func rendezvous(ns string, hubs []string) string {
+	best, bestH := "", uint64(0)
+	for _, h := range hubs {
+		f := fnv.New64a()
+		f.Write([]byte(ns))
+		f.Write([]byte{0})
+		f.Write([]byte(h))
+		if v := f.Sum64(); best == "" || v > bestH || v == bestH && h < best {
+			best, bestH = h, v
+		}
+	}
+	return best
+}
+
+// readHandoff reads a namespace's handoff record, if any.
+func (o *Owners) readHandoff(ctx context.Context, ns string) (*Handoff, error) {
+	r, err := o.cli.Get(ctx, o.handoffKey(ns))
+	if err != nil || len(r.Kvs) == 0 {
+		return nil, err
+	}
+	var h Handoff
+	if err := json.Unmarshal(r.Kvs[0].Value, &h); err != nil {
+		return nil, err
+	}
+	h.modRev = r.Kvs[0].ModRevision
+	return &h, nil
+}
+
+// advance takes this hub's step of a move, if it is its turn. It runs on
+// the reconciler only (single-flight per namespace).
+func (o *Owners) advance(parent context.Context, ns string, h *Handoff, ownerExists bool, rec ownerRec) {
+	ctx, cancel := context.WithTimeout(parent, claimTimeout+o.m.cfg.LeaseTTL/3)
+	defer cancel()
+	hk := o.handoffKey(ns)
+	cas := func(next Handoff, extra ...clientv3.Op) bool {
+		b, _ := json.Marshal(next)
+		ops := append([]clientv3.Op{clientv3.OpPut(hk, string(b))}, extra...)
+		t, err := o.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(hk), "=", h.modRev)).Then(ops...).Commit()
+		return err == nil && t.Succeeded
+	}
+	o.mu.Lock()
+	epoch, installed := o.mine[ns]
+	_, toLive := o.hubs[h.To]
+	o.mu.Unlock()
+	switch {
+	case h.From == o.self && h.Phase == PhaseFreezing && installed && epoch == h.FromEpoch:
+		o.freeze(ns)
+		next := *h
+		next.Phase = PhaseDraining
+		if cas(next) {
+			o.enqueue(ns)
+		}
+	case h.From == o.self && h.Phase == PhaseDraining && installed && epoch == h.FromEpoch:
+		o.freeze(ns)
+		o.host.Drain(o.m.cfg.LeaseTTL / 3)
+		next := *h
+		next.Phase = PhaseWarming
+		b, _ := json.Marshal(next)
+		ok := o.guardedTxn(ctx, ns, epoch, h.modRev, clientv3.OpDelete(o.ownerKey(ns)), clientv3.OpPut(hk, string(b)))
+		if ok {
+			o.mu.Lock()
+			delete(o.mine, ns)
+			delete(o.frozen, ns)
+			o.mu.Unlock()
+			o.host.Disown(ns)
+			o.log.Info("cluster: namespace handed off", "namespace", ns, "to", h.To)
+		}
+	case h.To == o.self && !ownerExists && h.Phase != PhaseComplete:
+		o.takeMoved(ctx, ns, h)
+	case h.Phase == PhaseComplete && ownerExists && rec.Hub == h.To:
+		// Done: the new owner clears the record.
+		if h.To == o.self {
+			_, _ = o.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(hk), "=", h.modRev)).Then(clientv3.OpDelete(hk)).Commit()
+		}
+	case !toLive && !ownerExists:
+		// The target is gone and nobody owns the namespace: abort the move;
+		// the namespace is taken again by first use.
+		_, _ = o.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(hk), "=", h.modRev)).Then(clientv3.OpDelete(hk)).Commit()
+	case h.From == o.self && h.Phase != PhaseComplete && (!installed || epoch != h.FromEpoch):
+		// A record for an epoch we no longer hold: nothing of ours to drain.
+	}
+}
+
+// guardedTxn runs ops if this hub still owns ns at epoch and the handoff
+// record is unchanged.
+func (o *Owners) guardedTxn(ctx context.Context, ns string, epoch, handoffRev int64, ops ...clientv3.Op) bool {
+	t, err := o.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.ModRevision(o.ownerKey(ns)), "=", epoch),
+		clientv3.Compare(clientv3.ModRevision(o.handoffKey(ns)), "=", handoffRev),
+	).Then(ops...).Commit()
+	return err == nil && t.Succeeded
+}
+
+// takeMoved is the new owner's Warming → Complete: read the namespace at
+// the HWM into staging, then create the owner key and mark the move
+// complete in one transaction, and only then install.
+func (o *Owners) takeMoved(ctx context.Context, ns string, h *Handoff) {
+	lease := o.m.Lease()
+	if lease == 0 {
+		return
+	}
+	staged, floor, err := o.readState(ctx, ns, h.modRev)
+	if err != nil {
+		o.log.Warn("cluster: warming a moved namespace failed; will retry", "namespace", ns, "err", err)
+		return // nothing installed: a cancelled warm leaves nothing (rule 8)
+	}
+	next := *h
+	next.Phase = PhaseComplete
+	b, _ := json.Marshal(next)
+	val, _ := json.Marshal(ownerRec{Hub: o.self, Addr: o.m.cfg.Advertise})
+	t, err := o.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(o.ownerKey(ns)), "=", 0),
+		clientv3.Compare(clientv3.ModRevision(o.handoffKey(ns)), "=", h.modRev),
+	).Then(clientv3.OpPut(o.ownerKey(ns), string(val), clientv3.WithLease(lease)), clientv3.OpPut(o.handoffKey(ns), string(b))).Commit()
+	if err != nil || !t.Succeeded {
+		return
+	}
+	epoch := t.Header.Revision
+	o.mu.Lock()
+	o.owners[ns] = ownerRec{Hub: o.self, Addr: o.m.cfg.Advertise, modRev: epoch}
+	o.mu.Unlock()
+	if err := o.install(ns, epoch, staged, floor); err != nil {
+		o.release(ns, epoch)
+		return
+	}
+	o.m.Applied()
+	o.log.Info("cluster: moved namespace taken", "namespace", ns, "from", h.From, "epoch", epoch)
+	o.enqueue(ns) // clear the record
+}
+
+// freeze stops a namespace resolving local here (a move is under way).
+func (o *Owners) freeze(ns string) {
+	o.mu.Lock()
+	o.frozen[ns] = true
+	o.mu.Unlock()
+}
