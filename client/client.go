@@ -36,7 +36,7 @@ const (
 
 // Options configures Dial. Empty fields take their defaults.
 type Options struct {
-	URI   string   // default $SYNAPSE_URI, else DefaultURI
+	URI   string   // default $SYNAPSE_URI, else DefaultURI; several hubs of a fleet: "ws://a,ws://b"
 	Name  string   // the agent name, e.g. "proj/alpha"; default $SYNAPSE_NAME; required
 	Token string   // connect token of a secured hub; default $SYNAPSE_TOKEN
 	Roles []string // "<project>/<role>" names this agent also answers to
@@ -143,6 +143,7 @@ type Stats struct {
 // long as the client; a reconnect goroutine runs while the socket is down.
 type Client struct {
 	opts Options
+	cur  atomic.Int32 // index of the hub URI in use (Options.URI may list several)
 
 	wmu sync.Mutex // held across "register the call + write its frame"
 
@@ -263,11 +264,53 @@ func (c *Client) leave(cn *conn) {
 const leaveTimeout = 2 * time.Second
 
 // connect dials and registers one socket. takeover is set on reconnects:
-// the name's old socket is ours and may not have been reaped yet.
+// the name's old socket is ours and may not have been reaped yet. With
+// several hub URIs (a fleet: any hub answers for any namespace) it tries
+// them in turn, a reconnect starting after the one that was lost, and
+// stays on the first that registers it.
 func (c *Client) connect(ctx context.Context, takeover bool) (*conn, Welcome, error) {
-	ws, _, err := websocket.Dial(ctx, c.opts.URI, &websocket.DialOptions{CompressionMode: websocket.CompressionDisabled})
+	uris := c.opts.uris()
+	start := int(c.cur.Load())
+	if takeover && len(uris) > 1 {
+		start++
+	}
+	var err error
+	for i := range uris {
+		k := (start + i) % len(uris)
+		var cn *conn
+		var w Welcome
+		cn, w, err = c.connectTo(ctx, uris[k], takeover)
+		if err == nil {
+			c.cur.Store(int32(k))
+			return cn, w, nil
+		}
+		var rej *RejectedError
+		if errors.As(err, &rej) || ctx.Err() != nil {
+			return nil, Welcome{}, err
+		}
+	}
+	return nil, Welcome{}, err
+}
+
+// uris splits Options.URI: several hubs are given comma-separated.
+func (o *Options) uris() []string {
+	var out []string
+	for _, u := range strings.Split(o.URI, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	if len(out) == 0 {
+		out = []string{DefaultURI}
+	}
+	return out
+}
+
+// connectTo dials and registers one socket at uri.
+func (c *Client) connectTo(ctx context.Context, uri string, takeover bool) (*conn, Welcome, error) {
+	ws, _, err := websocket.Dial(ctx, uri, &websocket.DialOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
-		return nil, Welcome{}, fmt.Errorf("%w at %s: %v", ErrUnreachable, c.opts.URI, err)
+		return nil, Welcome{}, fmt.Errorf("%w at %s: %v", ErrUnreachable, uri, err)
 	}
 	ws.SetReadLimit(c.opts.MaxFrameBytes)
 	reg := c.envelope("heartbeat", "online")
@@ -293,7 +336,7 @@ func (c *Client) connect(ctx context.Context, takeover bool) (*conn, Welcome, er
 	}
 	for _, m := range []map[string]any{reg, c.envelope("who_request", "")} {
 		if err := writeJSON(ws, m); err != nil {
-			return fail(fmt.Errorf("%w at %s: register: %v", ErrUnreachable, c.opts.URI, err))
+			return fail(fmt.Errorf("%w at %s: register: %v", ErrUnreachable, uri, err))
 		}
 	}
 	var (
@@ -309,7 +352,7 @@ func (c *Client) connect(ctx context.Context, takeover bool) (*conn, Welcome, er
 			if errors.As(err, &ce) {
 				return fail(&RejectedError{Code: int(ce.Code), Reason: ce.Reason, Message: refusal})
 			}
-			return fail(fmt.Errorf("%w at %s: no answer to the registration: %v", ErrUnreachable, c.opts.URI, err))
+			return fail(fmt.Errorf("%w at %s: no answer to the registration: %v", ErrUnreachable, uri, err))
 		}
 		f, err := parseFrame(data)
 		if err != nil {
@@ -324,7 +367,7 @@ func (c *Client) connect(ctx context.Context, takeover bool) (*conn, Welcome, er
 			refusal = f.Payload // the close follows
 		case "who_snapshot":
 			if !seen {
-				return fail(fmt.Errorf("%w at %s: the hub sent no welcome", ErrUnreachable, c.opts.URI))
+				return fail(fmt.Errorf("%w at %s: the hub sent no welcome", ErrUnreachable, uri))
 			}
 			c.mu.Lock()
 			for _, e := range early {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // The namespace ownership of a federated hub (additive verb ns_request,
@@ -125,4 +126,45 @@ func (c *Client) Namespaces(ctx context.Context) (*NamespaceStatus, error) {
 		return nil, fmt.Errorf("client: decode ns_snapshot: %w", err)
 	}
 	return &s, nil
+}
+
+// Moved is the answer to Move and Drain: where each namespace went, and how
+// long the hub took.
+type Moved struct {
+	Moves   map[string]string `json:"moves"` // namespace → its new owner hub
+	Elapsed time.Duration     `json:"-"`
+}
+
+// Move asks the fleet (hubs on etcd) to hand namespace ns to hub to, and
+// returns once to serves it. Requests in ns meanwhile wait (the hubs tell
+// them to retry shortly); nothing is refused as a conflict.
+func (c *Client) Move(ctx context.Context, ns, to string) (*Moved, error) {
+	m := c.envelope("ns_move", "")
+	m["namespace"], m["to"] = ns, to
+	return c.move(ctx, m)
+}
+
+// Drain moves every namespace owned by hub to the other hubs of the fleet
+// (before maintenance) and says where each went.
+func (c *Client) Drain(ctx context.Context, hub string) (*Moved, error) {
+	m := c.envelope("ns_drain", "")
+	m["hub"] = hub
+	return c.move(ctx, m)
+}
+
+func (c *Client) move(ctx context.Context, m map[string]any) (*Moved, error) {
+	match := func(f Frame) (bool, bool) {
+		ok := f.Type == "ns_moved" || f.Type == "error"
+		return ok, ok
+	}
+	f, err := c.reply(ctx, m, "", "ns_moved", match)
+	if err != nil {
+		return nil, err
+	}
+	var mv Moved
+	if err := f.DecodeField("moves", &mv.Moves); err != nil {
+		return nil, fmt.Errorf("client: decode ns_moved: %w", err)
+	}
+	mv.Elapsed = time.Duration(f.Int("elapsed_ms")) * time.Millisecond
+	return &mv, nil
 }

@@ -280,3 +280,47 @@ func TestFleet_PlannedMovesUnderLoad_Rules5_8(t *testing.T) {
 		}
 	}
 }
+
+// A client given every hub of the fleet moves to a live one when its hub
+// dies, and its work goes on: the SDK retries while the namespace is
+// moving, and the agent's claim survives in etcd (issue: clients keep
+// working).
+func TestFleet_ClientWithSeveralURIsSurvivesItsHub(t *testing.T) {
+	x := clustertest.Start(t, true)
+	ttl := 2 * time.Second
+	a := startFleetHub(t, x.Endpoint, "syn-a", ttl)
+	b := startFleetHub(t, x.Endpoint, "syn-b", ttl)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Options{URI: a.uri + "," + b.uri, Name: "proj/roamer", ReconnectMin: 50 * time.Millisecond, ReconnectMax: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Welcome().HubID != "syn-a" {
+		t.Fatalf("connected to %s; want the first URI, syn-a", c.Welcome().HubID)
+	}
+	cl, err := c.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}})
+	if err != nil || cl.HubID != "syn-a" {
+		t.Fatalf("claim: %+v %v", cl, err)
+	}
+	a.crash()
+	var renewed *client.Claim
+	for {
+		renewed, err = c.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}})
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("never renewed after syn-a died: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if renewed.HubID != "syn-b" || renewed.Epoch <= cl.Epoch || c.Welcome().HubID != "syn-b" {
+		t.Fatalf("after syn-a died: %+v on %s; want a renewal by syn-b above epoch %d", renewed, c.Welcome().HubID, cl.Epoch)
+	}
+	other := dial(t, b.uri, "proj/other")
+	if _, err := other.Claim(ctx, client.ClaimRequest{TaskID: "T2", Paths: []string{"src/x"}}); refusedCode(err) != "SCOPE_CONFLICT" {
+		t.Fatalf("the roamer's claim did not survive its hub: %v", err)
+	}
+}

@@ -53,7 +53,7 @@ type clientFlags struct {
 
 // register adds the connection flags (and --json) to fs.
 func (f *clientFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.uri, "uri", "", "hub address (env SYNAPSE_URI; default ws://127.0.0.1:8876)")
+	fs.StringVar(&f.uri, "uri", "", "hub address (env SYNAPSE_URI; default ws://127.0.0.1:8876); hubs of a fleet comma-separated: ws://a:8876,ws://b:8876 (the first that answers is used)")
 	fs.StringVar(&f.token, "token", "", "connect token of a secured hub (env SYNAPSE_TOKEN)")
 	fs.StringVar(&f.name, "name", "", "agent name, e.g. myproject/claude-1 (env SYNAPSE_NAME; default your login name)")
 	fs.DurationVar(&f.timeout, "connect-timeout", 5*time.Second, "how long to wait for the hub to answer")

@@ -4,15 +4,25 @@ package main
 // nsVerbs, which both dispatches and lists it in 'synapse ns --help'.
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/synapse-hub/synapse/client"
 )
 
 const nsIntro = `Usage: synapse ns <verb> [flags]
+
+On a fleet of hubs on etcd (synapse hub --etcd) a namespace belongs to the
+hub that first served it, moves to another hub when its owner dies, and can
+be moved on purpose with 'ns move' or 'ns drain'; meanwhile its requests
+wait instead of failing. On hubs with a static map:
 
 Each namespace (the part of an agent's name before its first '/', e.g. proj
 in proj/alice) is owned by exactly one hub, named in every hub's
@@ -34,6 +44,8 @@ type nsVerb struct {
 func nsVerbs() []nsVerb {
 	return []nsVerb{
 		{"list", "the ownership map as the hub at --uri resolves it, and its peers", runNSList},
+		{"move", "hand a namespace to another hub of a fleet on etcd (ns move NS --to HUB)", runNSMove},
+		{"drain", "move every namespace of a hub elsewhere, before maintenance (ns drain HUB)", runNSDrain},
 	}
 }
 
@@ -187,4 +199,91 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+const nsMoveUsage = `Usage: synapse ns move NAMESPACE --to HUB_ID [--json]
+
+Hands NAMESPACE to hub HUB_ID (fleet on etcd only) and returns once HUB_ID
+serves it: the owner stops admitting, finishes what is in flight and lets go;
+the new owner reads the namespace from etcd and starts serving. Requests in
+NAMESPACE wait meanwhile (clients are told to retry within milliseconds);
+nothing acknowledged is lost.
+`
+
+const nsDrainUsage = `Usage: synapse ns drain HUB_ID [--json]
+
+Moves every namespace HUB_ID owns to the other hubs of the fleet, one after
+another, so HUB_ID can be stopped for maintenance without a failover.
+`
+
+func runNSMove(args []string, stdout, stderr io.Writer) int {
+	var f clientFlags
+	fs := newFlagSet("ns move", nsMoveUsage, "", stderr)
+	f.register(fs)
+	to := fs.String("to", "", "the hub id that is to own the namespace")
+	return runMove(&f, fs, "ns move", args, stdout, stderr, func(ctx context.Context, c *client.Client, rest []string) (*client.Moved, error) {
+		if len(rest) != 1 || *to == "" {
+			return nil, errUsage("say which namespace and where: synapse ns move NAMESPACE --to HUB_ID")
+		}
+		return c.Move(ctx, rest[0], *to)
+	})
+}
+
+func runNSDrain(args []string, stdout, stderr io.Writer) int {
+	var f clientFlags
+	fs := newFlagSet("ns drain", nsDrainUsage, "", stderr)
+	f.register(fs)
+	return runMove(&f, fs, "ns drain", args, stdout, stderr, func(ctx context.Context, c *client.Client, rest []string) (*client.Moved, error) {
+		if len(rest) != 1 {
+			return nil, errUsage("say which hub to drain: synapse ns drain HUB_ID")
+		}
+		return c.Drain(ctx, rest[0])
+	})
+}
+
+// errUsage is a command line that cannot be run.
+type errUsage string
+
+func (e errUsage) Error() string { return string(e) }
+
+func runMove(f *clientFlags, fs *flag.FlagSet, cmd string, args []string, stdout, stderr io.Writer, do func(context.Context, *client.Client, []string) (*client.Moved, error)) int {
+	pos, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
+	}
+	c, code := f.start(stderr, cmd, true, false)
+	if c == nil {
+		return code
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), max(f.timeout, 70*time.Second))
+	defer cancel()
+	mv, err := do(ctx, c, pos)
+	var u errUsage
+	if errors.As(err, &u) {
+		fmt.Fprintf(stderr, "synapse %s: %s\n", cmd, u)
+		return exitUsage
+	}
+	if err != nil {
+		return f.failure(stderr, cmd, err)
+	}
+	if f.asJSON {
+		b, _ := json.Marshal(map[string]any{"moves": mv.Moves, "elapsed_ms": mv.Elapsed.Milliseconds()})
+		fmt.Fprintf(stdout, "%s\n", b)
+		return exitOK
+	}
+	if len(mv.Moves) == 0 {
+		fmt.Fprintln(stdout, "Nothing to move.")
+		return exitOK
+	}
+	nss := make([]string, 0, len(mv.Moves))
+	for ns := range mv.Moves {
+		nss = append(nss, ns)
+	}
+	sort.Strings(nss)
+	for _, ns := range nss {
+		fmt.Fprintf(stdout, "Moved %s to %s.\n", ns, mv.Moves[ns])
+	}
+	fmt.Fprintf(stdout, "Done in %s.\n", mv.Elapsed)
+	return exitOK
 }
