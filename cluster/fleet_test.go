@@ -34,12 +34,17 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 
 func startFleetHub(t *testing.T, endpoint, id string, ttl time.Duration) *fleetHub {
 	t.Helper()
+	return startFleetHubEndpoints(t, []string{endpoint}, id, ttl)
+}
+
+func startFleetHubEndpoints(t *testing.T, endpoints []string, id string, ttl time.Duration) *fleetHub {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	fh := &fleetHub{id: id, uri: "ws://" + ln.Addr().String()}
-	fh.m, err = cluster.Join(context.Background(), cluster.Config{Endpoints: []string{endpoint}, HubID: id, Advertise: fh.uri,
+	fh.m, err = cluster.Join(context.Background(), cluster.Config{Endpoints: endpoints, HubID: id, Advertise: fh.uri,
 		LeaseTTL: ttl, Logger: quiet(), MaxFences: 100, Fence: func(b time.Duration) { fh.owners.Fence(b) }})
 	if err != nil {
 		t.Fatal(err)
@@ -322,5 +327,85 @@ func TestFleet_ClientWithSeveralURIsSurvivesItsHub(t *testing.T) {
 	other := dial(t, b.uri, "proj/other")
 	if _, err := other.Claim(ctx, client.ClaimRequest{TaskID: "T2", Paths: []string{"src/x"}}); refusedCode(err) != "SCOPE_CONFLICT" {
 		t.Fatalf("the roamer's claim did not survive its hub: %v", err)
+	}
+}
+
+// The fleet rides out the loss of etcd's leader on a 3-member cluster:
+// keepalives absorb the election (the lease keeps more than a third of its
+// TTL in reserve), grants go on afterwards, and no acknowledged claim is
+// lost.
+func TestFleet_EtcdLeaderLossOnThreeMembers(t *testing.T) {
+	c := clustertest.StartCluster(t, 3)
+	eps := c.Endpoints()
+	ttl := 6 * time.Second
+	var hubs []*fleetHub
+	for _, id := range []string{"syn-a", "syn-b"} {
+		fh := startFleetHubEndpoints(t, eps, id, ttl)
+		hubs = append(hubs, fh)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a := dial(t, hubs[1].uri, "proj/a")
+	var acked []*client.Claim
+	for i := 0; i < 20; i++ {
+		cl, err := a.Claim(ctx, client.ClaimRequest{TaskID: fmt.Sprintf("T%d", i), Paths: []string{fmt.Sprintf("p%d", i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked = append(acked, cl)
+	}
+	leader := c.Leader()
+	if leader < 0 {
+		t.Fatal("no etcd leader")
+	}
+	lost := time.Now()
+	c.Crash(leader)
+	var after time.Duration
+	for i := 20; ; i++ {
+		cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
+		cl, err := a.Claim(cctx, client.ClaimRequest{TaskID: fmt.Sprintf("T%d", i), Paths: []string{fmt.Sprintf("p%d", i)}})
+		ccancel()
+		if err == nil {
+			acked = append(acked, cl)
+			if after == 0 && time.Since(lost) > 0 {
+				after = time.Since(lost)
+			}
+			if len(acked) >= 30 {
+				break
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no grant after etcd's leader was lost: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("first grant %v after the etcd leader was crashed", after)
+	for _, h := range hubs {
+		if !h.m.Serving() {
+			t.Fatalf("%s fenced itself during an etcd election", h.id)
+		}
+	}
+	st, err := dial(t, hubs[0].uri, "proj/auditor").State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := acked[0].HubID
+	for _, h := range hubs {
+		if h.id == owner {
+			st, err = dial(t, h.uri, "proj/auditor2").State(ctx)
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]int64{}
+	for _, cl := range st.ActiveClaims {
+		held[cl.TaskID] = cl.Epoch
+	}
+	for _, cl := range acked {
+		if held[cl.TaskID] != cl.Epoch {
+			t.Fatalf("claim %s at epoch %d lost across the election", cl.TaskID, cl.Epoch)
+		}
 	}
 }

@@ -21,6 +21,7 @@ type Etcd struct {
 	e         *embed.Etcd
 	Endpoint  string // http://127.0.0.1:port, for clients
 	closeOnce sync.Once
+	stopped   bool
 }
 
 // Start runs a single-member etcd in a temporary folder on loopback ports
@@ -55,7 +56,13 @@ func Start(t testing.TB, unsafeNoFsync bool) *Etcd {
 }
 
 // Close stops the member (embed.Etcd panics when closed twice).
-func (x *Etcd) Close() { x.closeOnce.Do(func() { x.e.Close() }) }
+func (x *Etcd) Close() {
+	x.closeOnce.Do(func() {
+		if x.e != nil {
+			x.e.Close()
+		}
+	})
+}
 
 // Restart starts the stopped member again on its data and ports: what a
 // hub sees when its etcd comes back.
@@ -82,4 +89,103 @@ func freeURL(t testing.TB) url.URL {
 	defer ln.Close()
 	u, _ := url.Parse(fmt.Sprintf("http://%s", ln.Addr()))
 	return *u
+}
+
+// Cluster is a multi-member etcd, each member embedded in this process.
+type Cluster struct {
+	Members []*Etcd
+}
+
+// Endpoints lists every member's client URL.
+func (c *Cluster) Endpoints() []string {
+	out := make([]string, len(c.Members))
+	for i, m := range c.Members {
+		out[i] = m.Endpoint
+	}
+	return out
+}
+
+// Leader is the index of the member that leads now, -1 if none does.
+func (c *Cluster) Leader() int {
+	for i, m := range c.Members {
+		if m.e != nil && m.e.Server.Leader() == m.e.Server.MemberID() && !m.stopped {
+			return i
+		}
+	}
+	return -1
+}
+
+// Crash stops member i as a crash would: no leadership transfer, listeners
+// closed (ETCD.md pitfall E3: Close would hand leadership over first).
+func (c *Cluster) Crash(i int) {
+	m := c.Members[i]
+	m.stopped = true
+	m.closeOnce.Do(func() {
+		m.e.Server.HardStop()
+		for _, l := range m.e.Clients {
+			l.Close()
+		}
+		for _, l := range m.e.Peers {
+			l.Close()
+		}
+		m.e.Close()
+	})
+}
+
+// StartCluster runs an n-member etcd on loopback ports for the test's
+// length (fsync on: members share this machine's disk).
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	dir := t.TempDir()
+	cfgs := make([]*embed.Config, n)
+	initial := ""
+	for i := range cfgs {
+		cfg := embed.NewConfig()
+		cfg.Name = fmt.Sprintf("m%d", i)
+		cfg.Dir = filepath.Join(dir, cfg.Name)
+		cfg.LogLevel = "error"
+		cfg.LogOutputs = []string{filepath.Join(dir, cfg.Name+".log")}
+		cu, pu := freeURL(t), freeURL(t)
+		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
+		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
+		cfg.InitialClusterToken = "synapse-test"
+		if i > 0 {
+			initial += ","
+		}
+		initial += cfg.Name + "=" + pu.String()
+		cfgs[i] = cfg
+	}
+	c := &Cluster{}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i, cfg := range cfgs {
+		cfg.InitialCluster = initial
+		x := &Etcd{cfg: cfg, Endpoint: cfg.ListenClientUrls[0].String()}
+		c.Members = append(c.Members, x)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e, err := embed.StartEtcd(cfg)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			x.e = e
+			select {
+			case <-e.Server.ReadyNotify():
+			case <-time.After(60 * time.Second):
+				errs[i] = fmt.Errorf("member %d not ready in 60 s", i)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, m := range c.Members {
+		t.Cleanup(m.Close)
+	}
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("start etcd cluster: %v", err)
+		}
+	}
+	return c
 }
