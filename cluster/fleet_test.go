@@ -37,7 +37,12 @@ func startFleetHub(t *testing.T, endpoint, id string, ttl time.Duration) *fleetH
 	return startFleetHubEndpoints(t, []string{endpoint}, id, ttl)
 }
 
-func startFleetHubEndpoints(t *testing.T, endpoints []string, id string, ttl time.Duration) *fleetHub {
+// startFleetHubB is startFleetHub for benchmarks (lease TTL 9 s).
+func startFleetHubB(b *testing.B, endpoint, id string) *fleetHub {
+	return startFleetHubEndpoints(b, []string{endpoint}, id, 9*time.Second)
+}
+
+func startFleetHubEndpoints(t testing.TB, endpoints []string, id string, ttl time.Duration) *fleetHub {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
