@@ -19,6 +19,8 @@ import (
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/hub"
+	"github.com/synapse-hub/synapse/journal"
+	"github.com/synapse-hub/synapse/sequencer"
 )
 
 // fleetHub is one in-process hub on etcd.
@@ -412,5 +414,50 @@ func TestFleet_EtcdLeaderLossOnThreeMembers(t *testing.T) {
 		if held[cl.TaskID] != cl.Epoch {
 			t.Fatalf("claim %s at epoch %d lost across the election", cl.TaskID, cl.Epoch)
 		}
+	}
+}
+
+// Residual (rule 10) kept from widening: a hub that no longer owns a
+// namespace — a zombie whose owner key was taken over while it still
+// believes it serves — cannot write it. Its batch is refused by the
+// owner-key guard (sequencer.ErrRetry) and etcd keeps nothing of it: the
+// double-zombie write loss of the seed is closed by the fenced store.
+func TestFleet_ZombieWriteIsRefusedByTheOwnerKeyGuard_Rule10(t *testing.T) {
+	x := clustertest.Start(t, true)
+	a := startFleetHub(t, x.Endpoint, "syn-a", 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := dial(t, a.uri, "proj/alice")
+	if _, err := c.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}}); err != nil {
+		t.Fatal(err)
+	}
+	cli := a.m.Client()
+	owner := cluster.DefaultPrefix + "ns/proj/owner"
+	if _, err := cli.Put(ctx, owner, `{"hub_id":"syn-z","addr":"ws://127.0.0.1:1"}`); err != nil {
+		t.Fatal(err)
+	}
+	rec := journal.Record{Kind: journal.KindClaim, Durable: true,
+		Payload: []byte(`{"task_id":"Z1","owner":"proj/zombie","note":"","claimed_at":1.0,"lease_expires_at":9999999999.0,"status":"claimed","data_ref":"","worktree":"","paths":["z"],"epoch":99,"version":0,"checkpoint":"","git":null,"quota_principal":"p"}`)}
+	_, err := a.owners.Append(ctx, &journal.Batch{TS: 1, Records: []journal.Record{rec}})
+	if !errors.Is(err, sequencer.ErrRetry) {
+		t.Fatalf("a write after the owner key moved: %v; want sequencer.ErrRetry", err)
+	}
+	r, err := cli.Get(ctx, cluster.DefaultPrefix+"ns/proj/claims/Z1")
+	if err != nil || len(r.Kvs) != 0 {
+		t.Fatalf("the zombie's claim reached etcd: %v %v", r, err)
+	}
+	// And the hub itself stops granting there.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cctx, ccancel := context.WithTimeout(ctx, time.Second) // the SDK retries NAMESPACE_MOVING until then
+		_, err := c.Claim(cctx, client.ClaimRequest{TaskID: "T2", Paths: []string{"docs"}})
+		ccancel()
+		if err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the zombie kept granting after its owner key was taken")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
