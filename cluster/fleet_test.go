@@ -461,3 +461,41 @@ func TestFleet_ZombieWriteIsRefusedByTheOwnerKeyGuard_Rule10(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// The fleet on the etcd people already run: Debian's etcd-server (3.4),
+// started from its binary. First use, forwarding, and a failover that keeps
+// every acknowledged claim, as on the embedded 3.7.
+func TestFleet_OnDebianEtcd34_FailoverKeepsClaims(t *testing.T) {
+	bin := clustertest.EtcdBinary(t)
+	x := clustertest.StartBinary(t, bin)
+	ttl := 2 * time.Second
+	a := startFleetHub(t, x.Endpoint, "syn-a", ttl)
+	b := startFleetHub(t, x.Endpoint, "syn-b", ttl)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	alice := dial(t, a.uri, "proj/alice")
+	first, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}})
+	if err != nil || first.HubID != "syn-a" {
+		t.Fatalf("first use on etcd 3.4: %+v %v", first, err)
+	}
+	bob := dial(t, b.uri, "proj/bob")
+	if _, err := bob.Claim(ctx, client.ClaimRequest{TaskID: "T2", Paths: []string{"src/x"}}); refusedCode(err) != "SCOPE_CONFLICT" {
+		t.Fatalf("forwarded overlap: %v", err)
+	}
+	a.crash()
+	for {
+		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := bob.Claim(cctx, client.ClaimRequest{TaskID: "T3", Paths: []string{"src/y"}})
+		ccancel()
+		if refusedCode(err) == "SCOPE_CONFLICT" {
+			break // the new owner warmed T1 from etcd 3.4
+		}
+		if err == nil {
+			t.Fatal("after failover on etcd 3.4 an overlapping claim was granted")
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("never served again: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

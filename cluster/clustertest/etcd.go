@@ -5,7 +5,10 @@ package clustertest
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
 
 	"path/filepath"
 	"sync"
@@ -188,4 +191,69 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		}
 	}
 	return c
+}
+
+// Binary is an etcd server run from its binary as a child process (for
+// example Debian's etcd-server, etcd 3.4): what many users run.
+type Binary struct {
+	Endpoint string
+	cmd      *exec.Cmd
+}
+
+// EtcdBinary finds an etcd binary: $SYNAPSE_ETCD_BIN, else /usr/bin/etcd.
+// Under CI (CI set) a missing binary fails the test, since .ci/run installs
+// Debian's etcd-server; elsewhere the test is skipped with how to get it.
+func EtcdBinary(t testing.TB) string {
+	t.Helper()
+	path := os.Getenv("SYNAPSE_ETCD_BIN")
+	if path == "" {
+		path = "/usr/bin/etcd"
+	}
+	if _, err := os.Stat(path); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no etcd binary at %s: .ci/run installs Debian's etcd-server", path)
+		}
+		t.Skipf("no etcd binary at %s (apt-get install etcd-server, or set SYNAPSE_ETCD_BIN)", path)
+	}
+	return path
+}
+
+// StartBinary runs the etcd binary at path on loopback ports in a temporary
+// folder for the test's length and waits until it answers.
+func StartBinary(t testing.TB, path string) *Binary {
+	t.Helper()
+	dir := t.TempDir()
+	cu, pu := freeURL(t), freeURL(t)
+	cmd := exec.Command(path, "--name", "m0", "--data-dir", filepath.Join(dir, "data"),
+		"--listen-client-urls", cu.String(), "--advertise-client-urls", cu.String(),
+		"--listen-peer-urls", pu.String(), "--initial-advertise-peer-urls", pu.String(),
+		"--initial-cluster", "m0="+pu.String(), "--log-level", "error")
+	logf, err := os.Create(filepath.Join(dir, "etcd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", path, err)
+	}
+	b := &Binary{Endpoint: cu.String(), cmd: cmd}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		logf.Close()
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(cu.String() + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return b
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not answer /health in 30 s", path)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
