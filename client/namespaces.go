@@ -46,6 +46,10 @@ type NamespaceStatus struct {
 	// Warning is set when the hub has peers but no ownership map: it gives
 	// no cross-host mutual exclusion (INV-MH-4).
 	Warning string `json:"warning,omitempty"`
+	// Members are the live hubs of a fleet on etcd, and LeaseDeadline this
+	// hub's lease deadline (unix seconds); empty on other hubs.
+	Members       []string `json:"members,omitempty"`
+	LeaseDeadline float64  `json:"lease_deadline,omitempty"`
 
 	// ObservedClaims and ObservedBoard are what the hub's log watches
 	// fold from its peers (advisory: they grant nothing). They are kept
@@ -66,6 +70,8 @@ type NamespaceRoute struct {
 	Outcome    string   `json:"outcome"`   // local | remote | ungoverned | partitioned
 	OwnerHubID string   `json:"owner_hub_id,omitempty"`
 	Contesting []string `json:"contesting,omitempty"`
+	Epoch      int64    `json:"epoch,omitempty"` // the namespace's fencing token (etcd: owner key revision)
+	Phase      string   `json:"phase,omitempty"` // a planned move's phase (etcd)
 	// Reachable says the owner can be reached now: always for a local
 	// namespace, the link's state for a remote one, never otherwise.
 	Reachable bool `json:"reachable"`

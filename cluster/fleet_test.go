@@ -149,6 +149,10 @@ func TestFleet_FirstUseOwnsFailoverKeepsAcknowledgedClaims_Rules1_2(t *testing.T
 	if err != nil || first.HubID != "syn-b" {
 		t.Fatalf("first use on syn-b: %+v %v", first, err)
 	}
+	ns, err := alice.Namespaces(ctx)
+	if err != nil || len(ns.Members) != 2 || ns.Route("proj") == nil || ns.Route("proj").Outcome != "local" || ns.Route("proj").Epoch == 0 || ns.LeaseDeadline == 0 {
+		t.Fatalf("ns list on the owner: %+v %v", ns, err)
+	}
 	bob := dial(t, a.uri, "proj/bob")
 	_, err = claimRetrying(ctx, bob, client.ClaimRequest{TaskID: "T2", Paths: []string{"src/core/x.go"}})
 	if refusedCode(err) != "SCOPE_CONFLICT" {

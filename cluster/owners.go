@@ -62,8 +62,8 @@ type Owners struct {
 	mine    map[string]int64  // namespaces installed here → their epoch (owner ModRevision)
 	taskNS  map[string]string // task → namespace of the claims this hub wrote
 	flights map[string]*flight
-	frozen  map[string]bool // namespaces this hub is handing off: no admissions
-	moves   map[string]bool // namespaces with a handoff record (a move under way)
+	frozen  map[string]bool   // namespaces this hub is handing off: no admissions
+	moves   map[string]string // namespaces with a handoff record (a move under way) → its phase
 
 	kick chan string // namespaces to reconcile (level-triggered)
 	stop chan struct{}
@@ -92,7 +92,7 @@ var plannedRetry = 25 * time.Millisecond
 func NewOwners(m *Member) *Owners {
 	return &Owners{m: m, cli: m.cli, self: m.cfg.HubID, pfx: m.cfg.Prefix, log: m.log,
 		hubs: map[string]Registration{}, owners: map[string]ownerRec{}, mine: map[string]int64{},
-		taskNS: map[string]string{}, flights: map[string]*flight{}, frozen: map[string]bool{}, moves: map[string]bool{},
+		taskNS: map[string]string{}, flights: map[string]*flight{}, frozen: map[string]bool{}, moves: map[string]string{},
 		kick: make(chan string, 1024), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -287,7 +287,7 @@ func (o *Owners) reconcile(ctx context.Context, ns string) {
 		delete(o.owners, ns)
 	}
 	if h != nil {
-		o.moves[ns] = true
+		o.moves[ns] = h.Phase
 	} else {
 		delete(o.moves, ns)
 		delete(o.frozen, ns)
@@ -322,7 +322,8 @@ func (o *Owners) Resolve(ns string) federation.Resolution {
 	rec, owned := o.owners[ns]
 	epoch, installed := o.mine[ns]
 	_, ownerLive := o.hubs[rec.Hub]
-	frozen, moving2 := o.frozen[ns], o.moves[ns]
+	frozen := o.frozen[ns]
+	_, moving2 := o.moves[ns]
 	o.mu.Unlock()
 	switch {
 	case frozen:
@@ -395,7 +396,9 @@ func (o *Owners) acquire(ns string) error {
 	if !t.Succeeded {
 		if hr := t.Responses[1].GetResponseRange(); hr != nil && len(hr.Kvs) == 1 {
 			o.mu.Lock()
-			o.moves[ns] = true
+			if _, known := o.moves[ns]; !known {
+				o.moves[ns] = PhaseFreezing
+			}
 			o.mu.Unlock()
 			o.enqueue(ns)
 		}
@@ -527,7 +530,7 @@ func (o *Owners) Known() []federation.Resolution {
 		epoch, installed := o.mine[ns]
 		_, live := o.hubs[rec.Hub]
 		o.mu.Unlock()
-		r := federation.Resolution{Namespace: ns, Owner: rec.Hub, Epoch: rec.modRev}
+		r := federation.Resolution{Namespace: ns, Owner: rec.Hub, Epoch: rec.modRev, Phase: o.phase(ns)}
 		switch {
 		case rec.Hub == o.self && installed && epoch == rec.modRev:
 			r.Outcome = federation.Local
@@ -775,4 +778,35 @@ func (o *Owners) isFrozen(ns string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.frozen[ns]
+}
+
+func (o *Owners) phase(ns string) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.moves[ns]
+}
+
+// Members implements federation.Fleet.
+func (o *Owners) Members() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]string, 0, len(o.hubs))
+	for id := range o.hubs {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Live implements federation.Fleet.
+func (o *Owners) Live(hub string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, ok := o.hubs[hub]
+	return ok
+}
+
+// LeaseDeadline implements federation.Fleet.
+func (o *Owners) LeaseDeadline() float64 {
+	return float64(o.m.Deadline().UnixNano()) / 1e9
 }

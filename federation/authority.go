@@ -33,6 +33,17 @@ type Mover interface {
 	Drain(ctx context.Context, hub string) (map[string]string, error)
 }
 
+// Fleet is an Authority backed by a fleet's membership (etcd): it knows
+// which hubs are alive and this hub's lease deadline.
+type Fleet interface {
+	// Members lists the live hubs' ids, sorted.
+	Members() []string
+	// Live reports whether hub holds a live registration.
+	Live(hub string) bool
+	// LeaseDeadline is this hub's local lease deadline (unix seconds).
+	LeaseDeadline() float64
+}
+
 // Static is the authority of a configured --namespace-owner map, contested
 // by what peers assert: a peer that declares itself owner of a namespace
 // the map gives to another hub, or whose log shows live claims there.

@@ -48,6 +48,8 @@ type Resolution struct {
 	// Epoch is the namespace's fencing token when known (etcd: the owner
 	// key's ModRevision).
 	Epoch int64 `json:"epoch,omitempty"`
+	// Phase is the phase of a planned move under way (etcd), "" otherwise.
+	Phase string `json:"phase,omitempty"`
 }
 
 // Grants reports whether a grant may be decided here.

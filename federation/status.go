@@ -48,6 +48,9 @@ type Status struct {
 	// Warning is set when the hub has peers but no ownership map: it then
 	// grants locally and its peers give no cross-host exclusion (INV-MH-4).
 	Warning string `json:"warning,omitempty"`
+	// Fleet: on etcd, the live hubs and this hub's lease deadline.
+	Members       []string `json:"members,omitempty"`
+	LeaseDeadline float64  `json:"lease_deadline,omitempty"`
 }
 
 // Status reports the federation now, resolving also the namespaces of
@@ -78,13 +81,17 @@ func (f *Federation) Status(extra []string) Status {
 		}
 	}
 	sort.Slice(rs, func(i, j int) bool { return rs[i].Namespace < rs[j].Namespace })
+	fleet, _ := f.auth.(Fleet)
+	if fleet != nil {
+		st.Members, st.LeaseDeadline = fleet.Members(), fleet.LeaseDeadline()
+	}
 	for _, r := range rs {
 		ns := NamespaceStatus{Resolution: r}
 		switch r.Outcome {
 		case Local:
 			ns.Reachable = true
 		case Remote:
-			ns.Reachable = f.PeerReachable(r.Owner) && f.isClaimPeer(r.Owner)
+			ns.Reachable = f.PeerReachable(r.Owner) && f.isClaimPeer(r.Owner) || fleet != nil && fleet.Live(r.Owner)
 		}
 		st.Namespaces = append(st.Namespaces, ns)
 	}

@@ -114,13 +114,21 @@ func runNSList(args []string, stdout, stderr io.Writer) int {
 
 // printNamespaces renders a hub's namespace snapshot for people.
 func printNamespaces(w io.Writer, st *client.NamespaceStatus) {
-	if st.Governed {
+	switch {
+	case len(st.Members) > 0:
+		fmt.Fprintf(w, "Hub %s is a member of a fleet on etcd: %d live hubs (%s); its lease runs until %s.\n",
+			st.HubID, len(st.Members), strings.Join(st.Members, ", "), time.Unix(0, int64(st.LeaseDeadline*1e9)).UTC().Format("15:04:05.000Z"))
+		fmt.Fprintf(w, "\n%-16s %-16s %-12s %-10s %-10s %s\n", "NAMESPACE", "OWNER", "OUTCOME", "EPOCH", "PHASE", "REACHABLE")
+		for _, ns := range st.Namespaces {
+			fmt.Fprintf(w, "%-16s %-16s %-12s %-10s %-10s %s\n", nsName(ns.Namespace), orDash(ns.OwnerHubID), ns.Outcome, orDash(epochText(ns.Epoch)), orDash(ns.Phase), yesNo(ns.Reachable))
+		}
+	case st.Governed:
 		fmt.Fprintf(w, "Hub %s is governed by an ownership map: %d namespaces, %d of %d peers up.\n", st.HubID, len(st.Namespaces), st.PeersUp(), len(st.Peers))
 		fmt.Fprintf(w, "\n%-16s %-16s %-12s %s\n", "NAMESPACE", "OWNER", "OUTCOME", "REACHABLE")
 		for _, ns := range st.Namespaces {
 			fmt.Fprintf(w, "%-16s %-16s %-12s %s\n", nsName(ns.Namespace), orDash(ns.OwnerHubID), ns.Outcome, yesNo(ns.Reachable))
 		}
-	} else {
+	default:
 		fmt.Fprintf(w, "Hub %s is not governed: it has no --namespace-owner map and grants every claim itself.\n", st.HubID)
 	}
 	if len(st.Peers) == 0 {
@@ -286,4 +294,11 @@ func runMove(f *clientFlags, fs *flag.FlagSet, cmd string, args []string, stdout
 	}
 	fmt.Fprintf(stdout, "Done in %s.\n", mv.Elapsed)
 	return exitOK
+}
+
+func epochText(e int64) string {
+	if e == 0 {
+		return ""
+	}
+	return fmt.Sprint(e)
 }
