@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -194,4 +197,58 @@ func hasTask(st *client.State, task string) bool {
 		}
 	}
 	return false
+}
+
+// The operator's moves through the real binary: ns move hands the
+// namespace over, ns drain empties a hub, ns list shows where it is, and
+// the acknowledged claim follows every move (rules 5–8).
+func TestFleet_Processes_NSMoveDrainList(t *testing.T) {
+	procs, _ := fleetOfThree(t)
+	bin := synapseBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a := dialAgent(t, procs["syn-a"].uri(), "proj/alice")
+	cl, err := claimMoving(ctx, a, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}})
+	if err != nil || cl.HubID != "syn-a" {
+		t.Fatalf("first use: %+v %v", cl, err)
+	}
+	cli := func(args ...string) (int, string) {
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		return code, string(out)
+	}
+	all := procs["syn-a"].uri() + "," + procs["syn-b"].uri() + "," + procs["syn-c"].uri()
+	if code, out := cli("ns", "move", "proj", "--to", "syn-b", "--uri", all, "--json"); code != 0 || !strings.Contains(out, `"proj":"syn-b"`) {
+		t.Fatalf("ns move: exit %d\n%s", code, out)
+	}
+	if code, out := cli("ns", "drain", "syn-b", "--uri", procs["syn-c"].uri()); code != 0 || !strings.Contains(out, "Moved proj to syn-") || strings.Contains(out, "to syn-b") {
+		t.Fatalf("ns drain: exit %d\n%s", code, out)
+	}
+	code, out := cli("ns", "list", "--uri", procs["syn-b"].uri(), "--json")
+	var st struct {
+		Members    []string `json:"members"`
+		Namespaces []struct {
+			Namespace string `json:"namespace"`
+			Owner     string `json:"owner_hub_id"`
+		} `json:"namespaces"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || len(st.Members) != 3 {
+		t.Fatalf("ns list --json: exit %d %v\n%s", code, err, out)
+	}
+	owner := ""
+	for _, ns := range st.Namespaces {
+		if ns.Namespace == "proj" {
+			owner = ns.Owner
+		}
+	}
+	if owner == "" || owner == "syn-b" {
+		t.Fatalf("after draining syn-b, proj is owned by %q", owner)
+	}
+	bob := dialAgent(t, procs[owner].uri(), "proj/bob")
+	if _, err := bob.Claim(ctx, client.ClaimRequest{TaskID: "T2", Paths: []string{"src/x"}}); err == nil {
+		t.Fatal("T1 did not follow the moves: an overlapping claim was granted")
+	}
 }

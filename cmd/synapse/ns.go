@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -229,10 +228,12 @@ func runNSMove(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("ns move", nsMoveUsage, "", stderr)
 	f.register(fs)
 	to := fs.String("to", "", "the hub id that is to own the namespace")
-	return runMove(&f, fs, "ns move", args, stdout, stderr, func(ctx context.Context, c *client.Client, rest []string) (*client.Moved, error) {
+	return runMove(&f, fs, "ns move", args, stdout, stderr, func(rest []string) error {
 		if len(rest) != 1 || *to == "" {
-			return nil, errUsage("say which namespace and where: synapse ns move NAMESPACE --to HUB_ID")
+			return errUsage("say which namespace and where: synapse ns move NAMESPACE --to HUB_ID")
 		}
+		return nil
+	}, func(ctx context.Context, c *client.Client, rest []string) (*client.Moved, error) {
 		return c.Move(ctx, rest[0], *to)
 	})
 }
@@ -241,10 +242,12 @@ func runNSDrain(args []string, stdout, stderr io.Writer) int {
 	var f clientFlags
 	fs := newFlagSet("ns drain", nsDrainUsage, "", stderr)
 	f.register(fs)
-	return runMove(&f, fs, "ns drain", args, stdout, stderr, func(ctx context.Context, c *client.Client, rest []string) (*client.Moved, error) {
+	return runMove(&f, fs, "ns drain", args, stdout, stderr, func(rest []string) error {
 		if len(rest) != 1 {
-			return nil, errUsage("say which hub to drain: synapse ns drain HUB_ID")
+			return errUsage("say which hub to drain: synapse ns drain HUB_ID")
 		}
+		return nil
+	}, func(ctx context.Context, c *client.Client, rest []string) (*client.Moved, error) {
 		return c.Drain(ctx, rest[0])
 	})
 }
@@ -254,10 +257,15 @@ type errUsage string
 
 func (e errUsage) Error() string { return string(e) }
 
-func runMove(f *clientFlags, fs *flag.FlagSet, cmd string, args []string, stdout, stderr io.Writer, do func(context.Context, *client.Client, []string) (*client.Moved, error)) int {
+func runMove(f *clientFlags, fs *flag.FlagSet, cmd string, args []string, stdout, stderr io.Writer,
+	check func([]string) error, do func(context.Context, *client.Client, []string) (*client.Moved, error)) int {
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
+	}
+	if err := check(pos); err != nil {
+		fmt.Fprintf(stderr, "synapse %s: %v\n", cmd, err)
+		return exitUsage
 	}
 	c, code := f.start(stderr, cmd, true, false)
 	if c == nil {
@@ -267,11 +275,6 @@ func runMove(f *clientFlags, fs *flag.FlagSet, cmd string, args []string, stdout
 	ctx, cancel := context.WithTimeout(context.Background(), max(f.timeout, 70*time.Second))
 	defer cancel()
 	mv, err := do(ctx, c, pos)
-	var u errUsage
-	if errors.As(err, &u) {
-		fmt.Fprintf(stderr, "synapse %s: %s\n", cmd, u)
-		return exitUsage
-	}
 	if err != nil {
 		return f.failure(stderr, cmd, err)
 	}
