@@ -163,6 +163,10 @@ func TestFleet_FirstUseOwnsFailoverKeepsAcknowledgedClaims_Rules1_2(t *testing.T
 		t.Fatalf("forwarded grant: %+v %v", second, err)
 	}
 
+	// A board task declared through the non-owner lives with the namespace.
+	if _, err := bob.TaskDeclare(ctx, client.TaskDeclaration{TaskID: "plan-1", Title: "write the parser"}); err != nil {
+		t.Fatalf("declare via syn-a: %v", err)
+	}
 	killed := time.Now()
 	b.crash()
 	var took time.Duration
@@ -185,6 +189,10 @@ func TestFleet_FirstUseOwnsFailoverKeepsAcknowledgedClaims_Rules1_2(t *testing.T
 		t.Fatalf("served again %v after the kill; want within about 2 TTL (%v)", took, 2*ttl)
 	}
 	t.Logf("failover: first decision by the new owner %v after the kill (TTL %v)", took, ttl)
+	board, err := bob.Board(ctx)
+	if err != nil || len(board.Tasks) != 1 || board.Tasks[0].TaskID != "plan-1" {
+		t.Fatalf("board on the new owner after failover: %+v %v; want plan-1 warmed from etcd", board, err)
+	}
 	third, err := claimRetrying(ctx, bob, client.ClaimRequest{TaskID: "T5", Paths: []string{"other"}})
 	if err != nil || third.HubID != "syn-a" || third.Epoch <= second.Epoch {
 		t.Fatalf("grant by the new owner: %+v %v; want syn-a with an epoch above %d", third, err, second.Epoch)

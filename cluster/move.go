@@ -245,7 +245,7 @@ func (o *Owners) takeMoved(ctx context.Context, ns string, h *Handoff) {
 	if lease == 0 {
 		return
 	}
-	staged, floor, err := o.readState(ctx, ns, h.modRev)
+	st, err := o.readState(ctx, ns, h.modRev)
 	if err != nil {
 		o.log.Warn("cluster: warming a moved namespace failed; will retry", "namespace", ns, "err", err)
 		return // nothing installed: a cancelled warm leaves nothing (rule 8)
@@ -265,7 +265,7 @@ func (o *Owners) takeMoved(ctx context.Context, ns string, h *Handoff) {
 	o.mu.Lock()
 	o.owners[ns] = ownerRec{Hub: o.self, Addr: o.m.cfg.Advertise, modRev: epoch}
 	o.mu.Unlock()
-	if err := o.install(ns, epoch, staged, floor); err != nil {
+	if err := o.install(ns, epoch, st); err != nil {
 		o.release(ns, epoch)
 		return
 	}

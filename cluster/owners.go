@@ -24,8 +24,9 @@ import (
 // Host is what Owners needs of its hub: installing and dropping a
 // namespace's claims through the sequencer, and draining in-flight work.
 type Host interface {
-	// Adopt installs the claims of a namespace this hub now owns.
-	Adopt(ns string, claims []*coord.Claim, epochFloor int64) error
+	// Adopt installs the claims and board tasks of a namespace this hub
+	// now owns.
+	Adopt(ns string, claims []*coord.Claim, tasks []*coord.BoardTask, epochFloor int64) error
 	// Disown drops the claims of a namespace this hub no longer owns.
 	Disown(ns string)
 	// Drain waits, at most budget, for the mutations in flight.
@@ -105,6 +106,9 @@ func (o *Owners) claimKey(ns, task string) string {
 	return o.pfx + "ns/" + ns + "/claims/" + task
 }
 func (o *Owners) epochKey(ns string) string { return o.pfx + "ns/" + ns + "/epoch" }
+func (o *Owners) boardKey(ns, task string) string {
+	return o.pfx + "ns/" + ns + "/board/" + task
+}
 func (o *Owners) idemKey(ns, key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return o.pfx + "ns/" + ns + "/idem/" + hex.EncodeToString(sum[:])
@@ -432,42 +436,55 @@ func (o *Owners) acquire(ns string) error {
 // that revision on (rule 6) — decodes it off the sequencer, and installs
 // it in one step; a failure installs nothing (rule 8).
 func (o *Owners) warm(ctx context.Context, ns string, epoch int64) error {
-	claims, floor, err := o.readState(ctx, ns, epoch)
+	st, err := o.readState(ctx, ns, epoch)
 	if err != nil {
 		return err
 	}
-	return o.install(ns, epoch, claims, floor)
+	return o.install(ns, epoch, st)
 }
 
-// readState reads a namespace's claims and epoch floor at revision rev,
-// into staging: nothing is installed.
-func (o *Owners) readState(ctx context.Context, ns string, rev int64) ([]*coord.Claim, int64, error) {
+// staged is a namespace read from etcd, not yet installed.
+type staged struct {
+	claims []*coord.Claim
+	tasks  []*coord.BoardTask
+	floor  int64
+}
+
+// readState reads a namespace's claims, board tasks and epoch floor at
+// revision rev, into staging: nothing is installed.
+func (o *Owners) readState(ctx context.Context, ns string, rev int64) (staged, error) {
+	var st staged
 	r, err := o.cli.Get(ctx, o.nsPrefix(ns), clientv3.WithPrefix(), clientv3.WithRev(rev))
 	if err != nil {
-		return nil, 0, err
+		return st, err
 	}
-	var claims []*coord.Claim
-	var floor int64
 	for _, kv := range r.Kvs {
 		k := string(kv.Key)
 		switch {
 		case strings.HasPrefix(k, o.nsPrefix(ns)+"claims/"):
 			ev, ok, err := journal.Decode(journal.KindClaim, kv.Value)
 			if err != nil || !ok {
-				return nil, 0, fmt.Errorf("claim %s: %v", k, err)
+				return st, fmt.Errorf("claim %s: %v", k, err)
 			}
-			claims = append(claims, ev.(coord.ClaimGranted).Claim)
+			st.claims = append(st.claims, ev.(coord.ClaimGranted).Claim)
+		case strings.HasPrefix(k, o.nsPrefix(ns)+"board/"):
+			ev, ok, err := journal.Decode(journal.KindLedgerTask, kv.Value)
+			if err != nil || !ok {
+				return st, fmt.Errorf("board task %s: %v", k, err)
+			}
+			st.tasks = append(st.tasks, ev.(coord.TaskPosted).Task)
 		case k == o.epochKey(ns):
-			floor, _ = strconv.ParseInt(string(kv.Value), 10, 64)
+			st.floor, _ = strconv.ParseInt(string(kv.Value), 10, 64)
 		}
 	}
-	return claims, floor, nil
+	return st, nil
 }
 
 // install swaps a staged namespace in: the hub adopts its claims, and the
 // namespace resolves local at epoch from then on.
-func (o *Owners) install(ns string, epoch int64, claims []*coord.Claim, floor int64) error {
-	if err := o.host.Adopt(ns, claims, floor); err != nil {
+func (o *Owners) install(ns string, epoch int64, st staged) error {
+	claims := st.claims
+	if err := o.host.Adopt(ns, claims, st.tasks, st.floor); err != nil {
 		return err
 	}
 	o.mu.Lock()
@@ -627,6 +644,21 @@ func (o *Owners) Append(ctx context.Context, b *journal.Batch) (int64, error) {
 			pendingNS[c.TaskID] = ns
 			delete(dropped, c.TaskID)
 			floors[ns] = max(floors[ns], c.Epoch)
+		case journal.KindLedgerTask:
+			var t struct {
+				TaskID    string `json:"task_id"`
+				CreatedBy string `json:"created_by"`
+			}
+			if err := json.Unmarshal(rec.Payload, &t); err != nil {
+				o.mu.Unlock()
+				return 0, fmt.Errorf("cluster: record %s: %w", rec.Kind, err)
+			}
+			ns := coord.NamespaceOf(t.CreatedBy)
+			if err := need(ns); err != nil {
+				o.mu.Unlock()
+				return 0, err
+			}
+			ops = append(ops, clientv3.OpPut(o.boardKey(ns, t.TaskID), string(rec.Payload)))
 		case journal.KindRelease, journal.KindClaimExpired:
 			var c struct {
 				TaskID string `json:"task_id"`

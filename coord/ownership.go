@@ -15,12 +15,14 @@ import (
 // epoch floor every later epoch must exceed (INV-EF-1 across owners).
 type Adopt struct {
 	Claims     []*Claim
+	Tasks      []*BoardTask // the namespace's board tasks (declared by its agents)
 	EpochFloor int64
 }
 
 // Disown drops every claim held by an agent of Namespace (the part of the
-// owner's name before its first '/'): another hub owns them now. Nothing is
-// retained and no waiter is woken: the claims live on, elsewhere.
+// owner's name before its first '/'), and every board task one of its
+// agents declared: another hub owns them now. Nothing is retained and no
+// waiter is woken: they live on, elsewhere.
 type Disown struct{ Namespace string }
 
 func (Adopt) command()  {}
@@ -29,13 +31,15 @@ func (Disown) command() {}
 // Adopted is a namespace's claims installed by Adopt.
 type Adopted struct {
 	Claims     []*Claim
+	Tasks      []*BoardTask
 	EpochFloor int64
 }
 
 // Disowned is a namespace's claims dropped by Disown.
 type Disowned struct {
 	Namespace string
-	Tasks     []string
+	Tasks     []string // claims' task ids
+	Board     []string // board task ids
 }
 
 func (Adopted) Kind() string            { return "adopted" }
@@ -60,7 +64,7 @@ func (s *State) decideAdopt(c Adopt, now float64) ([]Event, *Refusal) {
 			live = append(live, cl)
 		}
 	}
-	return []Event{Adopted{Claims: live, EpochFloor: c.EpochFloor}}, nil
+	return []Event{Adopted{Claims: live, Tasks: c.Tasks, EpochFloor: c.EpochFloor}}, nil
 }
 
 func (s *State) decideDisown(c Disown) ([]Event, *Refusal) {
@@ -70,16 +74,26 @@ func (s *State) decideDisown(c Disown) ([]Event, *Refusal) {
 			tasks = append(tasks, task)
 		}
 	}
-	if len(tasks) == 0 {
+	var board []string
+	for id, t := range s.tasks {
+		if NamespaceOf(t.CreatedBy) == c.Namespace {
+			board = append(board, id)
+		}
+	}
+	if len(tasks) == 0 && len(board) == 0 {
 		return nil, nil
 	}
 	slices.Sort(tasks)
-	return []Event{Disowned{Namespace: c.Namespace, Tasks: tasks}}, nil
+	slices.Sort(board)
+	return []Event{Disowned{Namespace: c.Namespace, Tasks: tasks, Board: board}}, nil
 }
 
 func (s *State) applyAdopted(e Adopted, push func(func())) {
 	for _, c := range e.Claims {
 		s.applyClaim(c, push)
+	}
+	for _, t := range e.Tasks {
+		s.putTask(t, push)
 	}
 	if e.EpochFloor > s.epoch {
 		prev := s.epoch
@@ -95,4 +109,24 @@ func (s *State) applyDisowned(e Disowned, push func(func())) {
 			push(func() { s.putClaim(task, prev) })
 		}
 	}
+	for _, id := range e.Board {
+		if prev := s.tasks[id]; prev != nil {
+			delete(s.tasks, id)
+			push(func() { s.tasks[id] = prev })
+		}
+	}
+}
+
+// putTask stores a board task, undoably (Adopt).
+func (s *State) putTask(t *BoardTask, push func(func())) {
+	id := t.TaskID
+	prev := s.tasks[id]
+	s.tasks[id] = t
+	push(func() {
+		if prev == nil {
+			delete(s.tasks, id)
+		} else {
+			s.tasks[id] = prev
+		}
+	})
 }

@@ -37,3 +37,21 @@ func TestAdoptDisown_InstallsDropsAndRollsBack_INV_EF_1(t *testing.T) {
 		t.Fatal("rollback of disown did not restore the claims")
 	}
 }
+
+// Adopt installs a namespace's board tasks with its claims, and Disown
+// drops the tasks its agents declared, leaving other namespaces' alone.
+func TestAdoptDisown_BoardTasksFollowTheirNamespace(t *testing.T) {
+	s := New(DefaultLimits())
+	s.Step(Adopt{Tasks: []*BoardTask{{TaskID: "plan", Title: "p", CreatedBy: "proj/a", Status: "open"}}}, 1)
+	if s.BoardTask("plan") == nil {
+		t.Fatal("adopted task missing")
+	}
+	o := s.Step(DeclareTask{Agent: "ops/z", TaskID: "other", Title: "o"}, 1)
+	if o.Refusal != nil {
+		t.Fatal(o.Refusal)
+	}
+	s.Step(Disown{Namespace: "proj"}, 1)
+	if s.BoardTask("plan") != nil || s.BoardTask("other") == nil {
+		t.Fatalf("after disown proj: plan=%v other=%v", s.BoardTask("plan"), s.BoardTask("other"))
+	}
+}

@@ -520,3 +520,10 @@ func (f *Federation) declaredOwners() map[string]string {
 
 // Authority is the ownership authority in force (nil on a default hub).
 func (f *Federation) Authority() Authority { return f.auth }
+
+// RoutesBoard reports whether board writes are routed like claims: on a
+// fleet, whose boards live with the namespaces' state.
+func (f *Federation) RoutesBoard() bool {
+	_, ok := f.auth.(Fleet)
+	return ok
+}

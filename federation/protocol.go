@@ -42,6 +42,13 @@ var ClaimFamily = map[string]bool{
 	"checkpoint": true, "wait_request": true,
 }
 
+// BoardFamily are the board writes, routed to the namespace of their
+// author's owner on a fleet (where the board lives in etcd with the
+// claims); hubs with a static map keep their boards local.
+var BoardFamily = map[string]bool{
+	"ledger_task": true, "ledger_task_update": true, "ledger_progress": true,
+}
+
 // Limits of the hub-to-hub protocol.
 const (
 	// MaxLogPage is the most events one multihub_log_snapshot carries (the

@@ -126,8 +126,8 @@ func (f fedHost) ServeForward(peer, agent string, frame []byte, recipientHere bo
 		return out
 	}
 	typ := in.Type()
-	if !federation.ClaimFamily[typ] {
-		p.fail(agent, "not_forwardable", "Only claim-family verbs are forwarded between hubs; '"+typ+"' is not.")
+	if !federation.ClaimFamily[typ] && !(federation.BoardFamily[typ] && h.fed.RoutesBoard()) {
+		p.fail(agent, "not_forwardable", "Only claim-family verbs (and, on a fleet, board writes) are forwarded between hubs; '"+typ+"' is not.")
 		return out
 	}
 	in.Set("sender", agent)
@@ -151,7 +151,7 @@ func (f fedHost) ServeForward(peer, agent string, frame []byte, recipientHere bo
 // owner.
 func (s *session) routeClaimFamily(sender, typ string, in *wire.Inbound) bool {
 	h := s.h
-	if !h.fed.Governed() || !federation.ClaimFamily[typ] {
+	if !h.fed.Governed() || !federation.ClaimFamily[typ] && !(federation.BoardFamily[typ] && h.fed.RoutesBoard()) {
 		return false
 	}
 	if s.refuseByNamespace(sender, typ, in, false) {
@@ -421,12 +421,12 @@ func observedAgents(cs []federation.ObservedClaim) []string {
 
 // Adopt installs the claims of a namespace this hub now owns, through the
 // sequencer (cluster.Host).
-func (h *Hub) Adopt(ns string, claims []*coord.Claim, epochFloor int64) error {
+func (h *Hub) Adopt(ns string, claims []*coord.Claim, tasks []*coord.BoardTask, epochFloor int64) error {
 	if !h.beginSubmit() {
 		return errClosing
 	}
 	defer h.submits.Done()
-	_, err := h.seq.Submit(context.Background(), sequencer.Request{Cmd: coord.Adopt{Claims: claims, EpochFloor: epochFloor}})
+	_, err := h.seq.Submit(context.Background(), sequencer.Request{Cmd: coord.Adopt{Claims: claims, Tasks: tasks, EpochFloor: epochFloor}})
 	return err
 }
 
