@@ -294,10 +294,7 @@ func TestFleet_PlannedMovesUnderLoad_Rules5_8(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held := map[string]int64{}
-	for _, c := range st.ActiveClaims {
-		held[c.TaskID] = c.Epoch
-	}
+	held := heldEpochs(st)
 	for _, g := range grants {
 		if held[g.task] != g.epoch {
 			t.Fatalf("acknowledged %s at epoch %d (by %s) is %d on the final owner %s", g.task, g.epoch, g.hub, held[g.task], final)
@@ -418,10 +415,7 @@ func TestFleet_EtcdLeaderLossOnThreeMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held := map[string]int64{}
-	for _, cl := range st.ActiveClaims {
-		held[cl.TaskID] = cl.Epoch
-	}
+	held := heldEpochs(st)
 	for _, cl := range acked {
 		if held[cl.TaskID] != cl.Epoch {
 			t.Fatalf("claim %s at epoch %d lost across the election", cl.TaskID, cl.Epoch)
@@ -510,4 +504,13 @@ func TestFleet_OnDebianEtcd34_FailoverKeepsClaims(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// heldEpochs maps each live claim of a state snapshot to its epoch.
+func heldEpochs(st *client.State) map[string]int64 {
+	held := map[string]int64{}
+	for _, c := range st.ActiveClaims {
+		held[c.TaskID] = c.Epoch
+	}
+	return held
 }

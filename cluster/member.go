@@ -360,10 +360,27 @@ func (m *Member) sleepUntil(t time.Time) bool {
 // owner keys go with it) and closes the client. Call it after the hub
 // stopped serving.
 func (m *Member) Leave() {
+	if lease, ok := m.stopKeeping(); ok {
+		m.revoke(lease)
+		m.cli.Close()
+	}
+}
+
+// Abandon stops keeping the lease without revoking it (tests: a hub that
+// dies; its lease expires on its own).
+func (m *Member) Abandon() {
+	if _, ok := m.stopKeeping(); ok {
+		m.cli.Close()
+	}
+}
+
+// stopKeeping stops serving and the keeper, once; it returns the lease in
+// force, and false if the member was already stopped.
+func (m *Member) stopKeeping() (clientv3.LeaseID, bool) {
 	m.mu.Lock()
 	if m.stopped {
 		m.mu.Unlock()
-		return
+		return 0, false
 	}
 	m.stopped = true
 	m.setServingLocked(false)
@@ -371,22 +388,5 @@ func (m *Member) Leave() {
 	m.mu.Unlock()
 	close(m.stop)
 	<-m.done
-	m.revoke(lease)
-	m.cli.Close()
-}
-
-// Abandon stops keeping the lease without revoking it (tests: a hub that
-// dies; its lease expires on its own).
-func (m *Member) Abandon() {
-	m.mu.Lock()
-	if m.stopped {
-		m.mu.Unlock()
-		return
-	}
-	m.stopped = true
-	m.setServingLocked(false)
-	m.mu.Unlock()
-	close(m.stop)
-	<-m.done
-	m.cli.Close()
+	return lease, true
 }

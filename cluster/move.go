@@ -261,10 +261,7 @@ func (o *Owners) takeMoved(ctx context.Context, ns string, h *Handoff) {
 	if err != nil || !t.Succeeded {
 		return
 	}
-	epoch := t.Header.Revision
-	o.mu.Lock()
-	o.owners[ns] = ownerRec{Hub: o.self, Addr: o.m.cfg.Advertise, modRev: epoch}
-	o.mu.Unlock()
+	epoch := o.ownedAt(ns, t.Header.Revision)
 	if err := o.install(ns, epoch, st); err != nil {
 		o.release(ns, epoch)
 		return

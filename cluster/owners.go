@@ -417,10 +417,7 @@ func (o *Owners) acquire(ns string) error {
 		}
 		return nil
 	}
-	epoch := t.Header.Revision
-	o.mu.Lock()
-	o.owners[ns] = ownerRec{Hub: o.self, Addr: o.m.cfg.Advertise, modRev: epoch}
-	o.mu.Unlock()
+	epoch := o.ownedAt(ns, t.Header.Revision)
 	if err := o.warm(ctx, ns, epoch); err != nil {
 		o.log.Warn("cluster: warming a namespace failed; letting it go", "namespace", ns, "err", err)
 		o.release(ns, epoch)
@@ -591,127 +588,29 @@ func (o *Owners) Hubs() []Registration {
 // healthy. Records that are not namespace authority (chats, receipts) are
 // not kept in etcd.
 func (o *Owners) Append(ctx context.Context, b *journal.Batch) (int64, error) {
-	var ops []clientv3.Op
-	var cmps []clientv3.Cmp
-	guarded := map[string]bool{}
-	floors := map[string]int64{}
-	pendingNS := map[string]string{}
-	dropped := map[string]bool{}
-	o.mu.Lock()
-	need := func(ns string) error {
-		if guarded[ns] {
-			return nil
-		}
-		epoch, ok := o.mine[ns]
-		if !ok {
-			return fmt.Errorf("%w: namespace %q is not owned by %s", sequencer.ErrRetry, ns, o.self)
-		}
-		guarded[ns] = true
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(o.ownerKey(ns)), "=", epoch))
-		return nil
+	p, err := o.plan(b)
+	if err != nil {
+		return 0, err
 	}
-	nsOfTask := func(task string) string {
-		if ns, ok := pendingNS[task]; ok {
-			return ns
-		}
-		return o.taskNS[task]
-	}
-	for _, rec := range b.Records {
-		switch rec.Kind {
-		case journal.KindClaim, journal.KindTaskUpdate, journal.KindCheckpoint, journal.KindHandoff:
-			var c struct {
-				TaskID string `json:"task_id"`
-				Owner  string `json:"owner"`
-				Epoch  int64  `json:"epoch"`
-			}
-			if err := json.Unmarshal(rec.Payload, &c); err != nil {
-				o.mu.Unlock()
-				return 0, fmt.Errorf("cluster: record %s: %w", rec.Kind, err)
-			}
-			ns := coord.NamespaceOf(c.Owner)
-			if err := need(ns); err != nil {
-				o.mu.Unlock()
-				return 0, err
-			}
-			if prev := nsOfTask(c.TaskID); prev != "" && prev != ns {
-				if err := need(prev); err != nil {
-					o.mu.Unlock()
-					return 0, err
-				}
-				ops = append(ops, clientv3.OpDelete(o.claimKey(prev, c.TaskID)))
-			}
-			ops = append(ops, clientv3.OpPut(o.claimKey(ns, c.TaskID), string(rec.Payload)))
-			pendingNS[c.TaskID] = ns
-			delete(dropped, c.TaskID)
-			floors[ns] = max(floors[ns], c.Epoch)
-		case journal.KindLedgerTask:
-			var t struct {
-				TaskID    string `json:"task_id"`
-				CreatedBy string `json:"created_by"`
-			}
-			if err := json.Unmarshal(rec.Payload, &t); err != nil {
-				o.mu.Unlock()
-				return 0, fmt.Errorf("cluster: record %s: %w", rec.Kind, err)
-			}
-			ns := coord.NamespaceOf(t.CreatedBy)
-			if err := need(ns); err != nil {
-				o.mu.Unlock()
-				return 0, err
-			}
-			ops = append(ops, clientv3.OpPut(o.boardKey(ns, t.TaskID), string(rec.Payload)))
-		case journal.KindRelease, journal.KindClaimExpired:
-			var c struct {
-				TaskID string `json:"task_id"`
-			}
-			if json.Unmarshal(rec.Payload, &c) != nil {
-				continue
-			}
-			ns := nsOfTask(c.TaskID)
-			if ns == "" {
-				continue
-			}
-			if err := need(ns); err != nil {
-				o.mu.Unlock()
-				return 0, err
-			}
-			ops = append(ops, clientv3.OpDelete(o.claimKey(ns, c.TaskID)))
-			pendingNS[c.TaskID] = ""
-			dropped[c.TaskID] = true
-		}
-	}
-	for _, op := range b.Operations {
-		sender, _, _ := strings.Cut(op.Key, "\x00")
-		ns := coord.NamespaceOf(sender)
-		if err := need(ns); err != nil {
-			o.mu.Unlock()
-			return 0, err
-		}
-		v, _ := json.Marshal(storedOp{Digest: op.RequestDigest, Response: string(op.Response), At: b.TS})
-		ops = append(ops, clientv3.OpPut(o.idemKey(ns, op.Key), string(v)))
-	}
-	o.mu.Unlock()
-	for ns, e := range floors {
-		ops = append(ops, clientv3.OpPut(o.epochKey(ns), strconv.FormatInt(e, 10)))
-	}
-	if len(ops) == 0 {
+	if len(p.ops) == 0 {
 		return 0, nil
 	}
 	tctx, cancel := context.WithTimeout(ctx, o.m.cfg.LeaseTTL/3)
 	defer cancel()
-	t, err := o.cli.Txn(tctx).If(cmps...).Then(ops...).Commit()
+	t, err := o.cli.Txn(tctx).If(p.cmps...).Then(p.ops...).Commit()
 	if err != nil {
 		// Ambiguous: the transaction may have committed. The namespaces
 		// are re-warmed from etcd, the truth, before they serve again.
-		o.unsettle(guarded)
+		o.unsettle(p.guarded)
 		return 0, fmt.Errorf("%w: etcd: %v (namespaces re-read before they serve again)", sequencer.ErrRetry, err)
 	}
 	if !t.Succeeded {
-		o.unsettle(guarded)
+		o.unsettle(p.guarded)
 		return 0, fmt.Errorf("%w: a namespace moved away from %s", sequencer.ErrRetry, o.self)
 	}
 	o.mu.Lock()
-	for task, ns := range pendingNS {
-		if ns == "" || dropped[task] {
+	for task, ns := range p.taskNS {
+		if ns == "" {
 			delete(o.taskNS, task)
 		} else {
 			o.taskNS[task] = ns
@@ -720,6 +619,105 @@ func (o *Owners) Append(ctx context.Context, b *journal.Batch) (int64, error) {
 	o.mu.Unlock()
 	o.m.Applied()
 	return t.Header.Revision, nil
+}
+
+// txnPlan is one batch as an etcd transaction: the owner-key guards of the
+// namespaces it touches and the writes.
+type txnPlan struct {
+	cmps    []clientv3.Cmp
+	ops     []clientv3.Op
+	guarded map[string]bool   // namespaces guarded
+	floors  map[string]int64  // namespace → highest epoch written
+	taskNS  map[string]string // task → its namespace after the batch ("" = gone)
+}
+
+// guard adds the owner-key guard of ns, which must be installed here.
+func (o *Owners) guard(p *txnPlan, ns string) error {
+	if p.guarded[ns] {
+		return nil
+	}
+	epoch, ok := o.mine[ns]
+	if !ok {
+		return fmt.Errorf("%w: namespace %q is not owned by %s", sequencer.ErrRetry, ns, o.self)
+	}
+	p.guarded[ns] = true
+	p.cmps = append(p.cmps, clientv3.Compare(clientv3.ModRevision(o.ownerKey(ns)), "=", epoch))
+	return nil
+}
+
+// plan turns a batch's records into guarded writes.
+func (o *Owners) plan(b *journal.Batch) (*txnPlan, error) {
+	p := &txnPlan{guarded: map[string]bool{}, floors: map[string]int64{}, taskNS: map[string]string{}}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	nsOfTask := func(task string) string {
+		if ns, ok := p.taskNS[task]; ok {
+			return ns
+		}
+		return o.taskNS[task]
+	}
+	for _, rec := range b.Records {
+		var r struct {
+			TaskID    string `json:"task_id"`
+			Owner     string `json:"owner"`
+			Epoch     int64  `json:"epoch"`
+			CreatedBy string `json:"created_by"`
+		}
+		switch rec.Kind {
+		case journal.KindClaim, journal.KindTaskUpdate, journal.KindCheckpoint, journal.KindHandoff,
+			journal.KindLedgerTask, journal.KindRelease, journal.KindClaimExpired:
+			if err := json.Unmarshal(rec.Payload, &r); err != nil {
+				return nil, fmt.Errorf("cluster: record %s: %w", rec.Kind, err)
+			}
+		default:
+			continue // not namespace authority (chats, notes, receipts, audit)
+		}
+		switch rec.Kind {
+		case journal.KindLedgerTask:
+			ns := coord.NamespaceOf(r.CreatedBy)
+			if err := o.guard(p, ns); err != nil {
+				return nil, err
+			}
+			p.ops = append(p.ops, clientv3.OpPut(o.boardKey(ns, r.TaskID), string(rec.Payload)))
+		case journal.KindRelease, journal.KindClaimExpired:
+			ns := nsOfTask(r.TaskID)
+			if ns == "" {
+				continue
+			}
+			if err := o.guard(p, ns); err != nil {
+				return nil, err
+			}
+			p.ops = append(p.ops, clientv3.OpDelete(o.claimKey(ns, r.TaskID)))
+			p.taskNS[r.TaskID] = ""
+		default: // a claim's full dict
+			ns := coord.NamespaceOf(r.Owner)
+			if err := o.guard(p, ns); err != nil {
+				return nil, err
+			}
+			if prev := nsOfTask(r.TaskID); prev != "" && prev != ns {
+				if err := o.guard(p, prev); err != nil {
+					return nil, err
+				}
+				p.ops = append(p.ops, clientv3.OpDelete(o.claimKey(prev, r.TaskID)))
+			}
+			p.ops = append(p.ops, clientv3.OpPut(o.claimKey(ns, r.TaskID), string(rec.Payload)))
+			p.taskNS[r.TaskID] = ns
+			p.floors[ns] = max(p.floors[ns], r.Epoch)
+		}
+	}
+	for _, op := range b.Operations {
+		sender, _, _ := strings.Cut(op.Key, "\x00")
+		ns := coord.NamespaceOf(sender)
+		if err := o.guard(p, ns); err != nil {
+			return nil, err
+		}
+		v, _ := json.Marshal(storedOp{Digest: op.RequestDigest, Response: string(op.Response), At: b.TS})
+		p.ops = append(p.ops, clientv3.OpPut(o.idemKey(ns, op.Key), string(v)))
+	}
+	for ns, e := range p.floors {
+		p.ops = append(p.ops, clientv3.OpPut(o.epochKey(ns), strconv.FormatInt(e, 10)))
+	}
+	return p, nil
 }
 
 type storedOp struct {
@@ -776,13 +774,18 @@ func (o *Owners) rewarm(ns string) {
 		o.enqueue(ns)
 		return
 	}
-	epoch := t.Header.Revision
-	o.mu.Lock()
-	o.owners[ns] = ownerRec{Hub: o.self, Addr: o.m.cfg.Advertise, modRev: epoch}
-	o.mu.Unlock()
+	epoch := o.ownedAt(ns, t.Header.Revision)
 	if err := o.warm(ctx, ns, epoch); err != nil {
 		o.release(ns, epoch)
 	}
+}
+
+// ownedAt records that this hub's owner key of ns was written at epoch.
+func (o *Owners) ownedAt(ns string, epoch int64) int64 {
+	o.mu.Lock()
+	o.owners[ns] = ownerRec{Hub: o.self, Addr: o.m.cfg.Advertise, modRev: epoch}
+	o.mu.Unlock()
+	return epoch
 }
 
 // Operation implements sequencer.Journal: the stored idempotency record
