@@ -514,3 +514,85 @@ func heldEpochs(st *client.State) map[string]int64 {
 	}
 	return held
 }
+
+// The same on three real etcd processes (Debian's etcd-server 3.4): the
+// leader is SIGKILLed, the fleet does not fence, grants resume once a new
+// leader is elected, and nothing acknowledged is lost.
+func TestFleet_EtcdLeaderSIGKILLedOnThreeProcesses(t *testing.T) {
+	bin := clustertest.EtcdBinary(t)
+	c := clustertest.StartBinaryCluster(t, bin, 3)
+	eps := c.Endpoints()
+	ttl := 6 * time.Second
+	var hubs []*fleetHub
+	for _, id := range []string{"syn-a", "syn-b"} {
+		hubs = append(hubs, startFleetHubEndpoints(t, eps, id, ttl))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a := dial(t, hubs[1].uri, "proj/a")
+	var acked []*client.Claim
+	claim := func(i int) error {
+		cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
+		defer ccancel()
+		cl, err := a.Claim(cctx, client.ClaimRequest{TaskID: fmt.Sprintf("T%d", i), Paths: []string{fmt.Sprintf("p%d", i)}})
+		if err == nil {
+			acked = append(acked, cl)
+		}
+		return err
+	}
+	for i := 0; i < 10; i++ {
+		if err := claim(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leader := -1
+	cli := hubs[0].m.Client()
+	for i, ep := range eps {
+		sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := cli.Status(sctx, ep)
+		scancel()
+		if err == nil && st.Leader == st.Header.MemberId {
+			leader = i
+		}
+	}
+	if leader < 0 {
+		t.Fatal("no etcd leader found")
+	}
+	killed := time.Now()
+	c.Kill(leader)
+	var first time.Duration
+	for i := 10; len(acked) < 20; i++ {
+		if err := claim(i); err != nil {
+			if ctx.Err() != nil {
+				t.Fatalf("no grant after the leader's SIGKILL: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if first == 0 {
+			first = time.Since(killed)
+		}
+	}
+	t.Logf("first grant %v after SIGKILL of etcd's leader (TTL %v)", first, ttl)
+	for _, h := range hubs {
+		if !h.m.Serving() {
+			t.Fatalf("%s fenced itself during the election", h.id)
+		}
+	}
+	owner := acked[0].HubID
+	for _, h := range hubs {
+		if h.id != owner {
+			continue
+		}
+		st, err := dial(t, h.uri, "proj/auditor").State(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := heldEpochs(st)
+		for _, cl := range acked {
+			if held[cl.TaskID] != cl.Epoch {
+				t.Fatalf("claim %s at epoch %d lost across the election", cl.TaskID, cl.Epoch)
+			}
+		}
+	}
+}

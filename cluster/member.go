@@ -130,7 +130,9 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: cfg.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialKeepAliveTime: cfg.LeaseTTL / 3, DialKeepAliveTimeout: cfg.LeaseTTL / 3,
+		// etcd refuses client pings more often than every 5 s (its
+		// --grpc-keepalive-min-time); a dead member is noticed within 7 s.
+		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 2 * time.Second,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoEtcd, err)

@@ -257,3 +257,79 @@ func StartBinary(t testing.TB, path string) *Binary {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// BinaryCluster is an n-member etcd, each member a child process of the
+// etcd binary: killing one with SIGKILL is a real crash.
+type BinaryCluster struct {
+	Members []*Binary
+}
+
+// Endpoints lists every member's client URL.
+func (c *BinaryCluster) Endpoints() []string {
+	out := make([]string, len(c.Members))
+	for i, m := range c.Members {
+		out[i] = m.Endpoint
+	}
+	return out
+}
+
+// Kill sends SIGKILL to member i.
+func (c *BinaryCluster) Kill(i int) {
+	c.Members[i].cmd.Process.Kill()
+	c.Members[i].cmd.Wait()
+}
+
+// StartBinaryCluster runs n members of the etcd binary at path.
+func StartBinaryCluster(t testing.TB, path string, n int) *BinaryCluster {
+	t.Helper()
+	dir := t.TempDir()
+	type urls struct{ c, p url.URL }
+	us := make([]urls, n)
+	initial := ""
+	for i := range us {
+		us[i] = urls{freeURL(t), freeURL(t)}
+		if i > 0 {
+			initial += ","
+		}
+		initial += fmt.Sprintf("m%d=%s", i, us[i].p.String())
+	}
+	c := &BinaryCluster{}
+	for i, u := range us {
+		name := fmt.Sprintf("m%d", i)
+		cmd := exec.Command(path, "--name", name, "--data-dir", filepath.Join(dir, name),
+			"--listen-client-urls", u.c.String(), "--advertise-client-urls", u.c.String(),
+			"--listen-peer-urls", u.p.String(), "--initial-advertise-peer-urls", u.p.String(),
+			"--initial-cluster", initial, "--initial-cluster-token", "synapse-test", "--log-level", "error")
+		logf, err := os.Create(filepath.Join(dir, name+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start %s: %v", path, err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+			logf.Close()
+		})
+		c.Members = append(c.Members, &Binary{Endpoint: u.c.String(), cmd: cmd})
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for _, m := range c.Members {
+		for {
+			resp, err := http.Get(m.Endpoint + "/health")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("etcd member %s not healthy in 60 s", m.Endpoint)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return c
+}
