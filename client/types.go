@@ -199,6 +199,9 @@ type Who struct {
 	MailboxPending   map[string]int      `json:"mailbox_pending"` // nil without a journal
 	AgentLiveness    map[string]Liveness `json:"agent_liveness"`
 	WakeCapabilities map[string]string   `json:"wake_capabilities"`
+	// ObservedAgents are owners of claims seen in watched peers' logs, as
+	// name@HUB (advisory).
+	ObservedAgents []string `json:"observed_agents,omitempty"`
 }
 
 // Liveness is who_snapshot's view of one seat.
@@ -215,6 +218,22 @@ type State struct {
 	Resources    []Resource   `json:"resources"`
 	GeneratedAt  float64      `json:"generated_at"`
 	DeadLetters  []DeadLetter `json:"dead_letters"`
+	// ObservedClaims are claims seen in watched peers' logs
+	// (--multihub-watch): advisory, they grant nothing here.
+	ObservedClaims []ObservedClaim `json:"observed_claims,omitempty"`
+}
+
+// ObservedClaim is a claim seen in a peer hub's log, shown as Owner@HubID.
+type ObservedClaim struct {
+	TaskID         string   `json:"task_id"`
+	Owner          string   `json:"owner"`
+	HubID          string   `json:"hub_id"`
+	ObservedAs     string   `json:"observed_as"` // owner@hub
+	Worktree       string   `json:"worktree"`
+	Paths          []string `json:"paths"`
+	Epoch          int64    `json:"epoch"`
+	Status         string   `json:"status"`
+	LeaseExpiresAt float64  `json:"lease_expires_at"`
 }
 
 // Claim returns the live claim on task, or nil.

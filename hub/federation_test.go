@@ -388,6 +388,9 @@ func TestFederation_WatchIsAdvisoryOnly_INV_MH_2(t *testing.T) {
 	if len(oc) != 1 || oc[0].(map[string]any)["observed_as"] != "proj/alice@syn-a" || oc[0].(map[string]any)["advisory"] != true {
 		t.Fatalf("state_snapshot observed_claims %v", oc)
 	}
+	if st, err := n.agent("syn-w", "proj/sdk").State(ctx); err != nil || len(st.ObservedClaims) != 1 || st.ObservedClaims[0].ObservedAs != "proj/alice@syn-a" {
+		t.Fatalf("SDK State().ObservedClaims: %+v %v", st, err)
+	}
 	probe.SendJSON(map[string]any{"sender": "proj/probe", "type": "who_request"})
 	who, _ := probe.Until("who_snapshot")
 	if oa, _ := who.Frame["observed_agents"].([]any); len(oa) != 1 || oa[0] != "proj/alice@syn-a" {

@@ -52,9 +52,10 @@ func runWho(args []string, stdout, stderr io.Writer) int {
 				roles[a] = r
 			}
 		}
-		printJSON(stdout, map[string]any{"hub_id": c.Welcome().HubID, "online_agents": agents, "agent_roles": roles, "hub_version": w.HubVersion})
+		printJSON(stdout, map[string]any{"hub_id": c.Welcome().HubID, "online_agents": agents, "agent_roles": roles, "hub_version": w.HubVersion, "observed_agents": w.ObservedAgents})
 		return exitOK
 	}
+	defer printObservedAgents(stdout, w.ObservedAgents)
 	if len(agents) == 0 {
 		fmt.Fprintf(stdout, "No agent is online at %s.\n", c.Welcome().HubID)
 		return exitOK
@@ -93,11 +94,24 @@ func runState(args []string, stdout, stderr io.Writer) int {
 	}
 	claims := filterClaims(st.ActiveClaims, *owner)
 	if f.asJSON {
-		printJSON(stdout, map[string]any{"active_claims": claims, "generated_at": st.GeneratedAt, "dead_letters": st.DeadLetters})
+		printJSON(stdout, map[string]any{"active_claims": claims, "generated_at": st.GeneratedAt, "dead_letters": st.DeadLetters, "observed_claims": st.ObservedClaims})
 		return exitOK
 	}
 	printClaims(stdout, claims, st.GeneratedAt)
+	if len(st.ObservedClaims) > 0 {
+		fmt.Fprintln(stdout, "\nObserved on peer hubs (advisory: they grant nothing here):")
+		for _, o := range st.ObservedClaims {
+			fmt.Fprintf(stdout, "  %-16s %-28s %6d %-14s %s\n", o.TaskID, o.ObservedAs, o.Epoch, o.Status, fmtIn(o.LeaseExpiresAt, st.GeneratedAt))
+		}
+	}
 	return exitOK
+}
+
+// printObservedAgents lists agents seen in peers' logs, as name@HUB.
+func printObservedAgents(w io.Writer, observed []string) {
+	if len(observed) > 0 {
+		fmt.Fprintf(w, "Observed on peer hubs (advisory): %s\n", strings.Join(observed, ", "))
+	}
 }
 
 func filterClaims(all []client.Claim, owner string) []client.Claim {
