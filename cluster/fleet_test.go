@@ -21,6 +21,7 @@ import (
 	"github.com/synapse-hub/synapse/hub"
 	"github.com/synapse-hub/synapse/journal"
 	"github.com/synapse-hub/synapse/sequencer"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // fleetHub is one in-process hub on etcd.
@@ -594,5 +595,45 @@ func TestFleet_EtcdLeaderSIGKILLedOnThreeProcesses(t *testing.T) {
 				t.Fatalf("claim %s at epoch %d lost across the election", cl.TaskID, cl.Epoch)
 			}
 		}
+	}
+}
+
+// Idempotency records in etcd are bounded: each lives under a lease of
+// IdemRetention plus at most an hour, not forever, and a retry within the
+// window is answered from the stored response, even at another owner
+// (INV-CR-1 across a failover).
+func TestFleet_IdempotencyRecordsExpireAfterTheWindow_INV_CR_1(t *testing.T) {
+	x := clustertest.Start(t, true)
+	a := startFleetHub(t, x.Endpoint, "syn-a", 2*time.Second)
+	b := startFleetHub(t, x.Endpoint, "syn-b", 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := dial(t, a.uri, "proj/alice")
+	first, err := c.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}, IdemKey: "k1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.m.Client().Get(ctx, cluster.DefaultPrefix+"ns/proj/idem/", clientv3.WithPrefix())
+	if err != nil || len(r.Kvs) != 1 || r.Kvs[0].Lease == 0 {
+		t.Fatalf("idempotency record %v %v; want one, under a lease", r, err)
+	}
+	ttl, err := a.m.Client().TimeToLive(ctx, clientv3.LeaseID(r.Kvs[0].Lease))
+	if err != nil || time.Duration(ttl.GrantedTTL)*time.Second < cluster.IdemRetention || time.Duration(ttl.GrantedTTL)*time.Second > cluster.IdemRetention+time.Hour {
+		t.Fatalf("record lease %+v %v; want between 24 and 25 hours", ttl, err)
+	}
+	a.crash()
+	d := dial(t, b.uri, "proj/alice")
+	for {
+		again, err := d.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}, IdemKey: "k1"})
+		if err == nil {
+			if again.Epoch != first.Epoch {
+				t.Fatalf("retry after failover got epoch %d; want the stored grant at %d", again.Epoch, first.Epoch)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("retry never answered: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -66,6 +66,11 @@ type Owners struct {
 	frozen  map[string]bool   // namespaces this hub is handing off: no admissions
 	moves   map[string]string // namespaces with a handoff record (a move under way) → its phase
 
+	// Owned by the sequencer goroutine (Append): the lease idempotency
+	// records are written under, and when it was granted.
+	idemLease   clientv3.LeaseID
+	idemLeaseAt time.Time
+
 	kick chan string // namespaces to reconcile (level-triggered)
 	stop chan struct{}
 	done chan struct{}
@@ -87,6 +92,15 @@ var claimTimeout = 3 * time.Second
 // plannedRetry is the retry hint during a planned move: a move completes
 // in tens of milliseconds, so clients come back soon.
 var plannedRetry = 25 * time.Millisecond
+
+// IdemRetention is how long a fleet honours an idempotency key: records
+// are written under a lease granted at most idemLeaseEvery ago with a TTL
+// of IdemRetention + idemLeaseEvery, so etcd deletes each between 24 and
+// 25 hours after it was written, and the database stays bounded.
+var (
+	IdemRetention  = 24 * time.Hour
+	idemLeaseEvery = time.Hour
+)
 
 // NewOwners builds the authority of member m; host must be set with
 // SetHost before Start.
@@ -588,7 +602,14 @@ func (o *Owners) Hubs() []Registration {
 // healthy. Records that are not namespace authority (chats, receipts) are
 // not kept in etcd.
 func (o *Owners) Append(ctx context.Context, b *journal.Batch) (int64, error) {
-	p, err := o.plan(b)
+	var idemLease clientv3.LeaseID
+	if len(b.Operations) > 0 {
+		var err error
+		if idemLease, err = o.idemLeaseNow(); err != nil {
+			return 0, fmt.Errorf("%w: idempotency lease: %v", sequencer.ErrRetry, err)
+		}
+	}
+	p, err := o.plan(b, idemLease)
 	if err != nil {
 		return 0, err
 	}
@@ -646,7 +667,7 @@ func (o *Owners) guard(p *txnPlan, ns string) error {
 }
 
 // plan turns a batch's records into guarded writes.
-func (o *Owners) plan(b *journal.Batch) (*txnPlan, error) {
+func (o *Owners) plan(b *journal.Batch, idemLease clientv3.LeaseID) (*txnPlan, error) {
 	p := &txnPlan{guarded: map[string]bool{}, floors: map[string]int64{}, taskNS: map[string]string{}}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -712,7 +733,7 @@ func (o *Owners) plan(b *journal.Batch) (*txnPlan, error) {
 			return nil, err
 		}
 		v, _ := json.Marshal(storedOp{Digest: op.RequestDigest, Response: string(op.Response), At: b.TS})
-		p.ops = append(p.ops, clientv3.OpPut(o.idemKey(ns, op.Key), string(v)))
+		p.ops = append(p.ops, clientv3.OpPut(o.idemKey(ns, op.Key), string(v), clientv3.WithLease(idemLease)))
 	}
 	for ns, e := range p.floors {
 		p.ops = append(p.ops, clientv3.OpPut(o.epochKey(ns), strconv.FormatInt(e, 10)))
@@ -844,4 +865,22 @@ func (o *Owners) Live(hub string) bool {
 // LeaseDeadline implements federation.Fleet.
 func (o *Owners) LeaseDeadline() float64 {
 	return float64(o.m.Deadline().UnixNano()) / 1e9
+}
+
+// idemLeaseNow returns the lease for new idempotency records, granting a
+// fresh one every idemLeaseEvery. It is not the hub's lease: the records
+// outlive the hub that wrote them (a retry may reach the next owner). Only
+// the sequencer goroutine calls it (through Append).
+func (o *Owners) idemLeaseNow() (clientv3.LeaseID, error) {
+	if o.idemLease != 0 && time.Since(o.idemLeaseAt) < idemLeaseEvery {
+		return o.idemLease, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.m.cfg.LeaseTTL/3)
+	defer cancel()
+	g, err := o.cli.Grant(ctx, int64((IdemRetention+idemLeaseEvery)/time.Second))
+	if err != nil {
+		return 0, err
+	}
+	o.idemLease, o.idemLeaseAt = g.ID, time.Now()
+	return g.ID, nil
 }
