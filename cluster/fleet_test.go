@@ -2,12 +2,14 @@ package cluster_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"sort"
 	"sync"
 	"testing"
@@ -635,5 +637,44 @@ func TestFleet_IdempotencyRecordsExpireAfterTheWindow_INV_CR_1(t *testing.T) {
 			t.Fatalf("retry never answered: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A hub that lost etcd fences itself and says so on /health
+// ("fenced"), while it refuses to decide anything (rule 4).
+func TestFleet_FencedHubSaysSoOnHealth_Rule4(t *testing.T) {
+	x := clustertest.Start(t, true)
+	a := startFleetHub(t, x.Endpoint, "syn-a", 2*time.Second)
+	srv := httptest.NewServer(a.h.Handler())
+	defer srv.Close()
+	status := func() string {
+		resp, err := http.Get(srv.URL + "/health")
+		if err != nil {
+			return ""
+		}
+		defer resp.Body.Close()
+		var h struct {
+			Status  string `json:"status"`
+			Journal string `json:"journal"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&h)
+		return h.Status + "/" + h.Journal
+	}
+	if s := status(); s != "ok/etcd" {
+		t.Fatalf("/health before: %q", s)
+	}
+	x.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for status() != "fenced/etcd" {
+		if time.Now().After(deadline) {
+			t.Fatalf("/health after losing etcd: %q; want fenced", status())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c := dial(t, a.uri, "proj/alice")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := c.Claim(ctx, client.ClaimRequest{TaskID: "T1"}); err == nil {
+		t.Fatal("a fenced hub granted a claim")
 	}
 }

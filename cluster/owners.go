@@ -884,3 +884,7 @@ func (o *Owners) idemLeaseNow() (clientv3.LeaseID, error) {
 	o.idemLease, o.idemLeaseAt = g.ID, time.Now()
 	return g.ID, nil
 }
+
+// Serving implements federation.Fleet: the member is registered and before
+// its deadline.
+func (o *Owners) Serving() bool { return o.m.Serving() }

@@ -42,6 +42,8 @@ type Fleet interface {
 	Live(hub string) bool
 	// LeaseDeadline is this hub's local lease deadline (unix seconds).
 	LeaseDeadline() float64
+	// Serving reports whether this hub may serve now (not fenced).
+	Serving() bool
 }
 
 // Static is the authority of a configured --namespace-owner map, contested

@@ -190,8 +190,14 @@ func (h *Hub) serveHealth(w http.ResponseWriter, _ *http.Request) {
 		corrupt = 1
 	}
 	journalKind := "memory"
-	if h.cfg.Journal != nil {
+	switch {
+	case h.cfg.Journal != nil:
 		journalKind = "sqlite"
+	case h.cfg.Store != nil:
+		journalKind = "etcd"
+	}
+	if fl, ok := h.fed.Authority().(federation.Fleet); ok && !fl.Serving() && status == "ok" {
+		status, reason = "fenced", "this hub could not renew its etcd lease in time and serves no namespace until it has re-registered"
 	}
 	body := map[string]any{
 		"status":                   status,
