@@ -184,6 +184,13 @@ func (s *session) routeClaimFamily(sender, typ string, in *wire.Inbound) bool {
 	if err != nil {
 		h.m.fedForwards.WithLabelValues(typ, federation.ForwardError(err)).Inc()
 		h.log.Warn("hub: forward to the namespace owner failed", "verb", typ, "agent", sender, "owner", r.Owner, "err", err)
+		if h.fed.RoutesBoard() && errors.Is(err, federation.ErrUnreachable) {
+			// On a fleet an owner nobody can reach is being failed over
+			// (its lease will lapse and another hub take the namespace);
+			// the frame was never sent, so it is safe to retry.
+			r.Outcome, r.RetryAfter = federation.Moving, 250*time.Millisecond
+			err = nil
+		}
 		s.refuseFederated(sender, typ, in, r, err)
 		return true
 	}
