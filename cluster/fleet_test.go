@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -62,7 +63,7 @@ func startFleetHubEndpoints(t testing.TB, endpoints []string, id string, ttl tim
 	fh.owners = cluster.NewOwners(fh.m)
 	lim := coord.DefaultLimits()
 	lim.MaxClaimsPerPrincipal = 1 << 20 // forwarded claims share their hub's quota (INV-ME-5)
-	fh.h, err = hub.New(hub.Config{HubID: id, Store: fh.owners, Logger: quiet(), Limits: lim,
+	fh.h, err = hub.New(hub.Config{HubID: id, Store: fh.owners, Mail: fh.owners, Logger: quiet(), Limits: lim,
 		Federation: federation.Config{Authority: fh.owners, PeerURI: fh.owners.PeerURI, SharedPeerToken: "fleet-secret", ForwardTimeout: 3 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
@@ -676,5 +677,105 @@ func TestFleet_FencedHubSaysSoOnHealth_Rule4(t *testing.T) {
 	defer cancel()
 	if _, err := c.Claim(ctx, client.ClaimRequest{TaskID: "T1"}); err == nil {
 		t.Fatal("a fenced hub granted a claim")
+	}
+}
+
+// Directed mail on a fleet: a chat from an agent of one hub reaches an
+// agent of another hub live; what it has not acknowledged waits in etcd
+// for its next Inbox; its watermark lives in etcd, so after the owner of
+// its namespace is killed the new owner replays only what is unacked
+// (INV-DG-3 beyond one machine).
+func TestFleet_DirectedMailAcrossHubsSurvivesFailover_INV_DG_3(t *testing.T) {
+	x := clustertest.Start(t, true)
+	ttl := 2 * time.Second
+	a := startFleetHub(t, x.Endpoint, "syn-a", ttl)
+	b := startFleetHub(t, x.Endpoint, "syn-b", ttl)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	alice := dial(t, a.uri, "proj/alice")
+	bob := dial(t, b.uri, "team/bob")
+	live := bob.Subscribe(ctx, func(f client.Frame) bool { return f.Type == "chat" && f.Sender == "proj/alice" })
+	sent, err := alice.Send(ctx, "team/bob", "hello across hubs", client.SendOptions{})
+	if err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	var got client.Frame
+	select {
+	case got = <-live:
+	case <-ctx.Done():
+		t.Fatal("the letter never reached team/bob on the other hub")
+	}
+	if got.Payload != "hello across hubs" || got.Seq() <= 0 || got.Seq() != sent.Seq {
+		t.Fatalf("letter %s (seq %d); the sender's echo had seq %d", got.Raw, got.Seq(), sent.Seq)
+	}
+	if err := bob.Ack(ctx, got.Seq()); err != nil {
+		t.Fatal(err)
+	}
+	bob.Close()
+	for _, text := range []string{"second", "third"} {
+		if _, err := alice.Send(ctx, "team/bob", text, client.SendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inbox := func(uri string) []string {
+		c := dial(t, uri, "team/bob")
+		defer c.Close()
+		var texts []string
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			frames, err := c.Inbox(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			texts = texts[:0]
+			for _, f := range frames {
+				texts = append(texts, f.Payload)
+				if err := c.Ack(ctx, f.Seq()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(texts) > 0 || time.Now().After(deadline) {
+				return texts
+			}
+			time.Sleep(100 * time.Millisecond) // the first ack may still be on its way to the owner
+		}
+	}
+	if got := inbox(b.uri); !slices.Equal(got, []string{"second", "third"}) {
+		t.Fatalf("inbox after one ack: %v; want the two unacked letters", got)
+	}
+	// The owner of team (syn-a, where the first letter was posted) dies.
+	a.crash()
+	time.Sleep(300 * time.Millisecond)
+	for {
+		c := dial(t, b.uri, "team/bob")
+		frames, err := c.Inbox(ctx)
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(frames) == 0 {
+			break // every letter acked, as the watermark in etcd says
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("after failover the inbox still holds %d acked letters", len(frames))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The next letter is posted by the namespace's new owner.
+	carol := dial(t, b.uri, "proj/carol")
+	for {
+		sctx, scancel := context.WithTimeout(ctx, 4*time.Second)
+		_, err := carol.Send(sctx, "team/bob", "after failover", client.SendOptions{})
+		scancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no letter could be posted after the failover: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := inbox(b.uri); !slices.Equal(got, []string{"after failover"}) {
+		t.Fatalf("inbox after the failover: %v; want only the new letter", got)
 	}
 }

@@ -66,6 +66,8 @@ type Owners struct {
 	frozen  map[string]bool   // namespaces this hub is handing off: no admissions
 	moves   map[string]string // namespaces with a handoff record (a move under way) → its phase
 
+	mail mailState // directed mail on the fleet (mail.go)
+
 	// Owned by the sequencer goroutine (Append): the lease idempotency
 	// records are written under, and when it was granted.
 	idemLease   clientv3.LeaseID

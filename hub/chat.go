@@ -123,6 +123,11 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 		f.Append(k, func(b []byte) []byte { return appendAny(b, v, nil) })
 	}
 	c.frame = f.Bytes()
+	if h.cfg.Mail != nil && fleetAddressee(c.t) != "" {
+		h.mu.Unlock()
+		s.fleetChat(sender, c, in)
+		return
+	}
 	if c.broadcast {
 		if c.receipt {
 			seen := map[string]bool{}

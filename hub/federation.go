@@ -126,14 +126,19 @@ func (f fedHost) ServeForward(peer, agent string, frame []byte, recipientHere bo
 		return out
 	}
 	typ := in.Type()
-	if !federation.ClaimFamily[typ] && !(federation.BoardFamily[typ] && h.fed.RoutesBoard()) {
-		p.fail(agent, "not_forwardable", "Only claim-family verbs (and, on a fleet, board writes) are forwarded between hubs; '"+typ+"' is not.")
+	fleetMail := h.cfg.Mail != nil && (typ == "chat" || typ == "ack")
+	if !federation.ClaimFamily[typ] && !(federation.BoardFamily[typ] && h.fed.RoutesBoard()) && !fleetMail {
+		p.fail(agent, "not_forwardable", "Only claim-family verbs (and, on a fleet, board writes and directed mail) are forwarded between hubs; '"+typ+"' is not.")
 		return out
 	}
 	in.Set("sender", agent)
 	in.Set("type", typ)
 	if gated[typ] && h.cfg.Degraded != "" {
 		p.fail(agent, "journal_recovery_required", "Mutation refused: the owning hub's journal needs recovery ("+h.cfg.Degraded+").")
+		return out
+	}
+	if fleetMail { // the addressee's namespace is checked where the letter is posted
+		p.dispatch(agent, typ, in)
 		return out
 	}
 	if p.refuseByNamespace(agent, typ, in, true) {

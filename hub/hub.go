@@ -75,6 +75,9 @@ type Config struct {
 	// a fleet on etcd (package cluster) keeps each namespace's authority
 	// there. Chats and mailboxes are then kept in memory only.
 	Store sequencer.Journal
+	// Mail, with a Store, carries directed chats across the fleet and keeps
+	// them, and the mailbox watermarks, in etcd (fleetmail.go).
+	Mail MailStore
 	// Degraded, when not "", is why replay quarantined rows: gated
 	// mutations are refused (PROTOCOL.md §1.4 step 14) and /health says
 	// degraded.
@@ -161,6 +164,7 @@ type Hub struct {
 	ackMu sync.Mutex // serialises mailbox ack and cursor decisions (mailbox.go)
 
 	fed      *federation.Federation // namespace authority, links, peers (federation.go)
+	stopMail context.CancelFunc     // ends the fleet mail watch (fleetmail.go)
 	features []string               // welcome.features: Features and the federation's
 
 	verifier  *verifier    // per-message HMAC; nil without keys
@@ -279,6 +283,11 @@ func New(cfg Config) (*Hub, error) {
 		}
 	}
 	h.fed.Start()
+	if cfg.Mail != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		h.stopMail = cancel
+		cfg.Mail.WatchMail(ctx, h.deliverLetter)
+	}
 	return h, nil
 }
 
@@ -338,6 +347,9 @@ func (h *Hub) Close(ctx context.Context) error {
 		h.mu.Unlock()
 	}
 	h.fed.Close()
+	if h.stopMail != nil {
+		h.stopMail()
+	}
 	h.seq.Close()
 	if err != nil {
 		return fmt.Errorf("hub: close: %w", err)

@@ -104,10 +104,18 @@ func (s *session) dispatch(sender, typ string, in *wire.Inbound) {
 	switch typ {
 	case "heartbeat":
 		if m, _ := in.Value("mailbox").(bool); m { // literal true only
-			s.mailboxReplay(sender, in)
+			if h := s.h; h.cfg.Mail != nil {
+				s.fleetReplay(sender, in)
+			} else {
+				s.mailboxReplay(sender, in)
+			}
 		}
 	case "ack":
-		s.ack(sender, in)
+		if s.h.cfg.Mail != nil {
+			s.fleetAck(sender, in)
+		} else {
+			s.ack(sender, in)
+		}
 	case "leave":
 		s.leaveVerb(sender)
 	case "chat":

@@ -180,7 +180,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	var fleet *fleetMember
 	if f.etcd != "" {
 		if set["db"] {
-			fmt.Fprintln(stderr, "synapse hub: --etcd keeps every namespace's authority in etcd; drop --db (chats are kept in memory in this mode)")
+			fmt.Fprintln(stderr, "synapse hub: --etcd keeps every namespace's authority and directed mail in etcd; drop --db (broadcast chat and history are kept in memory in this mode)")
 			return 2
 		}
 		f.noDB = true

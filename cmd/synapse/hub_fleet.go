@@ -73,7 +73,7 @@ func joinFleet(f *hubFlags, cfg *hub.Config, listen net.Addr, log *slog.Logger) 
 	}
 	fm.m, fm.owners = m, cluster.NewOwners(m)
 	cfg.HubID = f.hubID
-	cfg.Store = fm.owners
+	cfg.Store, cfg.Mail = fm.owners, fm.owners
 	cfg.Federation.Authority = fm.owners
 	cfg.Federation.PeerURI = fm.owners.PeerURI
 	cfg.Federation.SharedPeerToken = tok
@@ -88,7 +88,7 @@ func (fm *fleetMember) start(h *hub.Hub) error {
 
 func (fm *fleetMember) describe() string {
 	c := fm.m.Config()
-	return fmt.Sprintf("etcd %s (prefix %s, lease TTL %s, advertised as %s); chats in memory", strings.Join(c.Endpoints, ","), c.Prefix, c.LeaseTTL, c.Advertise)
+	return fmt.Sprintf("etcd %s (prefix %s, lease TTL %s, advertised as %s): claims, board, directed mail; broadcast chat in memory", strings.Join(c.Endpoints, ","), c.Prefix, c.LeaseTTL, c.Advertise)
 }
 
 // leave revokes the hub's lease once it no longer serves: its namespaces
