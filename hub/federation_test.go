@@ -350,20 +350,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // watcher redacted; a released claim stops being observed.
 func TestFederation_WatchIsAdvisoryOnly_INV_MH_2(t *testing.T) {
 	dir := t.TempDir()
-	n := startFed(t, []string{"syn-a", "syn-w"}, func(id string, uris map[string]string) Config {
-		st, err := journal.Open(filepath.Join(dir, id+".db"), journal.Options{HubID: id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		c := Config{Journal: st}
-		if id == "syn-a" {
-			c.Federation = federation.Config{PeerTokens: map[string]string{"syn-w": "w"}}
-		} else {
-			c.Federation = federation.Config{Watch: map[string]string{"syn-a": uris["syn-a"]}, ClaimPeerToken: "w", WatchInterval: time.Hour}
-		}
-		return c
-	})
+	n := startFed(t, []string{"syn-a", "syn-w"}, watchPair(t, dir))
 	ctx := ctx10(t)
 	alice := n.agent("syn-a", "proj/alice")
 	if _, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}}); err != nil {
@@ -428,26 +415,7 @@ func TestFederation_WatchIsAdvisoryOnly_INV_MH_2(t *testing.T) {
 func TestFederation_EquivocatingPeerQuarantined(t *testing.T) {
 	dir := t.TempDir()
 	aDB := filepath.Join(dir, "syn-a.db")
-	wDB := filepath.Join(dir, "syn-w.db")
-	cfg := func(id string, uris map[string]string) Config {
-		path := aDB
-		if id == "syn-w" {
-			path = wDB
-		}
-		st, err := journal.Open(path, journal.Options{HubID: id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		c := Config{Journal: st}
-		if id == "syn-a" {
-			c.Federation = federation.Config{PeerTokens: map[string]string{"syn-w": "w"}}
-		} else {
-			c.Federation = federation.Config{Watch: map[string]string{"syn-a": uris["syn-a"]}, ClaimPeerToken: "w", WatchInterval: time.Hour}
-		}
-		return c
-	}
-	n := startFed(t, []string{"syn-a", "syn-w"}, cfg)
+	n := startFed(t, []string{"syn-a", "syn-w"}, watchPair(t, dir))
 	ctx := ctx10(t)
 	alice := n.agent("syn-a", "proj/alice")
 	if _, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}}); err != nil {
@@ -539,5 +507,24 @@ func TestFederation_ReferencePeerFallback(t *testing.T) {
 	_, err = alice.Release(ctx, "T1", client.ReleaseOptions{})
 	if r := wantRefused(t, err, "OWNER_UNREACHABLE"); r.ForwardError != "unsupported" {
 		t.Fatalf("release: %q", r.Message)
+	}
+}
+
+// watchPair configures syn-a (journalled, accepting syn-w) and syn-w
+// (journalled, watching syn-a's log; polled by the test) in dir.
+func watchPair(t *testing.T, dir string) func(id string, uris map[string]string) Config {
+	return func(id string, uris map[string]string) Config {
+		st, err := journal.Open(filepath.Join(dir, id+".db"), journal.Options{HubID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		c := Config{Journal: st}
+		if id == "syn-a" {
+			c.Federation = federation.Config{PeerTokens: map[string]string{"syn-w": "w"}}
+		} else {
+			c.Federation = federation.Config{Watch: map[string]string{"syn-a": uris["syn-a"]}, ClaimPeerToken: "w", WatchInterval: time.Hour}
+		}
+		return c
 	}
 }
