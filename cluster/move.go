@@ -158,20 +158,6 @@ func rendezvous(ns string, hubs []string) string {
 	return best
 }
 
-// readHandoff reads a namespace's handoff record, if any.
-func (o *Owners) readHandoff(ctx context.Context, ns string) (*Handoff, error) {
-	r, err := o.cli.Get(ctx, o.handoffKey(ns))
-	if err != nil || len(r.Kvs) == 0 {
-		return nil, err
-	}
-	var h Handoff
-	if err := json.Unmarshal(r.Kvs[0].Value, &h); err != nil {
-		return nil, err
-	}
-	h.modRev = r.Kvs[0].ModRevision
-	return &h, nil
-}
-
 // advance takes this hub's step of a move, if it is its turn. It runs on
 // the reconciler only (single-flight per namespace).
 func (o *Owners) advance(parent context.Context, ns string, h *Handoff, ownerExists bool, rec ownerRec) {

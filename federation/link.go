@@ -57,7 +57,6 @@ type Link struct {
 	agents   map[string]bool // agents that forwarded over this link
 	lastErr  error
 	since    time.Time
-	closed   bool
 	rttNanos int64 // last ping round trip
 }
 
@@ -537,7 +536,6 @@ func (l *Link) agentLeft(agent string) {
 
 func (l *Link) close() {
 	l.mu.Lock()
-	l.closed = true
 	conn := l.conn
 	l.mu.Unlock()
 	if conn != nil {

@@ -122,7 +122,7 @@ func (f *Federation) poll(ctx context.Context, peer string) error {
 		}
 		events := make([]Event, len(snap.Events))
 		for i, e := range snap.Events {
-			events[i] = Event{Seq: e.Seq, TS: e.TS, Kind: e.Kind, Payload: e.Payload}
+			events[i] = Event(e)
 		}
 		var fresh []Event
 		before := pl.Cursor()
