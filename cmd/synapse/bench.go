@@ -17,6 +17,7 @@ import (
 )
 
 const benchUsage = `Usage: synapse bench core|journal [--json] [--runs N]
+       synapse bench load [flags]   (a hub over real sockets: 'synapse bench load --help')
 
 Runs in-process benchmarks and prints the median of N runs. Progress goes to
 stderr; --json prints one JSON object on stdout for scripts.
@@ -59,12 +60,14 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		what = args[0]
 	}
 	switch what {
+	case "load":
+		return runBenchLoad(args[1:], stdout, stderr)
 	case "core", "journal":
 	case "-h", "--help", "help":
 		fs.Usage()
 		return 0
 	default:
-		fmt.Fprintln(stderr, "synapse bench: say what to measure: 'synapse bench core' or 'synapse bench journal'.")
+		fmt.Fprintln(stderr, "synapse bench: say what to measure: 'synapse bench core', 'synapse bench journal' or 'synapse bench load'.")
 		return 2
 	}
 	asJSON := fs.Bool("json", false, "print one JSON object for scripts")

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/synapse-hub/synapse/bench"
+)
+
+const benchLoadUsage = `Usage: synapse bench load [--agents 1,8,32] [--idle N] [--fanout full|scoped] [--journal] [--duration 5s] [--json]
+
+Measures a hub over real sockets, as users meet it. Without --uri it starts
+'synapse hub' as a child process on a free loopback port (memory only, or
+with a journal in a temporary folder with --journal), one per agent count.
+For each count: every agent (and --idle more) connects at once (the connect
+storm), each working agent cycles claim → grant → release → grant on its own
+files for --duration (a --conflict share of its claims aims at one contended
+scope), then one agent sends directed chats to another.
+
+Prints cycles/s, p50/p99/max of claim and release, the hub's CPU µs per cycle
+and per chat (read from /proc: on two shared cores the load client bounds
+throughput, so hub CPU per operation is the figure to compare), the client's
+CPU per cycle and the hub's resident memory. --json prints one object per
+agent count, one per line. A progress line goes to stderr.
+
+Flags:
+`
+
+func runBenchLoad(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, benchLoadUsage); fs.PrintDefaults() }
+	agentsFlag := fs.String("agents", "1,8,32", "agent counts to run, comma-separated")
+	idle := fs.Int("idle", 0, "agents that connect and stay idle while the others work")
+	fanout := fs.String("fanout", "full", "full: every grant to every socket; scoped: each agent in its own namespace, scoped fan-out")
+	journalOn := fs.Bool("journal", false, "the started hub keeps a journal (synchronous=FULL for claims) in a temporary folder")
+	duration := fs.Duration("duration", 5*time.Second, "how long each cycling phase runs")
+	conflict := fs.Float64("conflict", 0, "share of claims aimed at one contended scope (0..1)")
+	uri := fs.String("uri", "", "measure the hub at this address instead of starting one (its CPU is read with --hub-pid)")
+	hubPID := fs.Int("hub-pid", 0, "with --uri: the hub's process id, to read its CPU and memory from /proc")
+	asJSON := fs.Bool("json", false, "one JSON object per agent count, one per line")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *fanout != "full" && *fanout != "scoped" {
+		fmt.Fprintln(stderr, "synapse bench load: --fanout is full or scoped")
+		return 2
+	}
+	var counts []int
+	for _, s := range strings.Split(*agentsFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fmt.Fprintf(stderr, "synapse bench load: --agents %q: want counts like 1,8,32\n", *agentsFlag)
+			return 2
+		}
+		counts = append(counts, n)
+	}
+	for _, n := range counts {
+		cfg := bench.LoadConfig{URI: *uri, HubPID: *hubPID, Agents: n, Idle: *idle, Scoped: *fanout == "scoped",
+			Duration: *duration, Conflict: *conflict, Progress: func(s string) { fmt.Fprintf(stderr, "\r  %-60s", s) }}
+		stop := func() {}
+		if *uri == "" {
+			u, pid, s, err := startLoadHub(n+*idle, *journalOn, stderr)
+			if err != nil {
+				fmt.Fprintln(stderr, "synapse bench load:", err)
+				return 1
+			}
+			cfg.URI, cfg.HubPID, stop = u, pid, s
+		}
+		fmt.Fprintf(stderr, "bench load: %d agents (+%d idle), %s fan-out, journal %v\n", n, *idle, *fanout, *journalOn)
+		res, err := bench.RunLoad(context.Background(), cfg)
+		stop()
+		fmt.Fprintln(stderr)
+		if err != nil {
+			fmt.Fprintln(stderr, "synapse bench load:", err)
+			return 1
+		}
+		if *asJSON {
+			printJSON(stdout, res)
+			continue
+		}
+		fmt.Fprintf(stdout, "agents %d (+%d idle, %s): connect %.2fs, %d cycles, %.0f cycles/s\n", res.Agents, res.Idle, res.Fanout, res.ConnectSeconds, res.Cycles, res.CyclesPerSecond)
+		fmt.Fprintf(stdout, "  claim p50 %.0f µs p99 %.0f µs max %.0f µs; release p50 %.0f µs p99 %.0f µs; refused (conflict) %d\n",
+			res.Claim.P50, res.Claim.P99, res.Claim.Max, res.Release.P50, res.Release.P99, res.Conflicts)
+		fmt.Fprintf(stdout, "  hub CPU %.0f µs/cycle, %.0f µs/chat (chat p50 %.0f µs); client CPU %.0f µs/cycle; hub RSS %d KiB\n",
+			res.HubCPUPerCycle, res.HubCPUPerChat, res.Chat.P50, res.ClientCPUPerCycle, res.HubRSSKB)
+	}
+	return 0
+}
+
+// startLoadHub runs this binary's hub on a free loopback port with limits
+// that fit the load, and returns its address, its pid and how to stop it.
+func startLoadHub(sockets int, journalOn bool, stderr io.Writer) (string, int, func(), error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", 0, nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", 0, nil, err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	args := []string{"hub", "--port", strconv.Itoa(port), "--no-mcp", "--max-clients", strconv.Itoa(sockets + 16),
+		"--max-connections-per-host", "0", "--max-claims-per-agent", "1000000", "--send-queue", "65536"}
+	dir := ""
+	if journalOn {
+		if dir, err = os.MkdirTemp("", "synapse-bench-load-"); err != nil {
+			return "", 0, nil, err
+		}
+		args = append(args, "--db", filepath.Join(dir, "hub.db"))
+	} else {
+		args = append(args, "--no-db")
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Env = append(os.Environ(), "SYNAPSE_TOKEN=")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", 0, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", 0, nil, err
+	}
+	up := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "listening on") {
+				close(up)
+			}
+		}
+	}()
+	stop := func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
+	}
+	select {
+	case <-up:
+	case <-time.After(30 * time.Second):
+		stop()
+		return "", 0, nil, errors.New("the hub did not start within 30 s")
+	}
+	return "ws://127.0.0.1:" + strconv.Itoa(port), cmd.Process.Pid, stop, nil
+}
