@@ -116,7 +116,7 @@ func startLoadHub(sockets int, journalOn bool, stderr io.Writer) (string, int, f
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	args := []string{"hub", "--port", strconv.Itoa(port), "--no-mcp", "--max-clients", strconv.Itoa(sockets + 16),
-		"--max-connections-per-host", "0", "--max-claims-per-agent", "1000000", "--send-queue", "65536"}
+		"--max-connections-per-host", "0", "--max-claims-per-agent", "1000000"}
 	dir := ""
 	if journalOn {
 		if dir, err = os.MkdirTemp("", "synapse-bench-load-"); err != nil {
