@@ -22,7 +22,11 @@ import (
 // TestSlowConsumer_DoesNotSlowOthers: one socket that never reads must not
 // delay 50 others; it is disconnected once its bounded queue fills.
 func TestSlowConsumer_DoesNotSlowOthers(t *testing.T) {
-	const readers, n, sendQueue = 50, 120, 64
+	// The slow client can hold at most its queue plus what the kernel
+	// buffers (a few MiB: ~70 frames of 64 KiB), so 700 frames overflow
+	// it; a fast reader would have to fall 512 frames (32 MiB) behind to
+	// be dropped, which no scheduling hiccup on a busy machine does.
+	const readers, n, sendQueue = 10, 700, 512
 	th := startHub(t, Config{SendQueue: sendQueue})
 
 	// The slow client: a tiny receive buffer, registers, then never reads.
