@@ -119,8 +119,10 @@ func TestSlowConsumer_DoesNotSlowOthers(t *testing.T) {
 		}(i)
 	}
 	chat, _ := json.Marshal(f("chat", "sender", "p/sender", "target", "all", "payload", payload))
+	sctx, scancel := context.WithTimeout(context.Background(), 60*time.Second) // -race is slow
+	defer scancel()
 	for range n {
-		if err := sender.Write(ctx, websocket.MessageText, chat); err != nil {
+		if err := sender.Write(sctx, websocket.MessageText, chat); err != nil {
 			t.Fatal(err)
 		}
 	}
