@@ -112,7 +112,7 @@ func (f fedHost) ServeForward(peer, agent string, frame []byte, recipientHere bo
 	h := f.h
 	var out [][]byte
 	p := &session{
-		h: h, id: h.nextID.Add(1), host: "federation-peer:" + peer, closing: make(chan struct{}),
+		h: h, id: h.nextID.Add(1), host: "federation-peer:" + peer,
 		authed: true, name: agent, receiptsFlushed: true,
 		relay:     func(b []byte) { out = append(out, b) },
 		viaPeer:   peer,
@@ -335,7 +335,7 @@ func handoffTarget(in *wire.Inbound) string {
 // protocol to the federation; it never binds a name.
 func (s *session) acceptPeer(data []byte) {
 	h := s.h
-	pc := h.fed.Accept(data, s.send, func(code int, reason string) { s.closeWith(wsCode(code), reason) })
+	pc := h.fed.Accept(data, s.send, func(code int, reason string) { s.closeWith(code, reason) })
 	if pc == nil {
 		return
 	}

@@ -7,9 +7,10 @@
 //   - Each socket has one session (session.go) and two goroutines. The read
 //     goroutine (the HTTP handler's own) decodes frames, runs the gates and
 //     the verb handlers; it is the only one that calls Submit or Query for
-//     that socket. The write goroutine owns the connection's writes: it
-//     drains the session's bounded queue of pre-encoded frames and, when
-//     asked, closes the socket with a code. A keepalive goroutine pings.
+//     that socket. The write goroutine (package transport) owns the
+//     connection's writes: it drains the socket's bounded queue of
+//     pre-encoded frames, everything queued in one flush, and, when asked,
+//     closes the socket with a code. A keepalive goroutine pings.
 //   - Enqueueing never blocks: a full queue disconnects that socket (slow
 //     consumer), so no sender, no other socket and never the sequencer waits
 //     on a slow reader.

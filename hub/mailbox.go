@@ -360,7 +360,7 @@ func replayFrame(payload []byte, seq int64) ([]byte, bool) {
 // it waits while the queue is more than half full (the socket's own read
 // goroutine waits, nobody else), so live frames still find room.
 func (s *session) sendPaced(b []byte) bool {
-	for len(s.out) > cap(s.out)/2 {
+	for s.conn != nil && s.queued() > s.conn.QueueLen()/2 {
 		if s.isClosing() {
 			return false
 		}

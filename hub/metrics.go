@@ -145,7 +145,7 @@ func newMetrics(h *Hub) *metrics {
 		defer h.mu.Unlock()
 		n := 0
 		for s := range h.reg.sessions {
-			n += len(s.out)
+			n += s.queued()
 		}
 		return float64(n)
 	})
@@ -154,7 +154,7 @@ func newMetrics(h *Hub) *metrics {
 		defer h.mu.Unlock()
 		n := 0
 		for s := range h.reg.sessions {
-			n = max(n, len(s.out))
+			n = max(n, s.queued())
 		}
 		return float64(n)
 	})

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/coder/websocket"
+	"github.com/synapse-hub/synapse/transport"
 	"github.com/synapse-hub/synapse/wire"
 )
 
@@ -127,12 +127,12 @@ func namespace(name string) string {
 
 // admit applies the admission limits to a new socket and, on an open hub,
 // sends its welcome (PROTOCOL.md §1.4).
-func (h *Hub) admit(s *session) (websocket.StatusCode, string, bool) {
+func (h *Hub) admit(s *session) (int, string, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
 	case h.closing.Load():
-		return websocket.StatusGoingAway, "hub shutting down", false
+		return transport.StatusGoingAway, "hub shutting down", false
 	case len(h.reg.sessions) >= h.cfg.MaxClients:
 		return 4013, "hub at capacity", false
 	case h.cfg.MaxConnectionsPerHost > 0 && h.reg.perHost[s.host] >= h.cfg.MaxConnectionsPerHost:

@@ -1,7 +1,6 @@
 package hub
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -9,33 +8,51 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/synapse-hub/synapse/federation"
+	"github.com/synapse-hub/synapse/transport"
 	"github.com/synapse-hub/synapse/wire"
 )
 
-// writeTimeout bounds one frame write: a peer that accepts nothing for this
-// long is dropped even if its queue never fills.
+// writeTimeout bounds one batch of writes: a peer that accepts nothing for
+// this long is dropped even if its queue never fills.
 var writeTimeout = 30 * time.Second
+
+// socket is the byte layer under a session (package transport): one
+// reader, one writer that owns every write, a bounded send queue.
+type socket interface {
+	// Read returns the next message, whole; after its first error it
+	// returns errors for good. Only the session's read goroutine calls it.
+	Read() ([]byte, error)
+	// Send queues a frame without blocking; transport.ErrQueueFull means
+	// the peer is not keeping up.
+	Send(b []byte) error
+	// Queued and QueueLen report the send queue's length and capacity.
+	Queued() int
+	QueueLen() int
+	// Close sends what is queued, then a close frame; the first Close or
+	// Kill counts.
+	Close(code int, reason string)
+	// Kill drops the connection at once, without a close handshake.
+	Kill()
+	// Ping waits up to timeout for the peer's pong; transport.ErrClosed
+	// means the socket ended first.
+	Ping(timeout time.Duration) error
+	// Closing is closed once a close was asked for; Done once the
+	// connection is closed.
+	Closing() <-chan struct{}
+	Done() <-chan struct{}
+}
 
 // session is one socket. Fields under "registry" are guarded by Hub.mu; the
 // rest are set at creation or owned as noted.
 type session struct {
 	h    *Hub
 	id   int64
-	conn *websocket.Conn
+	conn socket // nil on a proxy session (relay)
 	host string
-	out  chan []byte // bounded; never closed (senders may race with the end)
-
-	closeOnce   sync.Once
-	closing     chan struct{} // closed when a close was asked for
-	closeCode   websocket.StatusCode
-	closeReason string
-	writerDone  chan struct{}
-	rate        bucket // per-socket frame limiter (ratelimit.go); read goroutine only
+	rate bucket // per-socket frame limiter (ratelimit.go); read goroutine only
 
 	// registry (Hub.mu)
 	name         string // bound name, "" until the first frame binds it
@@ -66,31 +83,30 @@ func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "hub shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	c, err := transport.Accept(w, r, transport.Options{
+		MaxMessageBytes: h.cfg.MaxFrameBytes,
+		QueueLen:        h.cfg.SendQueue,
+		WriteTimeout:    writeTimeout,
+	})
 	if err != nil {
 		return // Accept wrote the HTTP error
 	}
-	c.SetReadLimit(int64(h.cfg.MaxFrameBytes))
 	s := &session{
-		h:          h,
-		id:         h.nextID.Add(1),
-		conn:       c,
-		host:       remoteHost(r),
-		out:        make(chan []byte, h.cfg.SendQueue),
-		closing:    make(chan struct{}),
-		writerDone: make(chan struct{}),
-		authed:     h.cfg.Token == "",
-		rate:       newBucket(h.cfg.RateLimits.AgentPerSecond, h.cfg.RateLimits.AgentBurst, h.now()),
+		h:      h,
+		id:     h.nextID.Add(1),
+		conn:   c,
+		host:   remoteHost(r),
+		authed: h.cfg.Token == "",
+		rate:   newBucket(h.cfg.RateLimits.AgentPerSecond, h.cfg.RateLimits.AgentBurst, h.now()),
 	}
 	h.conns.Add(1)
 	defer h.conns.Done()
-	go s.writeLoop()
 
 	if code, reason, ok := h.admit(s); !ok {
-		h.m.rejected.WithLabelValues(strconv.Itoa(int(code))).Inc()
+		h.m.rejected.WithLabelValues(strconv.Itoa(code)).Inc()
 		s.closeWith(code, reason)
 		s.drainReads()
-		<-s.writerDone
+		<-c.Done()
 		return
 	}
 	h.m.connections.Inc()
@@ -100,14 +116,13 @@ func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {
 		s.peer.Close()
 	}
 	h.leave(s)
-	s.closeWith(websocket.StatusNormalClosure, "")
-	<-s.writerDone
+	s.closeWith(transport.StatusNormalClosure, "")
+	<-c.Done()
 }
 
 // readLoop reads frames until the socket ends. After a close was asked for
 // it keeps reading (so the close handshake completes) but handles nothing.
 func (s *session) readLoop() {
-	ctx := context.Background()
 	authTimer := time.AfterFunc(s.h.cfg.AuthTimeout, func() {
 		s.h.mu.Lock()
 		bound := s.name != "" || s.peer != nil
@@ -122,7 +137,7 @@ func (s *session) readLoop() {
 	})
 	defer authTimer.Stop()
 	for {
-		_, data, err := s.conn.Read(ctx)
+		data, err := s.conn.Read()
 		if err != nil {
 			return
 		}
@@ -138,49 +153,10 @@ func (s *session) readLoop() {
 // admission.
 func (s *session) drainReads() {
 	for {
-		if _, _, err := s.conn.Read(context.Background()); err != nil {
+		if _, err := s.conn.Read(); err != nil {
 			return
 		}
 	}
-}
-
-// writeLoop owns the connection's writes: queued frames in order, then the
-// close frame once one was asked for.
-func (s *session) writeLoop() {
-	defer close(s.writerDone)
-	for {
-		select {
-		case b := <-s.out:
-			if !s.write(b) {
-				return
-			}
-		case <-s.closing:
-		drain:
-			for {
-				select {
-				case b := <-s.out:
-					if !s.write(b) {
-						return
-					}
-				default:
-					break drain
-				}
-			}
-			_ = s.conn.Close(s.closeCode, s.closeReason)
-			return
-		}
-	}
-}
-
-func (s *session) write(b []byte) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
-	err := s.conn.Write(ctx, websocket.MessageText, b)
-	cancel()
-	if err != nil {
-		s.kill()
-		return false
-	}
-	return true
 }
 
 // keepalive pings the peer; a peer that misses a pong is dropped, and its
@@ -190,16 +166,13 @@ func (s *session) keepalive() {
 	defer t.Stop()
 	for {
 		select {
-		case <-s.closing:
+		case <-s.conn.Closing():
 			return
-		case <-s.writerDone:
+		case <-s.conn.Done():
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), s.h.cfg.PongTimeout)
-			err := s.conn.Ping(ctx)
-			cancel()
-			if err != nil {
-				if !errors.Is(err, net.ErrClosed) {
+			if err := s.conn.Ping(s.h.cfg.PongTimeout); err != nil {
+				if !errors.Is(err, transport.ErrClosed) {
 					s.h.m.reaped.Inc()
 					s.h.log.Info("hub: dead socket reaped", "session", s.id, "err", err)
 				}
@@ -217,43 +190,47 @@ func (s *session) send(b []byte) bool {
 		s.relay(b)
 		return true
 	}
-	select {
-	case <-s.closing:
-		return false
-	default:
-	}
-	select {
-	case s.out <- b:
+	switch err := s.conn.Send(b); {
+	case err == nil:
 		return true
-	default:
+	case errors.Is(err, transport.ErrQueueFull):
 		s.h.m.slowConsumers.Inc()
-		s.h.log.Warn("hub: slow consumer disconnected", "session", s.id, "queue", cap(s.out))
+		s.h.log.Warn("hub: slow consumer disconnected", "session", s.id, "queue", s.conn.QueueLen())
 		s.kill()
-		return false
 	}
+	return false
 }
 
 // closeWith asks the writer to send what is queued, then close the socket
-// with code and reason. Only the first call counts.
-func (s *session) closeWith(code websocket.StatusCode, reason string) {
-	s.closeOnce.Do(func() {
-		s.closeCode, s.closeReason = code, reason
-		close(s.closing)
-	})
+// with code and reason. Only the first call counts. A proxy session has
+// no socket to close.
+func (s *session) closeWith(code int, reason string) {
+	if s.conn != nil {
+		s.conn.Close(code, reason)
+	}
 }
 
 // kill drops the connection at once, without a close handshake.
 func (s *session) kill() {
-	s.closeOnce.Do(func() {
-		s.closeCode, s.closeReason = websocket.StatusPolicyViolation, "slow consumer"
-		close(s.closing)
-	})
-	go s.conn.CloseNow()
+	if s.conn != nil {
+		s.conn.Kill()
+	}
+}
+
+// queued is how many frames wait in the send queue.
+func (s *session) queued() int {
+	if s.conn == nil {
+		return 0
+	}
+	return s.conn.Queued()
 }
 
 func (s *session) isClosing() bool {
+	if s.conn == nil {
+		return false
+	}
 	select {
-	case <-s.closing:
+	case <-s.conn.Closing():
 		return true
 	default:
 		return false
@@ -269,8 +246,6 @@ func (s *session) reply(b []byte) {
 func (s *session) frame(typ, target, payload string) *wire.Frame {
 	return wire.NewFrame(typ, target, payload, s.h.now(), s.h.cfg.HubID)
 }
-
-func wsCode(code int) websocket.StatusCode { return websocket.StatusCode(code) }
 
 func remoteHost(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)

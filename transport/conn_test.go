@@ -1,0 +1,202 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+const testDeadline = 10 * time.Second
+
+// serve runs Accept behind httptest and hands each accepted socket to
+// handle, on the handler's goroutine.
+func serve(t *testing.T, opts Options, handle func(*Conn)) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := Accept(w, r, opts)
+		if err != nil {
+			return
+		}
+		handle(c)
+		<-c.Done()
+	}))
+	t.Cleanup(srv.Close)
+	return "ws" + strings.TrimPrefix(srv.URL, "http")
+}
+
+func dial(t *testing.T, url string) *websocket.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	c.SetReadLimit(1 << 20)
+	t.Cleanup(func() { _ = c.CloseNow() })
+	return c
+}
+
+var testOpts = Options{MaxMessageBytes: 4096, QueueLen: 1024, WriteTimeout: testDeadline}
+
+func TestConn_QueuedFramesArriveInOrderThenTheCloseCodeAndReason(t *testing.T) {
+	const n = 1000 // more than one batch
+	url := serve(t, testOpts, func(c *Conn) {
+		for i := range n {
+			if err := c.Send([]byte(fmt.Sprintf(`{"i":%d}`, i))); err != nil {
+				t.Errorf("send %d: %v", i, err)
+			}
+		}
+		c.Close(4009, "name conflict")
+		for {
+			if _, err := c.Read(); err != nil {
+				return
+			}
+		}
+	})
+	cl := dial(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	for i := range n {
+		typ, b, err := cl.Read(ctx)
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		if want := fmt.Sprintf(`{"i":%d}`, i); typ != websocket.MessageText || string(b) != want {
+			t.Fatalf("frame %d: %v %q, want text %q", i, typ, b, want)
+		}
+	}
+	_, _, err := cl.Read(ctx)
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != 4009 || ce.Reason != "name conflict" {
+		t.Fatalf("ended with %v, want close 4009 %q", err, "name conflict")
+	}
+}
+
+func TestConn_ReadsTextBinaryAndFragmentedMessagesWhole(t *testing.T) {
+	got := make(chan string, 3)
+	url := serve(t, testOpts, func(c *Conn) {
+		for {
+			b, err := c.Read()
+			if err != nil {
+				close(got)
+				return
+			}
+			got <- string(b)
+		}
+	})
+	cl := dial(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	_ = cl.Write(ctx, websocket.MessageText, []byte("\xff not utf-8"))
+	_ = cl.Write(ctx, websocket.MessageBinary, []byte{0, 1, 2})
+	w, err := cl.Writer(ctx, websocket.MessageText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range []string{"frag", "mented"} {
+		if _, err := w.Write([]byte(part)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = w.Close()
+	for _, want := range []string{"\xff not utf-8", "\x00\x01\x02", "fragmented"} {
+		select {
+		case b := <-got:
+			if b != want {
+				t.Fatalf("read %q, want %q", b, want)
+			}
+		case <-time.After(testDeadline):
+			t.Fatalf("no message %q", want)
+		}
+	}
+}
+
+func TestConn_OversizedMessageCloses1009(t *testing.T) {
+	readErr := make(chan error, 1)
+	url := serve(t, testOpts, func(c *Conn) {
+		for {
+			if _, err := c.Read(); err != nil {
+				readErr <- err
+				return
+			}
+		}
+	})
+	cl := dial(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	if err := cl.Write(ctx, websocket.MessageText, []byte(strings.Repeat("x", 4096))); err != nil {
+		t.Fatal(err)
+	}
+	_ = cl.Write(ctx, websocket.MessageText, []byte(strings.Repeat("x", 4097)))
+	_, _, err := cl.Read(ctx)
+	if code := websocket.CloseStatus(err); code != websocket.StatusMessageTooBig {
+		t.Fatalf("ended with %v, want close 1009", err)
+	}
+	if err := <-readErr; err == nil {
+		t.Fatal("Read did not fail")
+	}
+}
+
+func TestConn_PingIsAnsweredAndAFullQueueIsReported(t *testing.T) {
+	pinged := make(chan error, 1)
+	full := make(chan error, 1)
+	url := serve(t, Options{MaxMessageBytes: 4096, QueueLen: 1, WriteTimeout: testDeadline}, func(c *Conn) {
+		go func() {
+			for {
+				if _, err := c.Read(); err != nil {
+					return
+				}
+			}
+		}()
+		pinged <- c.Ping(testDeadline)
+		var err error
+		for err == nil { // the client does not read frames now
+			err = c.Send(make([]byte, 1024))
+		}
+		full <- err
+		c.Kill()
+	})
+	cl := dial(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	go func() { _, _, _ = cl.Read(ctx) }() // answers the ping, then one frame
+	if err := <-pinged; err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	if err := <-full; !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("send: %v, want ErrQueueFull", err)
+	}
+}
+
+func TestConn_PeerCloseIsEchoed(t *testing.T) {
+	readErr := make(chan error, 1)
+	url := serve(t, testOpts, func(c *Conn) {
+		_, err := c.Read()
+		readErr <- err
+	})
+	cl := dial(t, url)
+	if err := cl.Close(websocket.StatusNormalClosure, "bye"); err != nil {
+		t.Fatalf("close handshake: %v", err)
+	}
+	if err := <-readErr; !errors.Is(err, ErrClosed) {
+		t.Fatalf("Read: %v, want ErrClosed", err)
+	}
+}
+
+func TestAccept_RefusesAForeignOrigin(t *testing.T) {
+	url := serve(t, testOpts, func(c *Conn) { c.Kill() })
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	_, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {"http://evil.example"}}})
+	if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("dial: %v, want 403", err)
+	}
+}
