@@ -160,12 +160,19 @@ func (o *Owners) AckMail(ctx context.Context, identity string, seq int64) error 
 	return fmt.Errorf("%w: watermark of %s contended", sequencer.ErrRetry, identity)
 }
 
-// WatchMail calls fn with every new letter, from now on, until ctx ends:
-// the hub hands it to its addressee's sockets.
+// WatchMail calls fn with every letter written after it was called, until
+// ctx ends: the hub hands it to its addressee's sockets. The revision to
+// follow from is read before it returns, so no letter written afterwards
+// is missed however late the watch goroutine starts.
 func (o *Owners) WatchMail(ctx context.Context, fn func(identity string, seq int64, frame []byte)) {
+	var rev int64
+	gctx, cancel := context.WithTimeout(ctx, o.m.cfg.LeaseTTL/3)
+	if r, err := o.cli.Get(gctx, o.pfx+"mail/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
+		rev = r.Header.Revision
+	}
+	cancel()
 	go func() {
 		pfx := o.pfx + "mail/"
-		var rev int64
 		for ctx.Err() == nil {
 			opts := []clientv3.OpOption{clientv3.WithPrefix()}
 			if rev > 0 {
