@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/pyjson"
 )
 
@@ -463,7 +464,7 @@ func (l *Link) referenceClaim(ctx context.Context, agent string, frame []byte) (
 		task = strings.TrimSpace(claim.Payload)
 	}
 	f := l.f
-	ns := Namespace(agent)
+	ns := coord.NamespaceOf(agent)
 	req := peerEnvelope(TypeClaimRequest, f.cfg.HubID, "all", f.host.Now()).
 		Str("namespace", ns).Str("claimant", agent).Str("task_id", task).Raw("claim", frame).
 		Str("token", f.cfg.ClaimPeerToken).Bytes()

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"slices"
 	"strings"
+
+	"github.com/synapse-hub/synapse/coord"
 )
 
 // Journal kinds the fold reads (docs/journal.md, "Event kinds"). A peer's
@@ -376,7 +378,7 @@ func (o *Observed) Asserting(now float64) map[string][]string {
 	for hub, p := range o.peers {
 		seen := map[string]bool{}
 		for _, c := range p.claims {
-			ns := Namespace(c.Owner)
+			ns := coord.NamespaceOf(c.Owner)
 			if c.LeaseExpiresAt > now && !seen[ns] {
 				seen[ns] = true
 				out[ns] = append(out[ns], hub)

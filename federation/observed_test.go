@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/synapse-hub/synapse/coord"
 	"pgregory.net/rapid"
 )
 
@@ -350,7 +351,7 @@ func TestObserved_RedeliveryIsIdempotentAndAssertingFollowsClaims_Property(t *te
 		}
 		want := map[string][]string{}
 		for _, c := range once.Claims(now) {
-			ns := Namespace(c.Owner)
+			ns := coord.NamespaceOf(c.Owner)
 			if !slices.Contains(want[ns], c.Hub) {
 				want[ns] = append(want[ns], c.Hub) // Claims is sorted by hub
 			}

@@ -185,12 +185,3 @@ func (o *Ownership) Namespaces() []string {
 	sort.Strings(out)
 	return out
 }
-
-// Namespace is the namespace of an agent name: the part before its first
-// '/' ("" for a bare name, PROTOCOL.md §1.7).
-func Namespace(name string) string {
-	if i := strings.IndexByte(name, '/'); i >= 0 {
-		return name[:i]
-	}
-	return ""
-}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/wire"
 )
 
@@ -229,7 +230,7 @@ func (pc *PeerConn) referenceClaim(data []byte) {
 		_ = json.Unmarshal(fr, &g)
 		if g.Type == "claim_granted" && g.Owner == claimant {
 			f.Stats.Served.Add(1)
-			pc.claimResult(pc.peer, req.TaskID, Namespace(claimant), true, "granted", fr, "")
+			pc.claimResult(pc.peer, req.TaskID, coord.NamespaceOf(claimant), true, "granted", fr, "")
 			return
 		}
 	}
@@ -246,7 +247,7 @@ func (pc *PeerConn) referenceClaim(data []byte) {
 			code = g.ErrorCode
 		}
 	}
-	pc.claimResult(pc.peer, req.TaskID, Namespace(claimant), false, detail, nil, code)
+	pc.claimResult(pc.peer, req.TaskID, coord.NamespaceOf(claimant), false, detail, nil, code)
 }
 
 // claimResult answers a reference forward (PROTOCOL.md §6.2 item 3), with

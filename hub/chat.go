@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/journal"
 	"github.com/synapse-hub/synapse/pyjson"
 	"github.com/synapse-hub/synapse/wire"
@@ -289,7 +290,7 @@ func isRecipient(target string, names, roles []string) bool {
 			if wire.Fnmatch(n, p) {
 				return true
 			}
-			if ns := namespace(n); ns != "" && wire.Fnmatch(ns, p) {
+			if ns := coord.NamespaceOf(n); ns != "" && wire.Fnmatch(ns, p) {
 				return true
 			}
 		}

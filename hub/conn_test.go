@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/synapse-hub/synapse/coord"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/synapse-hub/synapse/coord"
 
 	"github.com/coder/websocket"
 )

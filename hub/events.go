@@ -116,10 +116,10 @@ func renderKey(ev coord.Event) any {
 // claimAudience is who a claim event concerns under scoped fan-out: the
 // agents involved and their namespaces, and the task's own namespace.
 func claimAudience(task string, agents ...string) audience {
-	a := audience{namespaces: []string{namespace(task)}}
+	a := audience{namespaces: []string{coord.NamespaceOf(task)}}
 	for _, n := range agents {
 		a.names = append(a.names, identity(n))
-		a.namespaces = append(a.namespaces, namespace(identity(n)))
+		a.namespaces = append(a.namespaces, coord.NamespaceOf(identity(n)))
 	}
 	if !strings.Contains(task, "/") {
 		a.namespaces = a.namespaces[1:] // a bare task id has no namespace of its own

@@ -162,7 +162,7 @@ func (s *session) routeClaimFamily(sender, typ string, in *wire.Inbound) bool {
 	if s.refuseByNamespace(sender, typ, in, false) {
 		return true
 	}
-	r := h.fed.Resolve(federation.Namespace(identity(sender)))
+	r := h.fed.Resolve(coord.NamespaceOf(identity(sender)))
 	switch r.Outcome {
 	case federation.Local:
 		return false
@@ -213,9 +213,9 @@ func (s *session) routeClaimFamily(sender, typ string, in *wire.Inbound) bool {
 // put a lease under an authority that does not hold it.
 func (s *session) refuseByNamespace(sender, typ string, in *wire.Inbound, forwarded bool) bool {
 	h := s.h
-	ns := federation.Namespace(identity(sender))
+	ns := coord.NamespaceOf(identity(sender))
 	if typ == "handoff" {
-		if to := handoffTarget(in); to != "all" && federation.Namespace(identity(to)) != ns {
+		if to := handoffTarget(in); to != "all" && coord.NamespaceOf(identity(to)) != ns {
 			s.refuseCode(sender, typ, in, "CROSS_NAMESPACE_HANDOFF",
 				"Task '"+taskID(in)+"' cannot be handed from namespace '"+ns+"' to '"+to+"': on a federated hub each namespace has its own authority. Release it and let "+to+" claim it.", nil)
 			return true
@@ -378,7 +378,7 @@ func (s *session) nsRequest(sender string) {
 	h.mu.Lock()
 	used := map[string]bool{}
 	for name := range h.reg.byName {
-		used[federation.Namespace(identity(name))] = true
+		used[coord.NamespaceOf(identity(name))] = true
 	}
 	h.mu.Unlock()
 	extra := make([]string, 0, len(used))

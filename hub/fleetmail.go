@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/wire"
 )
@@ -34,7 +35,7 @@ var mailTimeout = 5 * time.Second
 // mail carries it: a plain name in a namespace (no list, glob, role or
 // sidecar); "" otherwise (such chats stay with this hub).
 func fleetAddressee(t string) string {
-	if t == "" || t == "all" || strings.ContainsAny(t, ",*?[ ") || federation.Namespace(t) == "" || identity(t) != t {
+	if t == "" || t == "all" || strings.ContainsAny(t, ",*?[ ") || coord.NamespaceOf(t) == "" || identity(t) != t {
 		return ""
 	}
 	return t
@@ -51,7 +52,7 @@ func (s *session) fleetChat(sender string, c *chatMsg, in *wire.Inbound) bool {
 	if h.cfg.Mail == nil || to == "" {
 		return false
 	}
-	r := h.fed.Resolve(federation.Namespace(to))
+	r := h.fed.Resolve(coord.NamespaceOf(to))
 	switch r.Outcome {
 	case federation.Local:
 		ctx, cancel := context.WithTimeout(context.Background(), mailTimeout)
@@ -146,7 +147,7 @@ func (s *session) fleetAck(sender string, in *wire.Inbound) {
 		return
 	}
 	id := mailboxIdentity(sender, in.Str("mailbox_for"))
-	r := h.fed.Resolve(federation.Namespace(id))
+	r := h.fed.Resolve(coord.NamespaceOf(id))
 	switch r.Outcome {
 	case federation.Local:
 		ctx, cancel := context.WithTimeout(context.Background(), mailTimeout)

@@ -185,7 +185,7 @@ func (s *session) advertise(sender string, in *wire.Inbound) {
 		}
 		agent = a
 	}
-	if persist && namespace(agent) == "" {
+	if persist && coord.NamespaceOf(agent) == "" {
 		s.fail(sender, "capability_identity", "Persistent capability registration requires a project-scoped seat identity (<project>/<seat>).")
 		return
 	}
@@ -211,7 +211,7 @@ func (s *session) advertise(sender string, in *wire.Inbound) {
 	}
 	cf := wire.Object().Str("agent", agent).Str("description", in.Text("description")).
 		Strs("skills", strs(in, "skills")).Strs("task_classes", strs(in, "task_classes")).
-		Str("model", in.Text("model")).Str("project", namespace(agent)).
+		Str("model", in.Text("model")).Str("project", coord.NamespaceOf(agent)).
 		Str("manifest_digest", in.Str("manifest_digest")).
 		Append("contracts", func(b []byte) []byte { return appendAny(b, contracts, nil) }).
 		Append("meta", func(b []byte) []byte { return appendAny(b, meta, nil) }).

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/transport"
 	"github.com/synapse-hub/synapse/wire"
 )
@@ -115,14 +116,6 @@ func identity(name string) string {
 		return s
 	}
 	return name
-}
-
-// namespace is the project prefix of a name: everything before the first '/'.
-func namespace(name string) string {
-	if i := strings.IndexByte(name, '/'); i >= 0 {
-		return name[:i]
-	}
-	return ""
 }
 
 // admit applies the admission limits to a new socket and, on an open hub,
@@ -424,7 +417,7 @@ func (a *audience) reaches(s *session) bool {
 			return true
 		}
 	}
-	ns := namespace(id)
+	ns := coord.NamespaceOf(id)
 	for _, n := range a.namespaces {
 		if n == ns {
 			return true

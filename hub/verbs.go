@@ -225,7 +225,7 @@ func (s *session) submit(sender, typ, task string, in *wire.Inbound, cmd coord.C
 	case errors.Is(err, sequencer.ErrRetry):
 		h.m.fedRefused.WithLabelValues("moving").Inc()
 		s.refuseCode(sender, typ, in, "NAMESPACE_MOVING", "Nothing was decided: the namespace is changing hands or its store did not answer ("+err.Error()+"). Retry in 250ms.", func(f *wire.Frame) {
-			f.Str("namespace", federation.Namespace(identity(sender))).Str("ownership", "moving").Int("retry_after_ms", 250)
+			f.Str("namespace", coord.NamespaceOf(identity(sender))).Str("ownership", "moving").Int("retry_after_ms", 250)
 		})
 		return reply, false
 	case errors.Is(err, sequencer.ErrIdempotencyConflict):
