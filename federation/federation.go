@@ -163,6 +163,7 @@ type Federation struct {
 
 	mu        sync.Mutex
 	dir       map[string]sink              // agents of peers → where their frames go (owner side)
+	dirLen    atomic.Int64                 // len(dir), read without mu: the hub asks on every broadcast
 	declared  map[string]map[string]string // peer hub id → the owners it declared
 	contested map[string][]string          // namespace → contesting hubs last journalled
 	watch     *watchState                  // nil without --multihub-watch
@@ -183,12 +184,6 @@ type Stats struct {
 	ForwardTimeouts atomic.Int64
 	Served          atomic.Int64 // forwards this hub served as owner
 	PeerRefused     atomic.Int64 // peer frames refused (token, not owner)
-	Denied          sync.Map     // outcome → *atomic.Int64: grants refused by the ownership gate
-}
-
-func (s *Stats) deny(o Outcome) {
-	v, _ := s.Denied.LoadOrStore(string(o), new(atomic.Int64))
-	v.(*atomic.Int64).Add(1)
 }
 
 // New builds a hub's federation. With an empty cfg (a default hub) it
@@ -298,13 +293,7 @@ func (f *Federation) Governed() bool { return f != nil && f.auth != nil }
 func (f *Federation) HubID() string { return f.cfg.HubID }
 
 // Resolve routes ns now (Governed hubs only).
-func (f *Federation) Resolve(ns string) Resolution {
-	r := f.auth.Resolve(ns)
-	if !r.Grants() && r.Outcome != Remote {
-		f.Stats.deny(r.Outcome)
-	}
-	return r
-}
+func (f *Federation) Resolve(ns string) Resolution { return f.auth.Resolve(ns) }
 
 // Features are what this hub adds to welcome.features.
 func (f *Federation) Features() []string {
@@ -426,7 +415,7 @@ func (f *Federation) AgentLeft(agent string) {
 // forwarded for it (owner side); false when no peer speaks for agent. The
 // hub calls it for frames whose agent is not bound locally.
 func (f *Federation) DeliverRemote(agent string, frame []byte) bool {
-	if f == nil {
+	if f == nil || f.dirLen.Load() == 0 { // the hub's commit path: no lock when no peer speaks for anyone
 		return false
 	}
 	f.mu.Lock()
@@ -460,6 +449,7 @@ func (f *Federation) bind(agent string, s sink) (restore func()) {
 	f.mu.Lock()
 	prev := f.dir[agent]
 	f.dir[agent] = s
+	f.dirLen.Store(int64(len(f.dir)))
 	f.mu.Unlock()
 	return func() {
 		f.mu.Lock()
@@ -470,6 +460,7 @@ func (f *Federation) bind(agent string, s sink) (restore func()) {
 				delete(f.dir, agent)
 			}
 		}
+		f.dirLen.Store(int64(len(f.dir)))
 		f.mu.Unlock()
 	}
 }
@@ -485,6 +476,7 @@ func (f *Federation) unbindAll(s sink) []string {
 			gone = append(gone, a)
 		}
 	}
+	f.dirLen.Store(int64(len(f.dir)))
 	sort.Strings(gone)
 	return gone
 }
@@ -494,6 +486,7 @@ func (f *Federation) unbind(agent string, s sink) bool {
 	defer f.mu.Unlock()
 	if f.dir[agent] == s {
 		delete(f.dir, agent)
+		f.dirLen.Store(int64(len(f.dir)))
 		return true
 	}
 	return false
