@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,13 +27,11 @@ import (
 // MailRetention bounds how long an unacknowledged letter is kept.
 var MailRetention = 7 * 24 * time.Hour
 
-// mailState is the mail side of Owners, under its own lock: posting runs
+// mailState is the mail side of Owners, apart from its lock: posting runs
 // on session goroutines, not on the sequencer.
 type mailState struct {
-	mu      sync.Mutex
-	lease   clientv3.LeaseID
-	leaseAt time.Time
-	next    atomic.Int64
+	keep retention // the lease letters are written under (MailRetention)
+	next atomic.Int64
 }
 
 func (o *Owners) mailPrefix(identity string) string { return o.pfx + "mail/" + identity + "/" }
@@ -56,7 +53,9 @@ func (o *Owners) PostMail(ctx context.Context, identity string, frame []byte) (i
 	if !ok || frozen {
 		return 0, fmt.Errorf("%w: namespace %q is not served here", sequencer.ErrRetry, ns)
 	}
-	lease, err := o.mailLease(ctx)
+	lctx, cancel := context.WithTimeout(ctx, o.m.cfg.LeaseTTL/3)
+	lease, err := o.mail.keep.lease(lctx, o.cli)
+	cancel()
 	if err != nil {
 		return 0, fmt.Errorf("%w: mail lease: %v", sequencer.ErrRetry, err)
 	}
@@ -73,22 +72,6 @@ func (o *Owners) PostMail(ctx context.Context, identity string, frame []byte) (i
 	}
 	o.m.Applied()
 	return t.Header.Revision, nil
-}
-
-func (o *Owners) mailLease(ctx context.Context) (clientv3.LeaseID, error) {
-	o.mail.mu.Lock()
-	defer o.mail.mu.Unlock()
-	if o.mail.lease != 0 && time.Since(o.mail.leaseAt) < idemLeaseEvery {
-		return o.mail.lease, nil
-	}
-	gctx, cancel := context.WithTimeout(ctx, o.m.cfg.LeaseTTL/3)
-	defer cancel()
-	g, err := o.cli.Grant(gctx, int64((MailRetention+idemLeaseEvery)/time.Second))
-	if err != nil {
-		return 0, err
-	}
-	o.mail.lease, o.mail.leaseAt = g.ID, time.Now()
-	return g.ID, nil
 }
 
 // MailAfter calls fn with the letters to identity after max(after, its

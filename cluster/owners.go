@@ -68,10 +68,7 @@ type Owners struct {
 
 	mail mailState // directed mail on the fleet (mail.go)
 
-	// Owned by the sequencer goroutine (Append): the lease idempotency
-	// records are written under, and when it was granted.
-	idemLease   clientv3.LeaseID
-	idemLeaseAt time.Time
+	idemKeep retention // the lease idempotency records are written under
 
 	kick chan string // namespaces to reconcile (level-triggered)
 	stop chan struct{}
@@ -95,22 +92,20 @@ var claimTimeout = 3 * time.Second
 // in tens of milliseconds, so clients come back soon.
 var plannedRetry = 25 * time.Millisecond
 
-// IdemRetention is how long a fleet honours an idempotency key: records
-// are written under a lease granted at most idemLeaseEvery ago with a TTL
-// of IdemRetention + idemLeaseEvery, so etcd deletes each between 24 and
-// 25 hours after it was written, and the database stays bounded.
-var (
-	IdemRetention  = 24 * time.Hour
-	idemLeaseEvery = time.Hour
-)
+// IdemRetention is how long a fleet honours an idempotency key (between
+// it and an hour more: see retention).
+var IdemRetention = 24 * time.Hour
 
 // NewOwners builds the authority of member m; host must be set with
 // SetHost before Start.
 func NewOwners(m *Member) *Owners {
-	return &Owners{m: m, cli: m.cli, self: m.cfg.HubID, pfx: m.cfg.Prefix, log: m.log,
+	o := &Owners{m: m, cli: m.cli, self: m.cfg.HubID, pfx: m.cfg.Prefix, log: m.log,
 		hubs: map[string]Registration{}, owners: map[string]ownerRec{}, mine: map[string]int64{},
 		taskNS: map[string]string{}, flights: map[string]*flight{}, frozen: map[string]bool{}, moves: map[string]string{},
-		kick: make(chan string, 1024), stop: make(chan struct{}), done: make(chan struct{})}
+		kick: make(chan string, 1024), stop: make(chan struct{}), done: make(chan struct{}),
+		idemKeep: retention{keep: func() time.Duration { return IdemRetention }}}
+	o.mail.keep = retention{keep: func() time.Duration { return MailRetention }}
+	return o
 }
 
 // SetHost connects the hub.
@@ -334,47 +329,53 @@ func (o *Owners) Resolve(ns string) federation.Resolution {
 	if ns == "" {
 		return federation.Resolution{Namespace: ns, Outcome: federation.Ungoverned}
 	}
-	moving := federation.Resolution{Namespace: ns, Outcome: federation.Moving, RetryAfter: 250 * time.Millisecond}
 	if !o.m.Serving() {
-		return moving
+		return federation.Resolution{Namespace: ns, Outcome: federation.Moving, RetryAfter: 250 * time.Millisecond}
 	}
-	o.mu.Lock()
-	rec, owned := o.owners[ns]
-	epoch, installed := o.mine[ns]
-	_, ownerLive := o.hubs[rec.Hub]
-	frozen := o.frozen[ns]
-	_, moving2 := o.moves[ns]
-	o.mu.Unlock()
-	switch {
-	case frozen:
-		moving.RetryAfter = plannedRetry
-		return moving // a planned move: retry, the new owner answers shortly
-	case installed && owned && rec.Hub == o.self && rec.modRev == epoch:
-		return federation.Resolution{Namespace: ns, Outcome: federation.Local, Owner: o.self, Epoch: epoch}
-	case owned && rec.Hub != o.self && ownerLive:
-		return federation.Resolution{Namespace: ns, Outcome: federation.Remote, Owner: rec.Hub, Epoch: rec.modRev}
-	case owned, moving2:
-		o.enqueue(ns)
-		if moving2 {
-			moving.RetryAfter = plannedRetry
+	r, unowned := o.cached(ns)
+	if !unowned {
+		if r.Outcome == federation.Moving {
+			o.enqueue(ns) // ours but not installed yet, an owner whose lease is going, or a move: re-read
 		}
-		return moving // ours but not installed yet, an owner whose lease is going, or a move between owners
+		return r
 	}
 	if err := o.acquire(ns); err != nil {
 		o.log.Info("cluster: could not take namespace", "namespace", ns, "err", err)
 	}
+	r, _ = o.cached(ns)
+	return r
+}
+
+// cached resolves ns from what this hub knows of etcd, without asking it:
+// local only while our installed epoch is the owner key's revision and no
+// move froze it; remote while the owner holds a live registration;
+// moving otherwise. unowned says nobody owns ns and no move is under way:
+// first use may take it.
+func (o *Owners) cached(ns string) (r federation.Resolution, unowned bool) {
 	o.mu.Lock()
-	rec, owned = o.owners[ns]
-	epoch, installed = o.mine[ns]
-	_, ownerLive = o.hubs[rec.Hub]
-	o.mu.Unlock()
+	defer o.mu.Unlock()
+	rec, owned := o.owners[ns]
+	epoch, installed := o.mine[ns]
+	_, ownerLive := o.hubs[rec.Hub]
+	phase, moving := o.moves[ns]
+	r = federation.Resolution{Namespace: ns, Owner: rec.Hub, Epoch: rec.modRev, Phase: phase}
 	switch {
-	case installed && owned && rec.Hub == o.self && rec.modRev == epoch && !o.isFrozen(ns):
-		return federation.Resolution{Namespace: ns, Outcome: federation.Local, Owner: o.self, Epoch: epoch}
+	case o.frozen[ns]:
+		r.Outcome, r.RetryAfter = federation.Moving, plannedRetry // a planned move: the new owner answers shortly
+	case owned && installed && rec.Hub == o.self && rec.modRev == epoch:
+		r.Outcome = federation.Local
 	case owned && rec.Hub != o.self && ownerLive:
-		return federation.Resolution{Namespace: ns, Outcome: federation.Remote, Owner: rec.Hub, Epoch: rec.modRev}
+		r.Outcome = federation.Remote
+	case owned || moving:
+		r.Outcome, r.RetryAfter = federation.Moving, 250*time.Millisecond
+		if moving {
+			r.RetryAfter = plannedRetry
+		}
+	default:
+		r.Outcome, r.RetryAfter = federation.Moving, 250*time.Millisecond
+		return r, true
 	}
-	return moving
+	return r, false
 }
 
 // acquire takes an unowned namespace: one flight per namespace at a time.
@@ -555,20 +556,7 @@ func (o *Owners) Known() []federation.Resolution {
 	sort.Strings(nss)
 	out := make([]federation.Resolution, 0, len(nss))
 	for _, ns := range nss {
-		o.mu.Lock()
-		rec := o.owners[ns]
-		epoch, installed := o.mine[ns]
-		_, live := o.hubs[rec.Hub]
-		o.mu.Unlock()
-		r := federation.Resolution{Namespace: ns, Owner: rec.Hub, Epoch: rec.modRev, Phase: o.phase(ns)}
-		switch {
-		case rec.Hub == o.self && installed && epoch == rec.modRev:
-			r.Outcome = federation.Local
-		case rec.Hub != o.self && live:
-			r.Outcome = federation.Remote
-		default:
-			r.Outcome = federation.Moving
-		}
+		r, _ := o.cached(ns)
 		out = append(out, r)
 	}
 	return out
@@ -607,7 +595,10 @@ func (o *Owners) Append(ctx context.Context, b *journal.Batch) (int64, error) {
 	var idemLease clientv3.LeaseID
 	if len(b.Operations) > 0 {
 		var err error
-		if idemLease, err = o.idemLeaseNow(); err != nil {
+		lctx, cancel := context.WithTimeout(ctx, o.m.cfg.LeaseTTL/3)
+		idemLease, err = o.idemKeep.lease(lctx, o.cli)
+		cancel()
+		if err != nil {
 			return 0, fmt.Errorf("%w: idempotency lease: %v", sequencer.ErrRetry, err)
 		}
 	}
@@ -832,18 +823,6 @@ func (o *Owners) Operation(key string) (journal.Operation, bool, error) {
 	return journal.Operation{Key: key, RequestDigest: s.Digest, Response: []byte(s.Response)}, true, nil
 }
 
-func (o *Owners) isFrozen(ns string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.frozen[ns]
-}
-
-func (o *Owners) phase(ns string) string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.moves[ns]
-}
-
 // Members implements federation.Fleet.
 func (o *Owners) Members() []string {
 	o.mu.Lock()
@@ -867,24 +846,6 @@ func (o *Owners) Live(hub string) bool {
 // LeaseDeadline implements federation.Fleet.
 func (o *Owners) LeaseDeadline() float64 {
 	return float64(o.m.Deadline().UnixNano()) / 1e9
-}
-
-// idemLeaseNow returns the lease for new idempotency records, granting a
-// fresh one every idemLeaseEvery. It is not the hub's lease: the records
-// outlive the hub that wrote them (a retry may reach the next owner). Only
-// the sequencer goroutine calls it (through Append).
-func (o *Owners) idemLeaseNow() (clientv3.LeaseID, error) {
-	if o.idemLease != 0 && time.Since(o.idemLeaseAt) < idemLeaseEvery {
-		return o.idemLease, nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), o.m.cfg.LeaseTTL/3)
-	defer cancel()
-	g, err := o.cli.Grant(ctx, int64((IdemRetention+idemLeaseEvery)/time.Second))
-	if err != nil {
-		return 0, err
-	}
-	o.idemLease, o.idemLeaseAt = g.ID, time.Now()
-	return g.ID, nil
 }
 
 // Serving implements federation.Fleet: the member is registered and before
