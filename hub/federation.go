@@ -171,11 +171,6 @@ func (s *session) routeClaimFamily(sender, typ string, in *wire.Inbound) bool {
 		s.refuseFederated(sender, typ, in, r, nil)
 		return true
 	}
-	frame, err := json.Marshal(in.Map())
-	if err != nil {
-		s.fail(sender, "malformed_frame", "Frame could not be forwarded: "+err.Error())
-		return true
-	}
 	recipientHere := false
 	if typ == "handoff" {
 		h.mu.Lock()
@@ -183,8 +178,22 @@ func (s *session) routeClaimFamily(sender, typ string, in *wire.Inbound) bool {
 		h.mu.Unlock()
 	}
 	key, _ := in.Value("idem_key").(string)
+	s.forward(sender, typ, in, r, recipientHere, key != "")
+	return true
+}
+
+// forward sends a frame to the owner r names and relays the owner's
+// replies, or refuses it with the reason: the one path of every forwarded
+// verb (claim family, board writes and mail on a fleet).
+func (s *session) forward(sender, typ string, in *wire.Inbound, r federation.Resolution, recipientHere, retryable bool) {
+	h := s.h
+	frame, err := json.Marshal(in.Map())
+	if err != nil {
+		s.fail(sender, "malformed_frame", "Frame could not be forwarded: "+err.Error())
+		return
+	}
 	t0 := h.now()
-	frames, err := h.fed.Forward(context.Background(), r.Owner, sender, typ, frame, recipientHere, key != "")
+	frames, err := h.fed.Forward(context.Background(), r.Owner, sender, typ, frame, recipientHere, retryable)
 	h.m.fedForwardSeconds.WithLabelValues(typ).Observe(h.now() - t0)
 	if err != nil {
 		h.m.fedForwards.WithLabelValues(typ, federation.ForwardError(err)).Inc()
@@ -197,13 +206,12 @@ func (s *session) routeClaimFamily(sender, typ string, in *wire.Inbound) bool {
 			err = nil
 		}
 		s.refuseFederated(sender, typ, in, r, err)
-		return true
+		return
 	}
 	h.m.fedForwards.WithLabelValues(typ, "ok").Inc()
 	for _, fr := range frames {
 		s.reply(fr)
 	}
-	return true
 }
 
 // refuseByNamespace answers a claim-family frame whose namespace does not

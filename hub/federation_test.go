@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/synapse-hub/synapse/client"
+	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/journal"
 )
@@ -526,5 +527,35 @@ func watchPair(t *testing.T, dir string) func(id string, uris map[string]string)
 			c.Federation = federation.Config{Watch: map[string]string{"syn-a": uris["syn-a"]}, ClaimPeerToken: "w", WatchInterval: time.Hour}
 		}
 		return c
+	}
+}
+
+// Forwarded claims are charged to the forwarding hub's principal,
+// federation-peer:<hub>, never to the asserted names (INV-ME-5 across
+// hubs): agents of one forwarding hub share its budget, while an agent
+// connected to the owner keeps its own.
+func TestFederation_ForwardedClaimsShareThePeersQuota_INV_ME_5(t *testing.T) {
+	n := twoHubs(t, func(id string, c *Config) {
+		if id == "syn-a" {
+			c.Limits = coord.DefaultLimits()
+			c.Limits.MaxClaimsPerPrincipal = 2
+		}
+	})
+	ctx := ctx10(t)
+	for i, name := range []string{"proj/b1", "proj/b2", "proj/b3"} {
+		_, err := n.agent("syn-b", name).Claim(ctx, client.ClaimRequest{TaskID: "T-" + name, Paths: []string{name}})
+		switch {
+		case i < 2 && err != nil:
+			t.Fatalf("%s: %v", name, err)
+		case i == 2:
+			wantRefused(t, err, "QUOTA_EXCEEDED")
+		}
+	}
+	if _, err := n.agent("syn-a", "proj/local").Claim(ctx, client.ClaimRequest{TaskID: "T-local", Paths: []string{"local"}}); err != nil {
+		t.Fatalf("an agent on the owner was charged the peer's quota: %v", err)
+	}
+	st, err := n.agent("syn-a", "proj/auditor").State(ctx)
+	if err != nil || len(st.ActiveClaims) != 3 {
+		t.Fatalf("owner state %+v %v", st, err)
 	}
 }

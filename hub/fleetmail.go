@@ -3,7 +3,6 @@ package hub
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"time"
 
@@ -72,21 +71,7 @@ func (s *session) fleetChat(sender string, c *chatMsg, in *wire.Inbound) bool {
 		s.send(frame) // the sender's echo; the addressee gets it from the watch
 		return true
 	case federation.Remote:
-		frame, err := json.Marshal(in.Map())
-		if err != nil {
-			return false
-		}
-		frames, err := h.fed.Forward(context.Background(), r.Owner, sender, "chat", frame, false, false)
-		if err != nil {
-			if errors.Is(err, federation.ErrUnreachable) {
-				r.Outcome, r.RetryAfter, err = federation.Moving, 250*time.Millisecond, nil
-			}
-			s.refuseFederated(sender, "chat", in, r, err)
-			return true
-		}
-		for _, fr := range frames {
-			s.reply(fr)
-		}
+		s.forward(sender, "chat", in, r, false, false) // chat is at-least-once: never re-sent on its own (INV-DG-1)
 		return true
 	}
 	s.refuseFederated(sender, "chat", in, r, nil)
