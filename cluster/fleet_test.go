@@ -124,32 +124,19 @@ func refusedCode(err error) string {
 	return ""
 }
 
-// claimRetrying claims, retrying while the namespace is moving.
-func claimRetrying(ctx context.Context, c *client.Client, r client.ClaimRequest) (*client.Claim, error) {
-	for {
-		cl, err := c.Claim(ctx, r)
-		if refusedCode(err) != "NAMESPACE_MOVING" || ctx.Err() != nil {
-			return cl, err
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // A namespace is taken by the first hub that serves it; the other hub
 // forwards to it; when the owner dies, the next request elsewhere takes the
 // namespace over within two lease TTLs, warmed from etcd: every
 // acknowledged claim is still there and epochs keep rising (rules 1, 2,
 // INV-EF-1 across owners).
 func TestFleet_FirstUseOwnsFailoverKeepsAcknowledgedClaims_Rules1_2(t *testing.T) {
-	x := clustertest.Start(t, true)
 	ttl := 2 * time.Second
-	a := startFleetHub(t, x.Endpoint, "syn-a", ttl)
-	b := startFleetHub(t, x.Endpoint, "syn-b", ttl)
+	a, b := twoFleetHubs(t, ttl)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
 	alice := dial(t, b.uri, "proj/alice")
-	first, err := claimRetrying(ctx, alice, client.ClaimRequest{TaskID: "T1", Paths: []string{"src/core"}})
+	first, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src/core"}})
 	if err != nil || first.HubID != "syn-b" {
 		t.Fatalf("first use on syn-b: %+v %v", first, err)
 	}
@@ -158,11 +145,11 @@ func TestFleet_FirstUseOwnsFailoverKeepsAcknowledgedClaims_Rules1_2(t *testing.T
 		t.Fatalf("ns list on the owner: %+v %v", ns, err)
 	}
 	bob := dial(t, a.uri, "proj/bob")
-	_, err = claimRetrying(ctx, bob, client.ClaimRequest{TaskID: "T2", Paths: []string{"src/core/x.go"}})
+	_, err = bob.Claim(ctx, client.ClaimRequest{TaskID: "T2", Paths: []string{"src/core/x.go"}})
 	if refusedCode(err) != "SCOPE_CONFLICT" {
 		t.Fatalf("overlap via syn-a: %v; want SCOPE_CONFLICT decided by the owner syn-b", err)
 	}
-	second, err := claimRetrying(ctx, bob, client.ClaimRequest{TaskID: "T3", Paths: []string{"docs"}})
+	second, err := bob.Claim(ctx, client.ClaimRequest{TaskID: "T3", Paths: []string{"docs"}})
 	if err != nil || second.HubID != "syn-b" {
 		t.Fatalf("forwarded grant: %+v %v", second, err)
 	}
@@ -197,7 +184,7 @@ func TestFleet_FirstUseOwnsFailoverKeepsAcknowledgedClaims_Rules1_2(t *testing.T
 	if err != nil || len(board.Tasks) != 1 || board.Tasks[0].TaskID != "plan-1" {
 		t.Fatalf("board on the new owner after failover: %+v %v; want plan-1 warmed from etcd", board, err)
 	}
-	third, err := claimRetrying(ctx, bob, client.ClaimRequest{TaskID: "T5", Paths: []string{"other"}})
+	third, err := bob.Claim(ctx, client.ClaimRequest{TaskID: "T5", Paths: []string{"other"}})
 	if err != nil || third.HubID != "syn-a" || third.Epoch <= second.Epoch {
 		t.Fatalf("grant by the new owner: %+v %v; want syn-a with an epoch above %d", third, err, second.Epoch)
 	}
@@ -217,7 +204,7 @@ func TestFleet_PlannedMovesUnderLoad_Rules5_8(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	seed := dial(t, hubs["syn-a"].uri, "proj/seed")
-	if cl, err := claimRetrying(ctx, seed, client.ClaimRequest{TaskID: "seed", Paths: []string{"seed"}}); err != nil || cl.HubID != "syn-a" {
+	if cl, err := seed.Claim(ctx, client.ClaimRequest{TaskID: "seed", Paths: []string{"seed"}}); err != nil || cl.HubID != "syn-a" {
 		t.Fatalf("first use: %+v %v", cl, err)
 	}
 	type grant struct {
@@ -311,10 +298,8 @@ func TestFleet_PlannedMovesUnderLoad_Rules5_8(t *testing.T) {
 // moving, and the agent's claim survives in etcd (issue: clients keep
 // working).
 func TestFleet_ClientWithSeveralURIsSurvivesItsHub(t *testing.T) {
-	x := clustertest.Start(t, true)
 	ttl := 2 * time.Second
-	a := startFleetHub(t, x.Endpoint, "syn-a", ttl)
-	b := startFleetHub(t, x.Endpoint, "syn-b", ttl)
+	a, b := twoFleetHubs(t, ttl)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c, err := client.Dial(ctx, client.Options{URI: a.uri + "," + b.uri, Name: "proj/roamer", ReconnectMin: 50 * time.Millisecond, ReconnectMax: 200 * time.Millisecond})
@@ -634,10 +619,8 @@ func TestFleet_FencedHubSaysSoOnHealth_Rule4(t *testing.T) {
 // its namespace is killed the new owner replays only what is unacked
 // (INV-DG-3 beyond one machine).
 func TestFleet_DirectedMailAcrossHubsSurvivesFailover_INV_DG_3(t *testing.T) {
-	x := clustertest.Start(t, true)
 	ttl := 2 * time.Second
-	a := startFleetHub(t, x.Endpoint, "syn-a", ttl)
-	b := startFleetHub(t, x.Endpoint, "syn-b", ttl)
+	a, b := twoFleetHubs(t, ttl)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	alice := dial(t, a.uri, "proj/alice")
@@ -726,4 +709,11 @@ func TestFleet_DirectedMailAcrossHubsSurvivesFailover_INV_DG_3(t *testing.T) {
 	if got := inbox(b.uri); !slices.Equal(got, []string{"after failover"}) {
 		t.Fatalf("inbox after the failover: %v; want only the new letter", got)
 	}
+}
+
+// twoFleetHubs starts an embedded etcd and hubs syn-a and syn-b on it.
+func twoFleetHubs(t *testing.T, ttl time.Duration) (*fleetHub, *fleetHub) {
+	t.Helper()
+	x := clustertest.Start(t, true)
+	return startFleetHub(t, x.Endpoint, "syn-a", ttl), startFleetHub(t, x.Endpoint, "syn-b", ttl)
 }
