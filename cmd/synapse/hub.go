@@ -81,6 +81,8 @@ type hubFlags struct {
 	clusterToken, clusterTokenFile string
 	etcdLeaseTTL                   time.Duration
 	watchInterval, forwardTimeout  time.Duration
+
+	pprofAddr string // Go's profiler on a loopback listener of its own (--pprof)
 }
 
 func runHub(args []string, stdout, stderr io.Writer) int {
@@ -104,6 +106,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&f.leaseOfflineTTL, "lease-offline-ttl", hub.DefaultLeaseOfflineTTL.Seconds(),
 		"seconds a name-ownership lease (an agent that registered with lease:true) outlives its connection; others get close 4016")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log as JSON lines on stderr")
+	fs.StringVar(&f.pprofAddr, "pprof", "", "serve Go's profiler (/debug/pprof/) at this loopback `ADDR` (e.g. 127.0.0.1:6060), apart from the hub's port; see docs/benchmarks.md")
 	noMCP := fs.Bool("no-mcp", false, "do not serve MCP (Streamable HTTP) at /mcp; see 'synapse mcp --help'")
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the connect token from the first line of `PATH` (not world-readable; keeps it out of ps and shell history)")
 	fs.IntVar(&f.authFailLimit, "auth-fail-limit", hub.DefaultAuthFailuresPerMinute, "failed token attempts per remote host per minute before the host's attempts are refused unchecked (close 4010), 0 = unlimited")
@@ -239,6 +242,16 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "mcp: http://%s/mcp?name=PROJECT/AGENT (Streamable HTTP)\n", ln.Addr())
 	}
 
+	if f.pprofAddr != "" {
+		stopProf, err := servePprof(f.pprofAddr)
+		if err != nil {
+			fmt.Fprintln(stderr, "synapse hub:", err)
+			h.Close(context.Background())
+			return 1
+		}
+		defer stopProf()
+		fmt.Fprintf(stdout, "pprof: http://%s/debug/pprof/\n", f.pprofAddr)
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	sig := make(chan os.Signal, 1)
