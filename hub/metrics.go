@@ -165,6 +165,7 @@ func newMetrics(h *Hub) *metrics {
 		return 0
 	})
 	gaugeFunc("synapse_sequencer_batches", "Batches the sequencer decided.", func() float64 { return float64(h.seq.Stats().Batches) })
+	gaugeFunc("synapse_sequencer_inline_calls", "Calls decided on the caller's goroutine because the sequencer was idle (no hand-off).", func() float64 { return float64(h.seq.Stats().Inline) })
 	gaugeFunc("synapse_sequencer_max_batch", "Most requests one batch carried.", func() float64 { return float64(h.seq.Stats().MaxBatch) })
 	return m
 }

@@ -28,6 +28,11 @@ type socket interface {
 	// Send queues a frame without blocking; transport.ErrQueueFull means
 	// the peer is not keeping up.
 	Send(b []byte) error
+	// Hold and Release bracket the handling of one inbound message on the
+	// read goroutine: frames queued meanwhile are written by Release, on
+	// that goroutine, with one write (no hand-off to a writer goroutine).
+	Hold()
+	Release()
 	// Queued and QueueLen report the send queue's length and capacity.
 	Queued() int
 	QueueLen() int
@@ -145,7 +150,9 @@ func (s *session) readLoop() {
 			continue
 		}
 		s.h.m.bytesIn.Add(float64(len(data)))
+		s.conn.Hold()
 		s.handle(data)
+		s.conn.Release()
 	}
 }
 
@@ -199,6 +206,15 @@ func (s *session) send(b []byte) bool {
 		s.kill()
 	}
 	return false
+}
+
+// letGo ends the read goroutine's hold on the socket before it waits on
+// something slow (another hub, etcd): frames for this socket must not
+// wait for that.
+func (s *session) letGo() {
+	if s.conn != nil {
+		s.conn.Release()
+	}
 }
 
 // closeWith asks the writer to send what is queued, then close the socket

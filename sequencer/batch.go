@@ -244,7 +244,7 @@ func (s *Sequencer) answer(ps []*pending) {
 	}
 	s.commands.Add(n)
 	if n > s.maxBatch.Load() {
-		s.maxBatch.Store(n) // only the loop writes it
+		s.maxBatch.Store(n) // only the leader writes it
 	}
 }
 

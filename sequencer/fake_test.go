@@ -230,17 +230,27 @@ func plugged(t *testing.T, s *Sequencer, j *fakeJournal, cmd coord.Command) <-ch
 	return ch
 }
 
-// waitQueued waits until n calls sit in the submit queue. It polls, but
-// only for an ordering the test has set up: no timing is asserted.
+// waitQueued waits until n calls wait for the leader: in the submit queue,
+// or taken by the loop, which waits for the lock while a plugged or parked
+// call holds it. It polls, but only for an ordering the test has set up:
+// no timing is asserted.
 func waitQueued(t *testing.T, s *Sequencer, n int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for len(s.in) < n {
+	for queued(s) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d calls queued, want %d", len(s.in), n)
+			t.Fatalf("%d calls queued, want %d", queued(s), n)
 		}
 		runtime.Gosched()
 	}
+}
+
+func queued(s *Sequencer) int {
+	n := len(s.in)
+	if s.loopWaits.Load() {
+		n++
+	}
+	return n
 }
 
 // image reads the committed state through the sequencer.

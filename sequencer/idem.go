@@ -8,7 +8,7 @@ import (
 
 // idemCache is a bounded LRU of committed idempotency records, by key. It
 // holds only successful responses (refusals are never cached). Owned by the
-// loop goroutine.
+// leader (sequencer.go).
 type idemCache struct {
 	max   int
 	order *list.List // of journal.Operation, most recent first

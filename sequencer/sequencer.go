@@ -6,20 +6,29 @@
 //
 // Who owns what:
 //
-//   - The loop goroutine (started by New, ended by Close) owns the
-//     coord.State, the idempotency cache, the expiry timer, the clock's
+//   - Whoever holds the leader lock decides, and owns the coord.State, the
+//     idempotency cache, the expiry timer's deadline, the clock's
 //     high-water mark and the degraded flag's cause. Nothing else touches
-//     them; Query runs its function on that goroutine between batches.
-//   - Submit and Query callers own nothing: they hand a call to the loop
-//     through the bounded queue and wait on its one-slot reply channel.
-//   - The Journal is called only from the loop, one Append at a time, and is
-//     never called after Close returns; the caller closes it then.
+//     them. The holder is the loop goroutine (started by New, ended by
+//     Close), or a caller of Submit or Query that found the sequencer idle
+//     — nothing queued, the loop not waiting — and decides its own call on
+//     its own goroutine (an inline decision). A lone request thus costs no
+//     hand-off to the loop and back; under load calls queue and the loop
+//     decides them as one batch (group commit).
+//   - Other callers own nothing: they hand a call to the loop through the
+//     bounded queue and wait on its one-slot reply channel.
+//   - The Journal is called only by the leader, one Append at a time, and
+//     is never called after Close returns; the caller closes it then.
 //   - The published counters (Stats) and the degraded error (Err) are
 //     atomics any goroutine may read.
 //   - At most one snapshot writer goroutine runs at a time; it owns the
 //     image it was handed and nothing else (snapshot.go).
 //
-// A batch is everything queued when the loop looks, up to MaxBatch. Its
+// OnCommit, Render, Committed and a Query's function therefore run on the
+// leader's goroutine, one at a time, never concurrently with a decision.
+// They must not call Submit or Query (the leader would wait for itself).
+//
+// A batch is everything queued when the leader looks, up to MaxBatch. Its
 // commands are decided in order at one clock reading, each Step kept with
 // its undo record; their durable events and idempotency records go to the
 // journal in one Append. Only when Append returns nil are OnCommit and the
@@ -32,11 +41,11 @@
 // Query keeps working, and the expiry timer keeps expiring leases, since
 // expiry is volatile and replay would expire the same leases.
 //
-// Every SnapshotEvery committed journal records the loop takes the image of
+// Every SnapshotEvery committed journal records the leader takes the image of
 // the committed state and a background goroutine writes it as a snapshot,
 // so a restart replays only the events after it (snapshot.go).
 //
-// Queries run on the loop goroutine between batches, so they see committed
+// Queries run under the leader lock between batches, so they see committed
 // state only and never a batch in flight (INV-JA-1).
 package sequencer
 
@@ -202,6 +211,7 @@ type Stats struct {
 	Appends  int64 // successful journal appends
 	Commands int64 // requests answered (applied, replayed or refused)
 	MaxBatch int64 // most requests one batch carried
+	Inline   int64 // calls decided on their caller's goroutine (the sequencer was idle)
 
 	Snapshots      int64 // snapshots written
 	SnapshotErrors int64 // snapshots that failed (logged; the journal stays the truth)
@@ -221,13 +231,23 @@ type Sequencer struct {
 	in     chan *call
 	done   chan struct{} // closed when the loop has returned
 
+	// leader is held by whoever decides: the loop, or a caller that found
+	// the sequencer idle and decides its own call inline (do). Everything
+	// "owned by the loop" below is owned by the holder of leader.
+	leader      sync.Mutex
+	loopWaits   atomic.Bool   // the loop has taken a call and waits for leader
+	poke        chan struct{} // one slot: an inline decision moved the next deadline closer
+	inlineBatch []*call       // the inline decider's batch buffer (leader)
+	armedFor    time.Time     // when the expiry timer fires (leader)
+	inline      atomic.Int64  // calls decided inline
+
 	degraded atomic.Pointer[error] // the journal failure that stopped mutations
 	batches  atomic.Int64
 	appends  atomic.Int64
 	commands atomic.Int64
 	maxBatch atomic.Int64
 
-	// Owned by the loop goroutine.
+	// Owned by the holder of leader (the loop, or an inline decider).
 	state      *coord.State
 	lastNow    float64
 	retryAfter time.Time // after an ErrRetry the expiry timer waits this long
@@ -277,7 +297,10 @@ func New(state *coord.State, j Journal, opts Options) *Sequencer {
 		log:   opts.Logger,
 		in:    make(chan *call, opts.QueueSize),
 		done:  make(chan struct{}),
+		poke:  make(chan struct{}, 1),
 		state: state,
+
+		inlineBatch: make([]*call, 0, opts.MaxBatch),
 		cache: newIdemCache(opts.IdemCacheSize),
 	}
 	s.setUpSnapshots()
@@ -322,6 +345,22 @@ func (s *Sequencer) do(ctx context.Context, c *call) (result, error) {
 		s.mu.RUnlock()
 		return result{}, ErrClosed
 	}
+	// Nobody deciding and nothing queued: decide c on this goroutine,
+	// sparing two hand-offs (to the loop and back) on the request path.
+	// Holding mu for reading keeps Close waiting until it is decided. A
+	// queued call or a loop waiting for the lock goes first, so callers
+	// do not barge past a forming group commit. Only a caller that cannot
+	// be cancelled decides inline: one that can must be free to stop
+	// waiting while its batch is appended (INV-JA-3).
+	if ctx.Done() == nil && len(s.in) == 0 && !s.loopWaits.Load() && s.leader.TryLock() {
+		s.inline.Add(1)
+		s.decide(c, s.inlineBatch[:0])
+		s.rearm()
+		s.leader.Unlock()
+		s.mu.RUnlock()
+		r := <-c.reply // answered by decide
+		return r, r.err
+	}
 	select {
 	case s.in <- c:
 		s.mu.RUnlock()
@@ -352,7 +391,7 @@ func (s *Sequencer) Close() error {
 	}
 	s.mu.Unlock()
 	<-s.done
-	s.snaps.wg.Wait() // only the loop starts writers, and it has returned
+	s.snaps.wg.Wait() // leaders start writers: the loop has returned, and Lock waited out inline ones
 	return nil
 }
 
@@ -373,64 +412,79 @@ func (s *Sequencer) Stats() Stats {
 		Appends:  s.appends.Load(),
 		Commands: s.commands.Load(),
 		MaxBatch: s.maxBatch.Load(),
+		Inline:   s.inline.Load(),
 
 		Snapshots:      s.snaps.written.Load(),
 		SnapshotErrors: s.snaps.failed.Load(),
 	}
 }
 
-// run is the loop goroutine: it takes what is queued as one batch, and
-// wakes on the expiry timer when nothing is queued.
+// run is the loop goroutine: it decides what callers queued (as one batch,
+// under the leader lock), and wakes on the expiry timer when nothing is
+// queued, or when an inline decision moved the next deadline closer.
 func (s *Sequencer) run() {
 	defer close(s.done)
 	timer := time.NewTimer(maxTimerWait)
 	defer timer.Stop()
 	batch := make([]*call, 0, s.opts.MaxBatch)
 	for {
+		s.leader.Lock()
 		s.armTimer(timer)
-		var first *call
+		s.leader.Unlock()
 		select {
 		case c, ok := <-s.in:
 			if !ok {
 				return
 			}
-			first = c
+			s.loopWaits.Store(true)
+			s.leader.Lock()
+			s.loopWaits.Store(false)
+			open := s.decide(c, batch)
+			s.leader.Unlock()
+			if !open {
+				return
+			}
 		case <-timer.C:
+			s.leader.Lock()
 			s.tick()
-			continue
-		}
-		// Group commit: everything already queued joins the batch, up to
-		// MaxBatch. A query ends the batch, so it runs after the commit
-		// and sees everything queued before it.
-		batch = append(batch[:0], first)
-		open := true
-		for first.query == nil && len(batch) < s.opts.MaxBatch {
-			var c *call
-			select {
-			case c, open = <-s.in:
-			default:
-			}
-			if c == nil {
-				break
-			}
-			if c.query != nil {
-				s.runBatch(batch)
-				batch = append(batch[:0], c)
-				break
-			}
-			batch = append(batch, c)
-		}
-		if batch[0].query != nil {
-			s.runQuery(batch[0])
-		} else {
-			s.runBatch(batch)
-		}
-		s.maybeSnapshot()
-		clear(batch) // drop references to answered calls
-		if !open {
-			return
+			s.leader.Unlock()
+		case <-s.poke:
 		}
 	}
+}
+
+// decide runs first and, unless it is a query, everything already queued
+// behind it as one batch (group commit), up to MaxBatch; a query ends the
+// batch, so it runs after the commit and sees everything queued before it.
+// The caller holds the leader lock. It reports false once the queue is
+// closed.
+func (s *Sequencer) decide(first *call, batch []*call) (open bool) {
+	batch = append(batch[:0], first)
+	open = true
+	for first.query == nil && len(batch) < s.opts.MaxBatch {
+		var c *call
+		select {
+		case c, open = <-s.in:
+		default:
+		}
+		if c == nil {
+			break
+		}
+		if c.query != nil {
+			s.runBatch(batch)
+			batch = append(batch[:0], c)
+			break
+		}
+		batch = append(batch, c)
+	}
+	if batch[0].query != nil {
+		s.runQuery(batch[0])
+	} else {
+		s.runBatch(batch)
+	}
+	s.maybeSnapshot()
+	clear(batch) // drop references to answered calls
+	return open
 }
 
 func (s *Sequencer) runQuery(c *call) {
@@ -444,14 +498,35 @@ func (s *Sequencer) now() float64 {
 }
 
 // armTimer sets the timer to the state's next deadline, so expirations are
-// published without any command (INV-LL-2 waits wake on time).
+// published without any command (INV-LL-2 waits wake on time). The caller
+// holds the leader lock.
 func (s *Sequencer) armTimer(t *time.Timer) {
+	wait := s.timerWait()
+	s.armedFor = time.Now().Add(wait)
+	t.Reset(wait)
+}
+
+// timerWait is how long the expiry timer may sleep from now.
+func (s *Sequencer) timerWait() time.Duration {
 	wait := maxTimerWait
 	if at, ok := s.state.NextDeadline(); ok {
 		d := time.Duration((at - max(s.lastNow, s.opts.Clock())) * float64(time.Second))
 		wait = min(max(d, 0, time.Until(s.retryAfter)), maxTimerWait)
 	}
-	t.Reset(wait)
+	return wait
+}
+
+// rearm, after an inline decision, wakes the loop to re-arm its timer if
+// the decision brought the next deadline closer than the timer is set for
+// (a grant with a lease shorter than any before it). Usually it did not,
+// and the loop sleeps on. The caller holds the leader lock.
+func (s *Sequencer) rearm() {
+	if time.Now().Add(s.timerWait()).Before(s.armedFor) {
+		select {
+		case s.poke <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // tick expires what is due with no command and publishes it.

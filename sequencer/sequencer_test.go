@@ -475,3 +475,72 @@ func TestSubmit_RetryRefusalRollsBackWithoutDegrading_INV_JA_2(t *testing.T) {
 		t.Fatalf("a refused batch left %d claims", n)
 	}
 }
+
+// An idle sequencer decides a lone call on the caller's goroutine (no
+// hand-off), and the decision still obeys INV-JA-1: the reply comes after
+// the append. A call queued while a decision holds the lock goes to the
+// loop, which batches it with what queued behind it (group commit).
+func TestInline_IdleCallsDecideOnTheCallerQueuedOnesBatch_INV_JA_1(t *testing.T) {
+	j := newFakeJournal().holding()
+	s := start(t, coord.New(coord.Limits{}), j, Options{})
+	first := async(s, context.Background(), Request{Cmd: claim("a", "T1")})
+	recv(t, j.entered) // decided inline, held in its append
+	if r := s.Stats(); r.Inline != 1 {
+		t.Fatalf("inline = %d, want 1 (the lone claim)", r.Inline)
+	}
+	select {
+	case r := <-first:
+		t.Fatalf("answered before its append committed: %+v", r)
+	default:
+	}
+	second := async(s, context.Background(), Request{Cmd: claim("b", "T2")})
+	third := async(s, context.Background(), Request{Cmd: claim("c", "T3")})
+	waitQueued(t, s, 2)
+	j.release <- nil
+	recv(t, j.entered)
+	j.release <- nil
+	for _, ch := range []<-chan result{first, second, third} {
+		if r := recv(t, ch); r.err != nil || r.reply.Outcome.Refusal != nil {
+			t.Fatalf("claim: %v %v", r.err, r.reply.Outcome.Refusal)
+		}
+	}
+	if got := kinds(j.batch(1)); !reflect.DeepEqual(got, []string{"claim", "claim"}) {
+		t.Fatalf("the queued claims were appended as %v, want one batch of two", got)
+	}
+	if r := s.Stats(); r.Inline != 1 || r.Batches != 2 {
+		t.Fatalf("stats %+v: want 1 inline call and 2 batches", r)
+	}
+}
+
+// A grant decided inline with a lease shorter than the expiry timer is set
+// for wakes the loop to re-arm it, so the lease still expires on time
+// (INV-LL-2) with no other command.
+func TestInline_ShortLeaseRearmsTheTimer_INV_LL_2(t *testing.T) {
+	events := make(chan coord.Event, 16)
+	st := coord.New(coord.Limits{MinTTL: 0.001})
+	s := New(st, newFakeJournal(), Options{OnCommit: func(evs []coord.Event) {
+		for _, ev := range evs {
+			events <- ev
+		}
+	}, Logger: quiet})
+	t.Cleanup(func() { s.Close() })
+	long := claim("a", "T1")
+	long.TTL = 3600
+	submit(t, s, Request{Cmd: long})
+	short := claim("b", "T2")
+	short.TTL = 0.05
+	submit(t, s, Request{Cmd: short})
+	if n := s.Stats().Inline; n != 2 {
+		t.Fatalf("inline = %d, want both claims decided inline", n)
+	}
+	var got []string
+	for len(got) < 3 {
+		got = append(got, recv(t, events).Kind())
+	}
+	if want := []string{"claim", "claim", "claim_expired"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("published %v, want %v", got, want)
+	}
+	if c := claimOf(t, s, "T2"); c != nil {
+		t.Fatalf("the short lease was not expired: %v", c)
+	}
+}

@@ -12,20 +12,20 @@ import (
 
 // Periodic snapshots (docs/journal.md, Snapshots). After a batch whose
 // append takes the journal SnapshotEvery records or more past the last
-// snapshot, the loop takes the committed state's image and hands it to one
+// snapshot, the leader takes the committed state's image and hands it to one
 // writer goroutine. The image is taken between batches, right after the
 // append, so it is the state at exactly the last committed seq (the expiry
 // that batch's clock reading did included: expiry is volatile, and replay's
 // final Tick recomputes it).
 //
-// Who owns what: the seq tracker's fields are the loop's (only the loop
+// Who owns what: the seq tracker's fields are the leader's (only the leader
 // appends). The writer goroutine owns the image it was handed; a Claim,
 // Offer or BoardTask the state holds is never modified in place, so the
-// image shares nothing the loop writes. busy, wg and the counters are
-// shared. Never two writers at once: while one runs, the loop skips and
+// image shares nothing the leader writes. busy, wg and the counters are
+// shared. Never two writers at once: while one runs, the leader skips and
 // tries again after the next append.
 //
-// The snapshot costs the loop a short stall: no command is decided while
+// The snapshot costs the leader a short stall: no command is decided while
 // State.Capture gathers the stored pointers (see
 // BenchmarkSnapshotStall_Image100kClaims), once per SnapshotEvery records.
 // Sorting and copying into the Image, encoding and writing happen on the
@@ -92,7 +92,7 @@ func (s *Sequencer) setUpSnapshots() {
 	s.j = s.snaps.track
 }
 
-// maybeSnapshot runs on the loop after each batch: if that batch's append
+// maybeSnapshot runs under the leader lock after each batch: if that batch's append
 // made a snapshot due and no writer runs, it takes the image and starts
 // the writer.
 func (s *Sequencer) maybeSnapshot() {
@@ -116,7 +116,7 @@ func (s *Sequencer) maybeSnapshot() {
 func (s *Sequencer) writeSnapshot(seq int64, capture *coord.Capture, at float64, stall time.Duration) {
 	defer s.snaps.wg.Done()
 	start := time.Now()
-	img := capture.Image() // sorting and copying happen here, off the loop
+	img := capture.Image() // sorting and copying happen here, off the leader
 	err := s.snaps.w.WriteSnapshot(seq, img, at)
 	s.snaps.busy.Store(false) // before the counters, so a reader that sees them may expect the next one
 	if err != nil {

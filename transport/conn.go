@@ -1,21 +1,28 @@
 // Package transport is the hub's server side of a WebSocket: the upgrade,
-// a bounded frame reader, and one writer per socket that sends everything
-// queued for it with one flush. It moves bytes; the protocol is package hub.
+// a bounded frame reader, and a writer that sends everything queued for a
+// socket with one system call. It moves bytes; the protocol is package hub.
 //
 // Who owns what:
 //
 //   - One goroutine reads (the caller of Read, in the hub the HTTP
-//     handler's). It answers pings and close frames by handing frames to
-//     the writer; it never writes itself.
-//   - The writer goroutine (started by Accept) owns every write: it takes
-//     what Send queued, writes up to maxBatch frames into a buffer under one
-//     write deadline and flushes once when the queue is empty, so a burst
-//     of broadcasts costs one system call, not one per frame.
+//     handler's). It answers pings and close frames by queueing frames; it
+//     writes only while it holds the socket (below).
+//   - Every write is made by the one writer of the moment, marked by
+//     Conn.writing: a writer goroutine started on demand when frames are
+//     queued and nobody writes (it ends when the queue is empty, so an
+//     idle socket has none), or the reader itself in Release. A writer
+//     takes what is queued, up to maxBatch frames, encodes them into one
+//     buffer and writes it at once, so a burst of broadcasts costs one
+//     system call, not one per frame.
+//   - Between Hold and Release the reader holds the socket: Send only
+//     queues, and Release writes what its request produced with one write
+//     that never blocks (what the kernel does not take goes to a writer
+//     goroutine). A request and its reply thus cost no hand-off to another
+//     goroutine.
 //   - Send, Close, Kill and Ping are safe from any goroutine.
 package transport
 
 import (
-	"bufio"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -27,6 +34,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gobwas/ws"
@@ -54,19 +62,33 @@ var (
 	errPeerClose = errors.New("transport: peer sent close")
 )
 
-// maxBatch caps the frames written between two flushes, so one busy socket
-// still flushes (and frees its buffer) regularly.
+// maxBatch caps the frames one write takes, so one busy socket still
+// writes (and frees its buffer) regularly.
 const maxBatch = 256
 
 // closeTimeout is how long the writer waits, after its close frame, for
 // the peer's close before dropping the connection (as coder/websocket did).
 var closeTimeout = 5 * time.Second
 
-// writeBufSize is the writer's buffer. Buffers are pooled and held only
-// while a batch is written, so idle sockets keep none.
-const writeBufSize = 32 << 10
+// Write buffers: a batch is encoded into one pooled buffer and written at
+// once. A payload above bigPayload is written from its own slice (writev)
+// rather than copied; a Release writes inline only up to inlineMax bytes.
+const (
+	writeBufSize = 32 << 10
+	bigPayload   = 16 << 10
+	inlineMax    = 64 << 10
+	// keptQueue is the largest queue an idle socket keeps; a bigger one
+	// (after a burst) is dropped once it empties.
+	keptQueue = 64
+	// heldMax is how many frames wait for a holding reader's Release
+	// before a writer goroutine starts draining them anyway.
+	heldMax = 64
+	// maxControl bounds queued control frames: pongs beyond it are dropped
+	// (RFC 6455 §5.5.3 lets a peer answer only the latest ping).
+	maxControl = 4
+)
 
-var writeBufs = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, writeBufSize) }}
+var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, writeBufSize); return &b }}
 
 // Options configure a socket. Every field must be set.
 type Options struct {
@@ -83,18 +105,25 @@ type Options struct {
 // Conn is one upgraded server-side WebSocket.
 type Conn struct {
 	nc   net.Conn
+	raw  syscall.RawConn // for writes that never block (Release); nil if the connection has none
 	rd   wsutil.Reader
 	opts Options
 
-	out  chan []byte   // queued text frames; never closed (senders may race with the end)
-	ctrl chan ws.Frame // pings and pongs for the writer
+	mu          sync.Mutex
+	q           []outFrame // queued frames, oldest first
+	texts, ctls int        // text and control frames in q
+	spare       []outFrame // a taken batch's slice, reused
+	rest        []byte     // the unwritten tail of a partial inline write: written first
+	writing     bool       // a writer owns the socket's writes
+	held        bool       // the reader holds the socket (Hold … Release)
+	closeAsked  bool       // Close, Kill or the peer's close: nothing more is queued
+	killed      bool
 
 	closeOnce   sync.Once
 	closing     chan struct{} // closed when a close was asked for
 	closeCode   int
 	closeReason string
 	peerClosed  bool // the close answers the peer's: skip the queue (set before closing)
-	killed      atomic.Bool
 
 	readOnce sync.Once
 	readDone chan struct{} // closed when Read has returned its final error
@@ -105,8 +134,14 @@ type Conn struct {
 	pingWant atomic.Uint64 // payload of the outstanding ping
 	pongs    chan struct{}
 
-	done   chan struct{} // closed when the writer has ended and the connection is closed
-	hdrBuf [ws.MaxHeaderSize]byte
+	endOnce sync.Once
+	done    chan struct{} // closed when the connection is closed and no writer runs
+}
+
+// outFrame is one queued frame: a text message or a control frame.
+type outFrame struct {
+	op ws.OpCode
+	p  []byte
 }
 
 // Accept checks a WebSocket handshake, upgrades the connection and starts
@@ -131,12 +166,13 @@ func Accept(w http.ResponseWriter, r *http.Request, opts Options) (*Conn, error)
 	c := &Conn{
 		nc:       nc,
 		opts:     opts,
-		out:      make(chan []byte, opts.QueueLen),
-		ctrl:     make(chan ws.Frame, 4),
 		closing:  make(chan struct{}),
 		readDone: make(chan struct{}),
 		pongs:    make(chan struct{}, 1),
 		done:     make(chan struct{}),
+	}
+	if sc, ok := nc.(syscall.Conn); ok {
+		c.raw, _ = sc.SyscallConn()
 	}
 	// The buffered reader may already hold the client's first frames.
 	c.rd = wsutil.Reader{
@@ -149,7 +185,6 @@ func Accept(w http.ResponseWriter, r *http.Request, opts Options) (*Conn, error)
 		CheckUTF8:      false,
 		OnIntermediate: c.intermediate,
 	}
-	go c.writeLoop()
 	return c, nil
 }
 
@@ -244,12 +279,7 @@ func (c *Conn) control(hdr ws.Header, body io.Reader) error {
 	}
 	switch hdr.OpCode {
 	case ws.OpPing:
-		// A pong we cannot queue at once is dropped: RFC 6455 §5.5.3 lets
-		// a peer answer only the latest of several pings.
-		select {
-		case c.ctrl <- ws.NewPongFrame(append([]byte(nil), p...)):
-		default:
-		}
+		c.queueControl(ws.OpPong, append([]byte(nil), p...))
 	case ws.OpPong:
 		if len(p) == 8 && binary.BigEndian.Uint64(p) == c.pingWant.Load() {
 			select {
@@ -263,6 +293,7 @@ func (c *Conn) control(hdr ws.Header, body io.Reader) error {
 			c.closeCode, c.closeReason, c.peerClosed = int(code), reason, true
 			close(c.closing)
 		})
+		c.finishLater()
 		return errPeerClose
 	}
 	return nil
@@ -325,33 +356,294 @@ func (c *Conn) endRead(err error) {
 // a close was asked for, and with ErrQueueFull when QueueLen frames are
 // already waiting (the caller decides what a slow consumer costs).
 func (c *Conn) Send(b []byte) error {
-	select {
-	case <-c.closing:
+	c.mu.Lock()
+	switch {
+	case c.closeAsked:
+		c.mu.Unlock()
 		return ErrClosed
-	default:
-	}
-	select {
-	case c.out <- b:
-		return nil
-	default:
+	case c.texts >= c.opts.QueueLen:
+		c.mu.Unlock()
 		return ErrQueueFull
+	}
+	c.q = append(c.q, outFrame{ws.OpText, b})
+	c.texts++
+	// A held socket's frames wait for Release, unless its request turns
+	// out to produce many (a mailbox replay): a writer starts draining
+	// them at once, so the queue's bound applies to the peer, not to us.
+	start := (!c.held || c.texts >= heldMax) && c.claimWriterLocked()
+	c.mu.Unlock()
+	if start {
+		go c.writeLoop()
+	}
+	return nil
+}
+
+// queueControl queues a ping or pong; beyond maxControl it is dropped.
+func (c *Conn) queueControl(op ws.OpCode, p []byte) {
+	c.mu.Lock()
+	if c.closeAsked || c.ctls >= maxControl {
+		c.mu.Unlock()
+		return
+	}
+	c.q = append(c.q, outFrame{op, p})
+	c.ctls++
+	start := !c.held && c.claimWriterLocked()
+	c.mu.Unlock()
+	if start {
+		go c.writeLoop()
 	}
 }
 
-// Queued reports how many frames wait in the send queue.
-func (c *Conn) Queued() int { return len(c.out) }
+// claimWriterLocked makes the caller the writer if nobody writes.
+func (c *Conn) claimWriterLocked() bool {
+	if c.writing {
+		return false
+	}
+	c.writing = true
+	return true
+}
+
+// Queued reports how many text frames wait in the send queue.
+func (c *Conn) Queued() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.texts
+}
 
 // QueueLen reports the send queue's capacity.
-func (c *Conn) QueueLen() int { return cap(c.out) }
+func (c *Conn) QueueLen() int { return c.opts.QueueLen }
 
-// Close asks the writer to send what is queued, then a close frame with
-// code and reason, and to drop the connection once the peer answers (or
-// after closeTimeout). Only the first Close or Kill counts.
+// Hold marks the reader as handling a message: frames queued until Release
+// wait for it instead of starting a writer goroutine. The reader must not
+// wait on anything slow (another hub, the network) while it holds the
+// socket: it calls Release first. Only the reading goroutine calls Hold.
+func (c *Conn) Hold() {
+	c.mu.Lock()
+	c.held = true
+	c.mu.Unlock()
+}
+
+// Release ends a hold and writes what was queued meanwhile, on the calling
+// goroutine, with one write that never blocks; what the kernel does not
+// take (or a batch above inlineMax) goes to a writer goroutine. Releasing
+// a socket not held does nothing.
+func (c *Conn) Release() {
+	c.mu.Lock()
+	if !c.held {
+		c.mu.Unlock()
+		return
+	}
+	c.held = false
+	if len(c.q) == 0 || !c.claimWriterLocked() {
+		c.mu.Unlock()
+		return
+	}
+	if c.closeAsked || c.raw == nil {
+		c.mu.Unlock()
+		go c.writeLoop()
+		return
+	}
+	batch := c.takeLocked()
+	c.mu.Unlock()
+
+	bp := writeBufs.Get().(*[]byte)
+	buf, whole := encodeBatch((*bp)[:0], batch, inlineMax)
+	n, err := 0, error(nil)
+	if whole {
+		n, err = tryWrite(c.raw, buf)
+	}
+	c.mu.Lock()
+	switch {
+	case err != nil:
+		c.mu.Unlock()
+		c.giveBack(bp, buf, batch)
+		c.Kill()
+		c.end() // the writer ends the socket it killed
+		return
+	case !whole: // too big to write inline: requeue it for the writer goroutine
+		c.q = append(batch, c.q...)
+		c.countLocked(batch, +1)
+		batch = nil
+	case n < len(buf): // the kernel took part: the writer goroutine writes the rest first
+		c.rest = append([]byte(nil), buf[n:]...)
+	case len(c.q) == 0 && !c.closeAsked:
+		c.writing = false
+		c.mu.Unlock()
+		c.giveBack(bp, buf, batch)
+		return
+	}
+	c.mu.Unlock()
+	c.giveBack(bp, buf, batch)
+	go c.writeLoop()
+}
+
+// takeLocked takes up to maxBatch frames off the queue.
+func (c *Conn) takeLocked() []outFrame {
+	n := min(len(c.q), maxBatch)
+	var batch []outFrame
+	if n == len(c.q) {
+		batch, c.q = c.q, c.spare[:0]
+		c.spare = nil
+	} else {
+		batch = append(c.spare[:0], c.q[:n]...)
+		c.spare = nil
+		rest := copy(c.q, c.q[n:])
+		clear(c.q[rest:])
+		c.q = c.q[:rest]
+	}
+	c.countLocked(batch, -1)
+	return batch
+}
+
+func (c *Conn) countLocked(batch []outFrame, sign int) {
+	for _, f := range batch {
+		if f.op == ws.OpText {
+			c.texts += sign
+		} else {
+			c.ctls += sign
+		}
+	}
+}
+
+// giveBack returns a written batch's buffers: the encode buffer to the
+// pool, the batch's slice for reuse unless it grew large.
+func (c *Conn) giveBack(bp *[]byte, buf []byte, batch []outFrame) {
+	if cap(buf) <= 4*writeBufSize {
+		*bp = buf[:0]
+		writeBufs.Put(bp)
+	}
+	if batch == nil || cap(batch) > keptQueue {
+		return
+	}
+	clear(batch)
+	c.mu.Lock()
+	if c.spare == nil {
+		c.spare = batch[:0]
+	}
+	c.mu.Unlock()
+}
+
+// encodeBatch appends the frames of batch to buf. It reports false, having
+// encoded nothing useful, when they would take more than max bytes (max < 0:
+// no bound).
+func encodeBatch(buf []byte, batch []outFrame, max int) ([]byte, bool) {
+	if max >= 0 {
+		total := 0
+		for _, f := range batch {
+			total += ws.MaxHeaderSize + len(f.p)
+		}
+		if total > max {
+			return buf, false
+		}
+	}
+	for _, f := range batch {
+		buf = appendFrame(buf, f)
+	}
+	return buf, true
+}
+
+// appendFrame appends one unmasked server frame: header, then payload.
+func appendFrame(buf []byte, f outFrame) []byte {
+	buf = appendHeader(buf, f.op, len(f.p))
+	return append(buf, f.p...)
+}
+
+// appendHeader appends a final, unmasked frame header (RFC 6455 §5.2).
+func appendHeader(buf []byte, op ws.OpCode, n int) []byte {
+	b0 := byte(0x80) | byte(op)
+	switch {
+	case n < 126:
+		return append(buf, b0, byte(n))
+	case n <= 0xffff:
+		return append(buf, b0, 126, byte(n>>8), byte(n))
+	default:
+		return binary.BigEndian.AppendUint64(append(buf, b0, 127), uint64(n))
+	}
+}
+
+// writeLoop is a writer goroutine: it writes batches until the queue is
+// empty, then ends (an idle socket keeps no goroutine); once a close was
+// asked for it finishes the socket. The caller made it the writer.
+func (c *Conn) writeLoop() {
+	for {
+		c.mu.Lock()
+		if c.closeAsked {
+			c.mu.Unlock()
+			c.finish()
+			return
+		}
+		rest := c.rest
+		c.rest = nil
+		if len(c.q) == 0 && rest == nil {
+			c.writing = false
+			if cap(c.q) > keptQueue {
+				c.q = nil // a burst's queue is not kept by an idle socket
+			}
+			c.mu.Unlock()
+			return
+		}
+		batch := c.takeLocked()
+		c.mu.Unlock()
+		if err := c.writeBlocking(rest, batch); err != nil {
+			c.Kill()
+			c.end() // the writer ends the socket it killed
+			return
+		}
+	}
+}
+
+// writeBlocking writes rest and then batch under one write deadline: one
+// write system call per writeBufSize bytes, big payloads from their own
+// slices (writev), so a peer that reads slowly blocks this goroutine only.
+func (c *Conn) writeBlocking(rest []byte, batch []outFrame) error {
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.opts.WriteTimeout))
+	bp := writeBufs.Get().(*[]byte)
+	buf := append((*bp)[:0], rest...)
+	var err error
+	for _, f := range batch {
+		if len(f.p) > bigPayload {
+			bufs := net.Buffers{appendHeader(buf, f.op, len(f.p)), f.p}
+			_, err = bufs.WriteTo(c.nc)
+			buf = buf[:0]
+		} else {
+			buf = appendFrame(buf, f)
+			if len(buf) >= writeBufSize {
+				_, err = c.nc.Write(buf)
+				buf = buf[:0]
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if err == nil && len(buf) > 0 {
+		_, err = c.nc.Write(buf)
+	}
+	c.giveBack(bp, buf, batch)
+	return err
+}
+
+// Close asks a writer to send what is queued, then a close frame with code
+// and reason, and to drop the connection once the peer answers (or after
+// closeTimeout). Only the first Close or Kill counts.
 func (c *Conn) Close(code int, reason string) {
 	c.closeOnce.Do(func() {
 		c.closeCode, c.closeReason = code, reason
 		close(c.closing)
 	})
+	c.finishLater()
+}
+
+// finishLater marks the socket closing and, if nobody writes, starts the
+// writer goroutine that finishes it.
+func (c *Conn) finishLater() {
+	c.mu.Lock()
+	c.closeAsked = true
+	start := c.claimWriterLocked()
+	c.mu.Unlock()
+	if start {
+		go c.writeLoop()
+	}
 }
 
 // Kill drops the connection at once, without a close handshake.
@@ -360,19 +652,42 @@ func (c *Conn) Kill() {
 		c.closeCode, c.closeReason = StatusPolicyViolation, "slow consumer"
 		close(c.closing)
 	})
-	c.killed.Store(true)
+	c.mu.Lock()
+	c.closeAsked, c.killed = true, true
+	c.mu.Unlock()
 	_ = c.nc.Close()
+	c.endIfIdle()
+}
+
+// endIfIdle ends a killed socket when no writer runs; a running writer
+// ends it when its write fails.
+func (c *Conn) endIfIdle() {
+	c.mu.Lock()
+	idle := !c.writing
+	c.writing = true // nobody writes again
+	c.mu.Unlock()
+	if idle {
+		c.end()
+	}
+}
+
+// end closes the connection and Done.
+func (c *Conn) end() {
+	c.endOnce.Do(func() {
+		_ = c.nc.Close()
+		close(c.done)
+	})
 }
 
 // Closing is closed once a close was asked for (by either side).
 func (c *Conn) Closing() <-chan struct{} { return c.closing }
 
-// Done is closed once the writer has ended and the connection is closed.
+// Done is closed once the connection is closed and no writer runs.
 func (c *Conn) Done() <-chan struct{} { return c.done }
 
-// Ping sends a ping through the writer and waits up to timeout for its
-// pong. It returns ErrPongTimeout if none came, ErrClosed if the socket
-// ended first. One goroutine pings.
+// Ping sends a ping and waits up to timeout for its pong. It returns
+// ErrPongTimeout if none came, ErrClosed if the socket ended first. One
+// goroutine pings.
 func (c *Conn) Ping(timeout time.Duration) error {
 	seq := c.pingSeq.Add(1)
 	c.pingWant.Store(seq)
@@ -382,15 +697,9 @@ func (c *Conn) Ping(timeout time.Duration) error {
 	}
 	p := make([]byte, 8)
 	binary.BigEndian.PutUint64(p, seq)
+	c.queueControl(ws.OpPing, p)
 	t := time.NewTimer(timeout)
 	defer t.Stop()
-	select {
-	case c.ctrl <- ws.NewPingFrame(p):
-	case <-c.done:
-		return ErrClosed
-	case <-t.C:
-		return ErrPongTimeout
-	}
 	select {
 	case <-c.pongs:
 		return nil
@@ -401,110 +710,33 @@ func (c *Conn) Ping(timeout time.Duration) error {
 	}
 }
 
-// writeLoop owns the connection's writes: batches of queued frames and
-// control frames, then the close frame once one was asked for.
-func (c *Conn) writeLoop() {
-	defer close(c.done)
-	defer c.nc.Close()
-	for {
-		select {
-		case b := <-c.out:
-			if !c.writeBatch(ws.Frame{Header: textHeader(b), Payload: b}) {
-				return
-			}
-		case f := <-c.ctrl:
-			if !c.writeBatch(f) {
-				return
-			}
-		case <-c.closing:
-			c.finish()
-			return
-		}
-	}
-}
-
-func textHeader(b []byte) ws.Header {
-	return ws.Header{Fin: true, OpCode: ws.OpText, Length: int64(len(b))}
-}
-
-// writeBatch writes first and then whatever else is queued, up to
-// maxBatch frames, under one deadline, and flushes once.
-func (c *Conn) writeBatch(first ws.Frame) bool {
-	bw := c.startBatch()
-	err := c.writeFrame(bw, first)
-batch:
-	for n := 1; err == nil && n < maxBatch; n++ {
-		select {
-		case b := <-c.out:
-			err = c.writeFrame(bw, ws.Frame{Header: textHeader(b), Payload: b})
-		case f := <-c.ctrl:
-			err = c.writeFrame(bw, f)
-		default:
-			break batch
-		}
-	}
-	if err == nil {
-		err = bw.Flush()
-	}
-	c.endBatch(bw)
-	if err != nil {
-		c.Kill()
-		return false
-	}
-	return true
-}
-
-func (c *Conn) startBatch() *bufio.Writer {
-	bw := writeBufs.Get().(*bufio.Writer)
-	bw.Reset(c.nc)
-	_ = c.nc.SetWriteDeadline(time.Now().Add(c.opts.WriteTimeout))
-	return bw
-}
-
-func (c *Conn) endBatch(bw *bufio.Writer) {
-	bw.Reset(nil)
-	writeBufs.Put(bw)
-}
-
-func (c *Conn) writeFrame(bw *bufio.Writer, f ws.Frame) error {
-	if err := ws.WriteHeaderBuffer(bw, f.Header, c.hdrBuf[:]); err != nil {
-		return err
-	}
-	_, err := bw.Write(f.Payload)
-	return err
-}
-
-// finish writes what is queued (unless the close answers the peer's, who
-// reads no more), then the close frame, and waits for the peer's close.
+// finish, on the writer that saw the close asked for, writes what is
+// queued (unless the close answers the peer's, who reads no more), then
+// the close frame, waits for the peer's close and ends the socket.
 func (c *Conn) finish() {
-	if c.killed.Load() {
+	defer c.end()
+	c.mu.Lock()
+	killed, rest := c.killed, c.rest
+	var batch []outFrame
+	if !c.peerClosed {
+		batch = c.q
+	}
+	c.q, c.rest = nil, nil
+	c.mu.Unlock()
+	if killed {
 		return
 	}
-	bw := c.startBatch()
-	var err error
-	if !c.peerClosed {
-	drain:
-		for err == nil {
-			select {
-			case b := <-c.out:
-				err = c.writeFrame(bw, ws.Frame{Header: textHeader(b), Payload: b})
-			default:
-				break drain
-			}
+	var body []byte
+	if c.closeCode != 0 { // a peer's close without a code is echoed without one
+		body = ws.NewCloseFrameBody(ws.StatusCode(c.closeCode), c.closeReason)
+	}
+	for len(batch) > maxBatch {
+		if c.writeBlocking(rest, batch[:maxBatch]) != nil {
+			return
 		}
+		rest, batch = nil, batch[maxBatch:]
 	}
-	if err == nil {
-		var body []byte
-		if c.closeCode != 0 { // a peer's close without a code is echoed without one
-			body = ws.NewCloseFrameBody(ws.StatusCode(c.closeCode), c.closeReason)
-		}
-		err = c.writeFrame(bw, ws.NewCloseFrame(body))
-	}
-	if err == nil {
-		err = bw.Flush()
-	}
-	c.endBatch(bw)
-	if err != nil {
+	if c.writeBlocking(rest, append(batch, outFrame{ws.OpClose, body})) != nil {
 		return
 	}
 	t := time.NewTimer(closeTimeout)

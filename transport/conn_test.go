@@ -200,3 +200,117 @@ func TestAccept_RefusesAForeignOrigin(t *testing.T) {
 		t.Fatalf("dial: %v, want 403", err)
 	}
 }
+
+// Frames queued while the reader holds the socket wait for Release, which
+// writes them in order with whatever other goroutines queued; a request
+// that produces many frames (past heldMax) is drained without waiting for
+// Release. Writes interrupted by a full socket buffer resume where they
+// stopped (the unwritten tail goes first): the client, which reads only
+// after every frame was queued, gets them all, whole and in order.
+func TestConn_HeldFramesWaitForReleaseAndPartialWritesResume(t *testing.T) {
+	const rounds = 150
+	big := strings.Repeat("x", 60<<10) // 150 × 60 KiB: far more than the socket buffers hold
+	ready := make(chan *Conn, 1)
+	url := serve(t, Options{MaxMessageBytes: 4096, QueueLen: 1024, WriteTimeout: testDeadline}, func(c *Conn) {
+		ready <- c
+		for {
+			if _, err := c.Read(); err != nil {
+				return
+			}
+		}
+	})
+	cl := dial(t, url)
+	cl.SetReadLimit(1 << 20)
+	c := <-ready
+
+	c.Hold()
+	if err := c.Send([]byte(`{"i":"held"}`)); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	writing := c.writing
+	c.mu.Unlock()
+	if writing {
+		t.Fatal("a frame sent while held started a writer: Release should write it")
+	}
+	c.Release()
+	for i := range rounds {
+		c.Hold()
+		if err := c.Send([]byte(fmt.Sprintf(`{"i":%d,"pad":"%s"}`, i, big))); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		c.Release()
+	}
+	c.Hold()
+	for i := range heldMax + 1 {
+		if err := c.Send([]byte(fmt.Sprintf(`{"j":%d}`, i))); err != nil {
+			t.Fatalf("send j%d: %v", i, err)
+		}
+	}
+	// No Release: the writer started at heldMax must deliver them.
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*testDeadline)
+	defer cancel()
+	read := func() string {
+		_, b, err := cl.Read(ctx)
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		return string(b)
+	}
+	if got := read(); got != `{"i":"held"}` {
+		t.Fatalf("first frame %.40q", got)
+	}
+	for i := range rounds {
+		if want := fmt.Sprintf(`{"i":%d,"pad":"%s"}`, i, big); read() != want {
+			t.Fatalf("frame %d is not whole or not in order", i)
+		}
+	}
+	for i := range heldMax + 1 {
+		if got, want := read(), fmt.Sprintf(`{"j":%d}`, i); got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+	c.Release()
+}
+
+// An idle socket keeps no writer goroutine: the writer that drained the
+// queue ends.
+func TestConn_WriterEndsWhenTheQueueIsEmpty(t *testing.T) {
+	ready := make(chan *Conn, 1)
+	url := serve(t, testOpts, func(c *Conn) {
+		ready <- c
+		for {
+			if _, err := c.Read(); err != nil {
+				return
+			}
+		}
+	})
+	cl := dial(t, url)
+	c := <-ready
+	for i := range 100 {
+		if err := c.Send([]byte(fmt.Sprintf(`{"i":%d}`, i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	for range 100 {
+		if _, _, err := cl.Read(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(testDeadline)
+	for {
+		c.mu.Lock()
+		writing, queued := c.writing, len(c.q)
+		c.mu.Unlock()
+		if !writing && queued == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("writer still running (writing=%v, %d queued) after the queue drained", writing, queued)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
