@@ -301,7 +301,7 @@ func New(state *coord.State, j Journal, opts Options) *Sequencer {
 		state: state,
 
 		inlineBatch: make([]*call, 0, opts.MaxBatch),
-		cache: newIdemCache(opts.IdemCacheSize),
+		cache:       newIdemCache(opts.IdemCacheSize),
 	}
 	s.setUpSnapshots()
 	go s.run()
