@@ -350,9 +350,9 @@ func BenchmarkDirectedChat(b *testing.B) {
 	for _, journaled := range []bool{false, true} {
 		for _, target := range []string{"name", "role", "glob"} {
 			for _, bound := range []int{10, 1000} {
-				name := fmt.Sprintf("target=%s/bound=%d", target, bound)
+				name := fmt.Sprintf("target=%s/bound=%d/memory", target, bound)
 				if journaled {
-					name += "/journal"
+					name = fmt.Sprintf("target=%s/bound=%d/journal", target, bound)
 				}
 				b.Run(name, func(b *testing.B) { benchDirectedChat(b, bound, target, journaled) })
 			}
