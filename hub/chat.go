@@ -191,14 +191,11 @@ func (h *Hub) deliverLocked(c *chatMsg, seq int64) {
 	}
 	h.m.chatDirected.Inc()
 	sent := 0
-	for rs := range h.reg.sessions {
-		if rs.name == "" || rs.superseded || !rs.authed || rs.name == c.sender || rs == c.s {
-			continue
-		}
-		if h.addressedLocked(c.t, rs) && rs.send(frame) {
+	h.recipientsLocked(c.t, c.sender, func(rs *session) {
+		if rs != c.s && rs.send(frame) {
 			sent++
 		}
-	}
+	})
 	if c.s.send(frame) {
 		sent++
 	}
@@ -220,27 +217,21 @@ func withSeq(frame []byte, seq int64) []byte {
 	return append(b, '}')
 }
 
-// partitionLocked matches a chat target against the bound sockets other
-// than the sender's and splits the identities reached into live and stale
-// (PROTOCOL.md §2.2 step 8): live when a sidecar of the identity was seen
-// within 20 s or the seat reacted (a non-heartbeat frame, or its bind)
-// within 90 s. Presence alone never makes a chat "delivered" (INV-DG-3).
+// partitionLocked splits the identities a chat target reaches (the
+// sender's sockets apart) into live and stale (PROTOCOL.md §2.2 step 8):
+// live when a sidecar of the identity was seen within 20 s or the seat
+// reacted (a non-heartbeat frame, or its bind) within 90 s. Presence alone
+// never makes a chat "delivered" (INV-DG-3).
 func (h *Hub) partitionLocked(t, sender string, now float64) partition {
 	matched := map[string]bool{}
-	for rs := range h.reg.sessions {
-		if rs.name == "" || rs.superseded || !rs.authed || rs.name == sender {
-			continue
-		}
-		if !h.addressedLocked(t, rs) {
-			continue
-		}
+	h.recipientsLocked(t, sender, func(rs *session) {
 		id := identity(rs.name)
 		live := now-rs.lastReaction <= livenessWindow
 		if rs.name != id {
 			live = live || now-h.reg.lastSeen[rs.name] <= sidecarWindow
 		}
 		matched[id] = matched[id] || live
-	}
+	})
 	p := partition{caps: map[string]string{}}
 	for id, live := range matched {
 		p.matched = append(p.matched, id)

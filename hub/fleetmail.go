@@ -86,14 +86,11 @@ func (h *Hub) deliverLetter(to string, seq int64, frame []byte) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := 0
-	for rs := range h.reg.sessions {
-		if rs.name == "" || rs.superseded || !rs.authed || rs.relay != nil {
-			continue
-		}
-		if h.addressedLocked(to, rs) && rs.send(b) {
+	h.recipientsLocked(to, "", func(rs *session) {
+		if rs.send(b) {
 			n++
 		}
-	}
+	})
 	h.m.framesOut.WithLabelValues("chat").Add(float64(n))
 }
 

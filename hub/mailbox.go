@@ -128,7 +128,11 @@ func (h *Hub) rolesLocked(id string) []string {
 	return roles
 }
 
-// onChatLocked counts a committed directed chat.
+// onChatLocked counts a committed directed chat. A literal target counts
+// only for the identities it could count for (countsLocked): those it
+// names, and the online ones in a project it names or holding (seat or
+// sidecar) a role it names; a glob target is checked against every known
+// identity.
 func (m *mailboxes) onChatLocked(h *Hub, seq int64, sender, target string) {
 	for _, part := range strings.Split(target, ",") {
 		if p := strings.TrimSpace(part); p != "" && !strings.ContainsAny(p, "?[") && m.ids[p] == nil {
@@ -136,12 +140,41 @@ func (m *mailboxes) onChatLocked(h *Hub, seq int64, sender, target string) {
 		}
 	}
 	m.lastDirected = max(m.lastDirected, seq)
-	for id, e := range m.ids {
-		if e.wmKnown && seq <= e.wm {
+	count := func(id string, e *mbox) {
+		if (!e.wmKnown || seq > e.wm) && h.countsLocked(target, sender, id) {
+			e.pending++
+		}
+	}
+	if !literalTarget(target) {
+		for id, e := range m.ids {
+			count(id, e)
+		}
+		return
+	}
+	seen := map[string]bool{}
+	try := func(id string) {
+		if e := m.ids[id]; e != nil && !seen[id] {
+			seen[id] = true
+			count(id, e)
+		}
+	}
+	for _, part := range strings.Split(target, ",") {
+		p := strings.TrimSpace(part)
+		if p == "" {
 			continue
 		}
-		if h.countsLocked(target, sender, id) {
-			e.pending++
+		try(p)
+		for n := range h.reg.byProject[p] {
+			try(n)
+		}
+		for n := range h.reg.byRole[p] { // the holder, or the identity it is a sidecar of
+			try(n)
+			if id, ok := strings.CutSuffix(n, "-rx"); ok {
+				try(id)
+			}
+			if id, ok := strings.CutSuffix(n, "-pane-rx"); ok {
+				try(id)
+			}
 		}
 	}
 }

@@ -28,6 +28,9 @@ type registry struct {
 	sessions    map[*session]struct{}
 	perHost     map[string]int
 	byName      map[string]*session
+	byProject   map[string]map[string]struct{} // project → bound names in it (recipients.go)
+	byRole      map[string]map[string]struct{} // role → bound names holding it (recipients.go)
+	visit       uint64                         // the last recipient resolution's mark (recipients.go)
 	lastSeen    map[string]float64
 	takeovers   map[string]*damping
 	deadLetters map[string]*deadLetter
@@ -41,6 +44,8 @@ func (r *registry) init() {
 	r.sessions = make(map[*session]struct{})
 	r.perHost = make(map[string]int)
 	r.byName = make(map[string]*session)
+	r.byProject = make(map[string]map[string]struct{})
+	r.byRole = make(map[string]map[string]struct{})
 	r.lastSeen = make(map[string]float64)
 	r.takeovers = make(map[string]*damping)
 	r.deadLetters = make(map[string]*deadLetter)
@@ -272,7 +277,7 @@ func (s *session) bindLocked(name string, in *wire.Inbound, now float64) bool {
 		welcome = h.welcomeLocked() // before the bind: online_agents excludes the newcomer
 	}
 	s.name = name
-	h.reg.byName[name] = s
+	h.reg.bind(s)
 	h.leaseOnlineLocked(name)
 	h.mailboxPresenceLocked(name)
 	if welcome != nil {
@@ -298,7 +303,14 @@ func (s *session) registrationFieldsLocked(in *wire.Inbound) {
 			}
 		}
 		slices.Sort(roles)
+		bound := s.h.reg.byName[s.name] == s // a superseded socket's late heartbeat is not indexed
+		if bound {
+			s.h.reg.unindex(s)
+		}
 		s.roles = slices.Compact(roles)
+		if bound {
+			s.h.reg.index(s)
+		}
 	}
 	if in.Has("wake_capability") {
 		switch w := in.Str("wake_capability"); w {
@@ -364,7 +376,7 @@ func (h *Hub) unbindLocked(s *session) string {
 		return ""
 	}
 	name := s.name
-	delete(h.reg.byName, name)
+	h.reg.unbind(s)
 	h.leaseOfflineLocked(name, h.now())
 	if c := h.reg.cards[name]; c != nil && !c.persistent {
 		delete(h.reg.cards, name)

@@ -67,6 +67,7 @@ type session struct {
 	roles        []string
 	wake         string
 	lastReaction float64
+	visit        uint64 // recipient resolution mark: reached once per chat (recipients.go)
 
 	receiptsFlushed bool // read goroutine only: the outbox was flushed on bind
 

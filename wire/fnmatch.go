@@ -1,5 +1,10 @@
 package wire
 
+import (
+	"strings"
+	"unicode/utf8"
+)
+
 // Fnmatch reports whether name matches pattern with the semantics of
 // Python's fnmatch.fnmatchcase, which the reference uses for chat targets
 // (PROTOCOL.md §2.2, §9.3): case-sensitive; '*' matches any run of
@@ -8,6 +13,9 @@ package wire
 // backslash escapes. path.Match differs on every one of the '/', '!' and
 // '\' points.
 func Fnmatch(name, pattern string) bool {
+	if Literal(pattern) {
+		return name == pattern
+	}
 	toks := compileGlob(pattern)
 	s := []rune(name)
 	// Greedy match with backtracking to the last star: linear in practice,
@@ -47,6 +55,14 @@ func HasGlob(target string) bool {
 		}
 	}
 	return false
+}
+
+// Literal reports whether an fnmatch pattern matches only the name spelled
+// like it: it has no '*', '?' or '[', and is valid UTF-8 without U+FFFD
+// (Fnmatch compares runes, and every invalid byte of a name decodes to
+// U+FFFD). Chat routing resolves such targets by lookup instead of a scan.
+func Literal(pattern string) bool {
+	return !strings.ContainsAny(pattern, "*?[\uFFFD") && utf8.ValidString(pattern)
 }
 
 type tokKind uint8

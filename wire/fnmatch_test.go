@@ -36,10 +36,27 @@ func TestFnmatch_PythonFnmatchcaseSemantics(t *testing.T) {
 		{"z", "[z-a]", false},
 		{"-", "[a-]", true},
 		{"é", "?", true},
+		{"proj/a", "proj/a", true}, // literal patterns: the name itself only
+		{"proj/a", "proj/A", false},
+		{"proj/ab", "proj/a", false},
+		{"a\xffb", "a\xfeb", true}, // invalid bytes compare as U+FFFD, as Fnmatch always did
+		{"a\xffb", "a\uFFFDb", true},
 	}
 	for _, c := range cases {
 		if got := Fnmatch(c.name, c.pat); got != c.want {
 			t.Errorf("Fnmatch(%q, %q) = %v, want %v", c.name, c.pat, got, c.want)
+		}
+	}
+}
+
+func TestLiteral_OnlyPatternsThatMatchThemselves(t *testing.T) {
+	for pat, want := range map[string]bool{
+		"proj/a": true, "proj": true, "": true, `a\b`: true, "é": true,
+		"proj/*": false, "proj/?": false, "proj/[ab]": false, "[a": false,
+		"a\xffb": false, "a\uFFFDb": false,
+	} {
+		if got := Literal(pat); got != want {
+			t.Errorf("Literal(%q) = %v, want %v", pat, got, want)
 		}
 	}
 }
