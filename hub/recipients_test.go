@@ -40,6 +40,8 @@ func (n *nullSocket) Send([]byte) error {
 	n.sent.Add(1)
 	return nil
 }
+func (n *nullSocket) Hold()                    {}
+func (n *nullSocket) Release()                 {}
 func (n *nullSocket) Queued() int              { return 0 }
 func (n *nullSocket) QueueLen() int            { return 1024 }
 func (n *nullSocket) Close(int, string)        { n.once.Do(func() { close(n.closing); close(n.done) }) }
