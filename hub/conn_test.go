@@ -15,6 +15,10 @@ import (
 	"github.com/synapse-hub/synapse/coord"
 
 	"github.com/coder/websocket"
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // testDeadline bounds every wait for a frame: generous, since the suite must
@@ -277,3 +281,39 @@ func defaultLimitsWith(edit func(*limitsT)) limitsT {
 type coordLimits = coord.Limits
 
 var coordDefaultLimits = coord.DefaultLimits
+
+// A peer that stops answering pings (a hung or vanished process that never
+// closed its socket) is reaped after the pong timeout, and its name is
+// freed: the others see it leave (PROTOCOL.md §1.1).
+func TestKeepalive_SilentPeerIsReapedAndItsNameFreed(t *testing.T) {
+	th := startHub(t, Config{PingInterval: 30 * time.Millisecond, PongTimeout: 60 * time.Millisecond})
+	watcher := th.join("p/watcher")
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	nc, _, _, err := ws.Dial(ctx, th.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	reg := `{"sender":"p/hung","target":"System","type":"heartbeat","payload":"online"}`
+	if err := wsutil.WriteClientText(nc, []byte(reg)); err != nil {
+		t.Fatal(err)
+	}
+	watcher.expectWhere("presence_update", func(m map[string]any) bool { return m["agent"] == "p/hung" && m["event"] == "joined" })
+	// p/hung never reads again, so it never answers a ping.
+	watcher.expectWhere("presence_update", func(m map[string]any) bool { return m["agent"] == "p/hung" && m["event"] == "left" })
+	if n := counterValue(t, th.h.m.reaped); n != 1 {
+		t.Fatalf("reaped counter = %v, want 1", n)
+	}
+	// The watcher, which answers pings, is still served.
+	watcher.sync("p/watcher")
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}

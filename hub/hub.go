@@ -44,6 +44,7 @@ import (
 	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/journal"
 	"github.com/synapse-hub/synapse/sequencer"
+	"github.com/synapse-hub/synapse/transport"
 	"github.com/synapse-hub/synapse/wire"
 )
 
@@ -139,7 +140,8 @@ type Hub struct {
 	cfg     Config
 	log     *slog.Logger
 	seq     *sequencer.Sequencer
-	state   *coord.State // owned by seq; read only on its goroutine (OnCommit)
+	keeper  *transport.Keepalive // pings every socket (one goroutine)
+	state   *coord.State         // owned by seq; read only on its goroutine (OnCommit)
 	started float64
 	epoch   string // config_epoch: an opaque fingerprint of the posture
 
@@ -289,6 +291,7 @@ func New(cfg Config) (*Hub, error) {
 		h.stopMail = cancel
 		cfg.Mail.WatchMail(ctx, h.deliverLetter)
 	}
+	h.keeper = transport.NewKeepalive(cfg.PingInterval, cfg.PongTimeout, h.reaped)
 	return h, nil
 }
 
@@ -347,6 +350,7 @@ func (h *Hub) Close(ctx context.Context) error {
 		}
 		h.mu.Unlock()
 	}
+	h.keeper.Close()
 	h.fed.Close()
 	if h.stopMail != nil {
 		h.stopMail()

@@ -41,9 +41,6 @@ type socket interface {
 	Close(code int, reason string)
 	// Kill drops the connection at once, without a close handshake.
 	Kill()
-	// Ping waits up to timeout for the peer's pong; transport.ErrClosed
-	// means the socket ended first.
-	Ping(timeout time.Duration) error
 	// Closing is closed once a close was asked for; Done once the
 	// connection is closed.
 	Closing() <-chan struct{}
@@ -106,8 +103,17 @@ func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {
 		rate:   newBucket(h.cfg.RateLimits.AgentPerSecond, h.cfg.RateLimits.AgentBurst, h.now()),
 	}
 	h.conns.Add(1)
-	defer h.conns.Done()
+	// The socket is served on a goroutine of its own and the HTTP handler
+	// returns, so net/http's per-request state (the request, its headers,
+	// the response and connection buffers) is freed instead of living as
+	// long as the socket.
+	go s.serve(c)
+}
 
+// serve runs an accepted socket to its end.
+func (s *session) serve(c *transport.Conn) {
+	h := s.h
+	defer h.conns.Done()
 	if code, reason, ok := h.admit(s); !ok {
 		h.m.rejected.WithLabelValues(strconv.Itoa(code)).Inc()
 		s.closeWith(code, reason)
@@ -116,8 +122,9 @@ func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.m.connections.Inc()
-	go s.keepalive()
+	h.keeper.Add(c)
 	s.readLoop()
+	h.keeper.Remove(c)
 	if s.peer != nil {
 		s.peer.Close()
 	}
@@ -167,28 +174,11 @@ func (s *session) drainReads() {
 	}
 }
 
-// keepalive pings the peer; a peer that misses a pong is dropped, and its
-// read loop ends, which frees its name (PROTOCOL.md §1.1).
-func (s *session) keepalive() {
-	t := time.NewTicker(s.h.cfg.PingInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.conn.Closing():
-			return
-		case <-s.conn.Done():
-			return
-		case <-t.C:
-			if err := s.conn.Ping(s.h.cfg.PongTimeout); err != nil {
-				if !errors.Is(err, transport.ErrClosed) {
-					s.h.m.reaped.Inc()
-					s.h.log.Info("hub: dead socket reaped", "session", s.id, "err", err)
-				}
-				s.kill()
-				return
-			}
-		}
-	}
+// reaped is the keeper's word that a socket missed its pong: it was
+// killed, so its read loop ends, which frees its name (PROTOCOL.md §1.1).
+func (h *Hub) reaped(c *transport.Conn) {
+	h.m.reaped.Inc()
+	h.log.Info("hub: dead socket reaped", "remote", c.RemoteAddr().String())
 }
 
 // send queues a frame without ever blocking. A full queue means the peer

@@ -19,10 +19,12 @@
 //     that never blocks (what the kernel does not take goes to a writer
 //     goroutine). A request and its reply thus cost no hand-off to another
 //     goroutine.
-//   - Send, Close, Kill and Ping are safe from any goroutine.
+//   - Send, Close and Kill are safe from any goroutine. One Keepalive
+//     goroutine pings every socket of a server (keepalive.go).
 package transport
 
 import (
+	"bufio"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -56,8 +58,6 @@ var (
 	// ErrQueueFull is returned by Send when the peer has not taken the
 	// frames already queued for it.
 	ErrQueueFull = errors.New("transport: send queue full")
-	// ErrPongTimeout is returned by Ping when no pong came back in time.
-	ErrPongTimeout = errors.New("transport: no pong")
 	// errPeerClose ends a read at the peer's close frame.
 	errPeerClose = errors.New("transport: peer sent close")
 )
@@ -75,6 +75,7 @@ var closeTimeout = 5 * time.Second
 // rather than copied; a Release writes inline only up to inlineMax bytes.
 const (
 	writeBufSize = 32 << 10
+	readBufSize  = 1 << 10 // per socket, held while it is idle
 	bigPayload   = 16 << 10
 	inlineMax    = 64 << 10
 	// keptQueue is the largest queue an idle socket keeps; a bigger one
@@ -130,9 +131,12 @@ type Conn struct {
 	readErr  error         // set before readDone is closed
 	ctlBuf   [ws.MaxControlFramePayloadSize]byte
 
-	pingSeq  atomic.Uint64
-	pingWant atomic.Uint64 // payload of the outstanding ping
-	pongs    chan struct{}
+	// Keepalive (keepalive.go): the keeper's fields, and the newest pong
+	// the reader saw.
+	pingSeq  uint64 // the last ping's payload (keeper)
+	pingAt   int64  // when it was sent, unix ns; at Accept before any (keeper)
+	pingOut  bool   // its pong has not come yet (keeper)
+	pongSeen atomic.Uint64
 
 	endOnce sync.Once
 	done    chan struct{} // closed when the connection is closed and no writer runs
@@ -168,15 +172,21 @@ func Accept(w http.ResponseWriter, r *http.Request, opts Options) (*Conn, error)
 		opts:     opts,
 		closing:  make(chan struct{}),
 		readDone: make(chan struct{}),
-		pongs:    make(chan struct{}, 1),
 		done:     make(chan struct{}),
+		pingAt:   time.Now().UnixNano(),
 	}
 	if sc, ok := nc.(syscall.Conn); ok {
 		c.raw, _ = sc.SyscallConn()
 	}
-	// The buffered reader may already hold the client's first frames.
+	// The buffered reader may already hold the client's first frames; if
+	// not, a smaller one replaces net/http's: most frames are a few
+	// hundred bytes, and larger payloads are read past the buffer.
+	var src io.Reader = rw.Reader
+	if rw.Reader.Buffered() == 0 {
+		src = bufio.NewReaderSize(nc, readBufSize)
+	}
 	c.rd = wsutil.Reader{
-		Source:         rw.Reader,
+		Source:         src,
 		State:          ws.StateServerSide,
 		MaxFrameSize:   int64(opts.MaxMessageBytes),
 		MaxMessageSize: int64(opts.MaxMessageBytes),
@@ -281,11 +291,8 @@ func (c *Conn) control(hdr ws.Header, body io.Reader) error {
 	case ws.OpPing:
 		c.queueControl(ws.OpPong, append([]byte(nil), p...))
 	case ws.OpPong:
-		if len(p) == 8 && binary.BigEndian.Uint64(p) == c.pingWant.Load() {
-			select {
-			case c.pongs <- struct{}{}:
-			default:
-			}
+		if len(p) == 8 {
+			c.pongSeen.Store(binary.BigEndian.Uint64(p))
 		}
 	case ws.OpClose:
 		code, reason := ws.ParseCloseFrameData(p)
@@ -679,36 +686,14 @@ func (c *Conn) end() {
 	})
 }
 
+// RemoteAddr is the peer's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
 // Closing is closed once a close was asked for (by either side).
 func (c *Conn) Closing() <-chan struct{} { return c.closing }
 
 // Done is closed once the connection is closed and no writer runs.
 func (c *Conn) Done() <-chan struct{} { return c.done }
-
-// Ping sends a ping and waits up to timeout for its pong. It returns
-// ErrPongTimeout if none came, ErrClosed if the socket ended first. One
-// goroutine pings.
-func (c *Conn) Ping(timeout time.Duration) error {
-	seq := c.pingSeq.Add(1)
-	c.pingWant.Store(seq)
-	select {
-	case <-c.pongs: // a late pong of an earlier ping
-	default:
-	}
-	p := make([]byte, 8)
-	binary.BigEndian.PutUint64(p, seq)
-	c.queueControl(ws.OpPing, p)
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-c.pongs:
-		return nil
-	case <-c.done:
-		return ErrClosed
-	case <-t.C:
-		return ErrPongTimeout
-	}
-}
 
 // finish, on the writer that saw the close asked for, writes what is
 // queued (unless the close answers the peer's, who reads no more), then

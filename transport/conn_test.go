@@ -145,8 +145,7 @@ func TestConn_OversizedMessageCloses1009(t *testing.T) {
 	}
 }
 
-func TestConn_PingIsAnsweredAndAFullQueueIsReported(t *testing.T) {
-	pinged := make(chan error, 1)
+func TestConn_AFullQueueIsReported(t *testing.T) {
 	full := make(chan error, 1)
 	url := serve(t, Options{MaxMessageBytes: 4096, QueueLen: 1, WriteTimeout: testDeadline}, func(c *Conn) {
 		go func() {
@@ -156,23 +155,72 @@ func TestConn_PingIsAnsweredAndAFullQueueIsReported(t *testing.T) {
 				}
 			}
 		}()
-		pinged <- c.Ping(testDeadline)
 		var err error
-		for err == nil { // the client does not read frames now
+		for err == nil { // the client does not read frames
 			err = c.Send(make([]byte, 1024))
 		}
 		full <- err
 		c.Kill()
 	})
-	cl := dial(t, url)
-	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
-	defer cancel()
-	go func() { _, _, _ = cl.Read(ctx) }() // answers the ping, then one frame
-	if err := <-pinged; err != nil {
-		t.Fatalf("ping: %v", err)
-	}
+	dial(t, url)
 	if err := <-full; !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("send: %v, want ErrQueueFull", err)
+	}
+}
+
+// The keeper pings every socket: one whose peer answers stays up across
+// many intervals, one whose peer has stopped reading (no pong) is killed
+// and reported (PROTOCOL.md §1.1: a dead socket is reaped).
+func TestKeepalive_AnsweringPeerStaysSilentPeerIsReaped(t *testing.T) {
+	const interval = 20 * time.Millisecond
+	dead := make(chan *Conn, 2)
+	k := NewKeepalive(interval, interval, func(c *Conn) { dead <- c })
+	t.Cleanup(k.Close)
+	conns := make(chan *Conn, 2)
+	url := serve(t, testOpts, func(c *Conn) {
+		k.Add(c)
+		conns <- c
+		for {
+			if _, err := c.Read(); err != nil {
+				return
+			}
+		}
+	})
+	live := dial(t, url)
+	liveConn := <-conns
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _, _, _ = live.Read(ctx) }() // reading answers pings
+	silent := dial(t, url)                    // never reads: no pong
+	_ = silent
+	silentConn := <-conns
+
+	select {
+	case c := <-dead:
+		if c != silentConn {
+			t.Fatal("the keeper reaped the peer that answers its pings")
+		}
+	case <-time.After(testDeadline):
+		t.Fatal("the silent peer was not reaped")
+	}
+	<-silentConn.Done()
+	// The answering peer outlives many more rounds.
+	for range 10 {
+		before := liveConn.pongSeen.Load()
+		deadline := time.Now().Add(testDeadline)
+		for liveConn.pongSeen.Load() == before {
+			if time.Now().After(deadline) {
+				t.Fatal("no new pong from the answering peer")
+			}
+			time.Sleep(interval / 4)
+		}
+	}
+	select {
+	case <-liveConn.Closing():
+		t.Fatal("the answering peer's socket was closed")
+	case c := <-dead:
+		t.Fatalf("a second socket was reaped: %v", c == liveConn)
+	default:
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -335,6 +336,8 @@ func metricUp(p *fedProc, peer string) bool {
 }
 
 // nsSnapshot asks a hub for its federation view (ns_request) over a raw socket.
+var nsProbes atomic.Int64
+
 func nsSnapshot(t *testing.T, uri string) map[string]any {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -345,7 +348,10 @@ func nsSnapshot(t *testing.T, uri string) map[string]any {
 	}
 	defer c.CloseNow()
 	c.SetReadLimit(16 << 20)
-	req, _ := json.Marshal(map[string]any{"sender": "proj/ns-probe", "type": "ns_request"})
+	// A name of its own per probe: the previous probe's socket may not
+	// have been noticed gone yet, and its name would conflict (4009).
+	probe := fmt.Sprintf("proj/ns-probe-%d", nsProbes.Add(1))
+	req, _ := json.Marshal(map[string]any{"sender": probe, "type": "ns_request"})
 	if err := c.Write(ctx, websocket.MessageText, req); err != nil {
 		t.Fatal(err)
 	}
