@@ -191,7 +191,7 @@ func TestKeepalive_AnsweringPeerStaysSilentPeerIsReaped(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _, _, _ = live.Read(ctx) }() // reading answers pings
-	silent := dial(t, url)                    // never reads: no pong
+	silent := dial(t, url)                   // never reads: no pong
 	_ = silent
 	silentConn := <-conns
 
