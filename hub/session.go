@@ -59,6 +59,8 @@ type session struct {
 	authed       bool   // passed the token gate (always true on an open hub)
 	superseded   bool   // lost its name to a takeover: its end is silent
 	scoped       bool   // asked for scoped fan-out
+	presenceAsk  string // the registration's presence field: "full", "compact" or ""
+	listed       bool   // a compact socket was sent online_agents since it became compact
 	roles        []string
 	wake         string
 	lastReaction float64
