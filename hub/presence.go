@@ -48,6 +48,7 @@ type presenceBatch struct {
 	changes []presenceChange // in the order they happened
 	sent    time.Time        // when the batch last went out
 	timer   *time.Timer      // armed while changes wait for the window's end
+	seq     uint64           // frames sent, from 1: a socket that knew the list at seq missed nothing
 }
 
 // presenceForm is the form s asked for: its presence field, else compact
@@ -147,16 +148,22 @@ func (h *Hub) flushPresenceLocked(b *presenceBatch) {
 	if !ok {
 		return
 	}
+	seq := b.seq
+	b.seq++
 	var shared, sharedListed []byte
 	n := 0
 	for s := range h.reg.sessions {
 		if !s.receivesBroadcasts() || s.presenceForm() != b.form {
 			continue
 		}
-		// Its welcome may predate changes it was not bound to hear: the
-		// first compact frame a socket gets carries the list.
-		withList := b.form == presenceFull || !s.listed
-		s.listed = true
+		withList := true
+		if b.form == presenceCompact {
+			// A socket that missed a compact frame (sent between its
+			// welcome and its bind, or while it had the full form) gets
+			// the list again.
+			withList = s.presenceSeq != seq
+			s.presenceSeq = b.seq
+		}
 		var out []byte
 		switch _, self := slices.BinarySearch(news.joined, s.name); {
 		case self && s.name != news.last.name:
@@ -218,9 +225,14 @@ func netPresence(changes []presenceChange) (news *presenceNews, ok bool) {
 	}
 	slices.Sort(news.joined)
 	slices.Sort(news.left)
+	met := make(map[string]bool, len(after))
 	for i := len(changes) - 1; i >= 0; i-- {
-		// The first change met from the end is its name's last.
-		if c := changes[i]; c.joined || before[c.name] {
+		c := changes[i]
+		if met[c.name] {
+			continue // not its name's last change
+		}
+		met[c.name] = true
+		if c.joined || before[c.name] {
 			news.last = c
 			return news, true
 		}

@@ -51,7 +51,7 @@ func (r *registry) init() {
 	r.cards = make(map[string]*card)
 	r.leases = make(map[string]*nameLease)
 	for f := range r.presence {
-		r.presence[f].form = presenceForm(f)
+		r.presence[f] = presenceBatch{form: presenceForm(f), seq: 1}
 	}
 }
 
@@ -143,7 +143,7 @@ func (h *Hub) admit(s *session) (int, string, bool) {
 	h.reg.sessions[s] = struct{}{}
 	h.reg.perHost[s.host]++
 	if s.authed {
-		s.send(h.welcomeLocked())
+		s.send(s.welcomeLocked())
 	}
 	return 0, "", true
 }
@@ -160,7 +160,10 @@ func (h *Hub) unauthenticatedLocked() int {
 	return n
 }
 
-func (h *Hub) welcomeLocked() []byte {
+// welcomeLocked encodes s's welcome; s then knows the whole online list.
+func (s *session) welcomeLocked() []byte {
+	h := s.h
+	s.presenceSeq = h.reg.presence[presenceCompact].seq
 	return wire.NewFrame("welcome", "self", "Welcome to Synapse", h.now(), h.cfg.HubID).
 		Int("connected_clients", int64(h.liveSocketsLocked())).
 		Raw("online_agents", h.onlineJSONLocked()).
@@ -268,7 +271,7 @@ func (s *session) bindLocked(name string, in *wire.Inbound, now float64) bool {
 	var welcome []byte
 	if !s.authed {
 		s.authed = true
-		welcome = h.welcomeLocked() // before the bind: online_agents excludes the newcomer
+		welcome = s.welcomeLocked() // before the bind: online_agents excludes the newcomer
 	}
 	s.name = name
 	h.reg.byName[name] = s
@@ -289,7 +292,6 @@ func (s *session) bindLocked(name string, in *wire.Inbound, now float64) bool {
 // registrationFieldsLocked applies the fields any heartbeat may carry:
 // roles, wake capability, fan-out mode, presence form.
 func (s *session) registrationFieldsLocked(in *wire.Inbound) {
-	form := s.presenceForm()
 	if list, ok := in.Value("roles").([]any); ok {
 		roles := make([]string, 0, len(list))
 		for _, v := range list {
@@ -317,9 +319,6 @@ func (s *session) registrationFieldsLocked(in *wire.Inbound) {
 	switch p := in.Str("presence"); p {
 	case "full", "compact":
 		s.presenceAsk = p
-	}
-	if s.presenceForm() != form {
-		s.listed = false // compact deltas sent before now passed it by
 	}
 }
 

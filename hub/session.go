@@ -60,7 +60,7 @@ type session struct {
 	superseded   bool   // lost its name to a takeover: its end is silent
 	scoped       bool   // asked for scoped fan-out
 	presenceAsk  string // the registration's presence field: "full", "compact" or ""
-	listed       bool   // a compact socket was sent online_agents since it became compact
+	presenceSeq  uint64 // the compact batch's seq when this socket last knew the whole list (presence.go)
 	roles        []string
 	wake         string
 	lastReaction float64
