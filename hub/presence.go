@@ -101,10 +101,37 @@ func (h *Hub) presenceLocked(name string, joined bool) {
 		next = append(next, h.reg.online[i+1:]...)
 	}
 	h.reg.online, h.reg.onlineJSON = next, nil
+	h.reg.presenceChanges++
 	for f := range h.reg.presence {
 		b := &h.reg.presence[f]
 		b.changes = append(b.changes, presenceChange{name, joined})
 		h.presenceDueLocked(b)
+	}
+}
+
+// presenceJoinLocked records that s bound a new name. If the window holds
+// the change back, s is told at once, alone: its own join stays the first
+// thing after its welcome (PROTOCOL.md §1.4 step 11), before any replayed
+// mail, as a reference client may wait for it.
+func (h *Hub) presenceJoinLocked(s *session) {
+	h.presenceLocked(s.name, true)
+	b := &h.reg.presence[s.presenceForm()]
+	if len(b.changes) == 0 {
+		return // it went out at once, to s too
+	}
+	// The full form always carries the list; a compact socket that missed
+	// a compact frame since its welcome gets it too. Either then knows
+	// everything, and skips the batch's frame unless more changes come.
+	listed := b.form == presenceFull || s.presenceSeq != b.seq
+	if listed {
+		s.presenceKnown = h.reg.presenceChanges
+	}
+	if b.form == presenceCompact {
+		s.presenceSeq = b.seq
+	}
+	self := presenceChange{s.name, true}
+	if s.send(h.presenceFrameLocked(b.form, &presenceNews{joined: []string{s.name}, last: self}, self, listed)) {
+		h.m.framesOut.WithLabelValues("presence_update").Inc()
 	}
 }
 
@@ -134,9 +161,7 @@ func (h *Hub) presenceDueLocked(b *presenceBatch) {
 }
 
 // flushPresenceLocked sends b's changes as one presence_update to every
-// socket of its form, encoded once for all of them; a socket whose own
-// join the frame reports, but not in event/agent, gets a copy naming it, so
-// every newcomer sees a frame about itself (its only registration ack).
+// socket of its form that does not know them yet, encoded once for all.
 func (h *Hub) flushPresenceLocked(b *presenceBatch) {
 	if len(b.changes) == 0 {
 		return
@@ -165,9 +190,9 @@ func (h *Hub) flushPresenceLocked(b *presenceBatch) {
 			s.presenceSeq = b.seq
 		}
 		var out []byte
-		switch _, self := slices.BinarySearch(news.joined, s.name); {
-		case self && s.name != news.last.name:
-			out = h.presenceFrameLocked(b.form, news, presenceChange{s.name, true}, withList)
+		switch {
+		case s.presenceKnown == h.reg.presenceChanges:
+			continue // a newcomer told alone, and nothing changed since
 		case !withList:
 			if shared == nil {
 				shared = h.presenceFrameLocked(b.form, news, news.last, false)

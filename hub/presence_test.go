@@ -292,6 +292,30 @@ func TestPresence_CompactSocketThatMissedAFrameGetsTheList_INV_presence_delta(t 
 	}
 }
 
+// A newcomer whose join the window holds back is told at once, alone, with
+// the reference's frame: its own join stays the first frame after its
+// welcome (PROTOCOL.md §1.4 step 11). The others hear of it when the
+// window ends; the newcomer, who knows already, gets nothing more.
+func TestPresence_HeldJoinIsStillTheNewcomersFirstFrame_PROTOCOL_1_4(t *testing.T) {
+	t.Parallel()
+	th := startHub(t, Config{PresenceWindow: time.Hour})
+	a := th.join("p/a")
+	b := th.connect()
+	b.send(heartbeat("p/b", nil))
+	m := b.next()
+	if m["type"] != "presence_update" || fmt.Sprintf("%v %v %v", m["online_agents"], m["event"], m["agent"]) != "[p/a p/b] joined p/b" || hasKey(m, "joined") {
+		t.Fatalf("B's first frame after its welcome: %v, want its own join as the reference sends it", m)
+	}
+	flushPresence(th.h)
+	if m := a.next(); m["type"] != "presence_update" || m["agent"] != "p/b" || hasKey(m, "joined") {
+		t.Fatalf("A got %v, want B's join", m)
+	}
+	b.send(map[string]any{"sender": "p/b", "type": "who_request", "target": "System"})
+	if m := b.next(); m["type"] != "who_snapshot" {
+		t.Fatalf("B got %v, want nothing before its who_snapshot", m)
+	}
+}
+
 // A broadcast never overtakes a presence change held back by the window:
 // the reference's order, with consecutive changes merged.
 func TestPresence_BroadcastFlushesHeldPresenceFirst_INV_presence_delta(t *testing.T) {

@@ -39,6 +39,8 @@ type registry struct {
 	online     []string                     // bound names, sorted; replaced on change (presence.go)
 	onlineJSON []byte                       // online encoded, nil until asked for after a change
 	presence   [presenceForms]presenceBatch // what each form's sockets have not been told yet
+
+	presenceChanges uint64 // joins and leaves so far
 }
 
 func (r *registry) init() {
@@ -284,7 +286,7 @@ func (s *session) bindLocked(name string, in *wire.Inbound, now float64) bool {
 		s.grantLeaseLocked(name)
 	}
 	if old == nil {
-		h.presenceLocked(name, true)
+		h.presenceJoinLocked(s)
 	}
 	return true
 }
