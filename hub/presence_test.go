@@ -162,7 +162,7 @@ func TestPresence_QuietJoinIsTheReferenceFrame_PROTOCOL_1_4(t *testing.T) {
 // A connect storm of N agents costs O(N) presence frames, not O(N²): the
 // joins of one window go out as one frame, and each agent's last view is
 // every agent. Each newcomer still gets a frame naming its own join.
-func TestPresence_ConnectStormIsCoalesced_INV_presence_delta(t *testing.T) {
+func TestPresence_ConnectStormIsCoalesced_PROTOCOL_2_14(t *testing.T) {
 	t.Parallel()
 	th := startHub(t, Config{MaxClients: 1000, PresenceWindow: time.Hour})
 	const n = 300
@@ -190,7 +190,7 @@ func TestPresence_ConnectStormIsCoalesced_INV_presence_delta(t *testing.T) {
 
 // A storm of leaves is coalesced the same way: one frame to each agent
 // that stays, listing everyone who left (PROTOCOL.md §1.4 "On disconnect").
-func TestPresence_LeaveStormIsCoalesced_INV_presence_delta(t *testing.T) {
+func TestPresence_LeaveStormIsCoalesced_PROTOCOL_2_14(t *testing.T) {
 	t.Parallel()
 	th := startHub(t, Config{MaxClients: 1000, PresenceWindow: time.Hour})
 	agents := storm(t, th, 150)
@@ -224,7 +224,7 @@ func TestPresence_LeaveStormIsCoalesced_INV_presence_delta(t *testing.T) {
 
 // With the window's own timer (the default window), every client's view
 // converges on the truth after a storm of joins and one of closed sockets.
-func TestPresence_WindowTimerConverges_INV_presence_delta(t *testing.T) {
+func TestPresence_WindowTimerConverges_PROTOCOL_2_14(t *testing.T) {
 	t.Parallel()
 	th := startHub(t, Config{MaxClients: 1000})
 	agents := storm(t, th, 120)
@@ -249,7 +249,7 @@ func TestPresence_WindowTimerConverges_INV_presence_delta(t *testing.T) {
 // Scoped fan-out gets the compact form: joined, left and online_count, no
 // list; presence:"full" keeps the reference's frame and presence:"compact"
 // asks for the compact one without scoping. welcome announces it.
-func TestPresence_CompactForm_INV_presence_delta(t *testing.T) {
+func TestPresence_CompactForm_PROTOCOL_2_14(t *testing.T) {
 	t.Parallel()
 	th := startHub(t, Config{})
 	scoped := th.dial()
@@ -279,7 +279,7 @@ func TestPresence_CompactForm_INV_presence_delta(t *testing.T) {
 
 // A compact socket that missed a compact frame between its welcome and its
 // bind gets the whole list once, so deltas never leave it wrong.
-func TestPresence_CompactSocketThatMissedAFrameGetsTheList_INV_presence_delta(t *testing.T) {
+func TestPresence_CompactSocketThatMissedAFrameGetsTheList_PROTOCOL_2_14(t *testing.T) {
 	t.Parallel()
 	th := startHub(t, Config{})
 	late := th.dial()
@@ -318,7 +318,7 @@ func TestPresence_HeldJoinIsStillTheNewcomersFirstFrame_PROTOCOL_1_4(t *testing.
 
 // A broadcast never overtakes a presence change held back by the window:
 // the reference's order, with consecutive changes merged.
-func TestPresence_BroadcastFlushesHeldPresenceFirst_INV_presence_delta(t *testing.T) {
+func TestPresence_BroadcastFlushesHeldPresenceFirst_PROTOCOL_2_14(t *testing.T) {
 	t.Parallel()
 	th := startHub(t, Config{PresenceWindow: time.Hour})
 	a := th.join("p/a") // the first change goes out at once
