@@ -48,7 +48,7 @@ type presenceBatch struct {
 	changes []presenceChange // in the order they happened
 	sent    time.Time        // when the batch last went out
 	timer   *time.Timer      // armed while changes wait for the window's end
-	seq     uint64           // frames sent, from 1: a socket that knew the list at seq missed nothing
+	seq     uint64           // numbers its frames from 1: a socket whose presenceSeq is seq missed none
 }
 
 // presenceForm is the form s asked for: its presence field, else compact
@@ -85,11 +85,11 @@ func (h *Hub) onlineJSONLocked() []byte {
 
 // presenceLocked records that name was bound (joined) or freed: the online
 // list changes now, and every form's sockets are told now or at the end of
-// the window.
-func (h *Hub) presenceLocked(name string, joined bool) {
+// the window. It reports false if name was already so.
+func (h *Hub) presenceLocked(name string, joined bool) bool {
 	i, found := slices.BinarySearch(h.reg.online, name)
 	if found == joined {
-		return
+		return false
 	}
 	// Copy on write: who_snapshot encodes the list after Hub.mu is let go.
 	next := make([]string, 0, len(h.reg.online)+1)
@@ -107,6 +107,7 @@ func (h *Hub) presenceLocked(name string, joined bool) {
 		b.changes = append(b.changes, presenceChange{name, joined})
 		h.presenceDueLocked(b)
 	}
+	return true
 }
 
 // presenceJoinLocked records that s bound a new name. If the window holds
@@ -114,7 +115,9 @@ func (h *Hub) presenceLocked(name string, joined bool) {
 // thing after its welcome (PROTOCOL.md §1.4 step 11), before any replayed
 // mail, as a reference client may wait for it.
 func (h *Hub) presenceJoinLocked(s *session) {
-	h.presenceLocked(s.name, true)
+	if !h.presenceLocked(s.name, true) {
+		return
+	}
 	b := &h.reg.presence[s.presenceForm()]
 	if len(b.changes) == 0 {
 		return // it went out at once, to s too
@@ -129,8 +132,8 @@ func (h *Hub) presenceJoinLocked(s *session) {
 	if b.form == presenceCompact {
 		s.presenceSeq = b.seq
 	}
-	self := presenceChange{s.name, true}
-	if s.send(h.presenceFrameLocked(b.form, &presenceNews{joined: []string{s.name}, last: self}, self, listed)) {
+	alone := &presenceNews{joined: []string{s.name}, last: presenceChange{s.name, true}}
+	if s.send(h.presenceFrameLocked(b.form, alone, listed)) {
 		h.m.framesOut.WithLabelValues("presence_update").Inc()
 	}
 }
@@ -195,12 +198,12 @@ func (h *Hub) flushPresenceLocked(b *presenceBatch) {
 			continue // a newcomer told alone, and nothing changed since
 		case !withList:
 			if shared == nil {
-				shared = h.presenceFrameLocked(b.form, news, news.last, false)
+				shared = h.presenceFrameLocked(b.form, news, false)
 			}
 			out = shared
 		default:
 			if sharedListed == nil {
-				sharedListed = h.presenceFrameLocked(b.form, news, news.last, true)
+				sharedListed = h.presenceFrameLocked(b.form, news, true)
 			}
 			out = sharedListed
 		}
@@ -265,21 +268,21 @@ func netPresence(changes []presenceChange) (news *presenceNews, ok bool) {
 	return nil, false
 }
 
-// presenceFrameLocked encodes one presence_update about news naming about
-// in event/agent. The reference's fields come first: online_agents (when
-// withList), event, agent. A full frame for a single change is exactly the
-// reference's; otherwise joined and left list the whole batch, and a
+// presenceFrameLocked encodes one presence_update about news. The
+// reference's fields come first: online_agents (when withList), then event
+// and agent, its latest change. A full frame for a single change is exactly
+// the reference's; otherwise joined and left list the whole batch, and a
 // compact frame ends with online_count.
-func (h *Hub) presenceFrameLocked(form presenceForm, news *presenceNews, about presenceChange, withList bool) []byte {
+func (h *Hub) presenceFrameLocked(form presenceForm, news *presenceNews, withList bool) []byte {
 	event := "left"
-	if about.joined {
+	if news.last.joined {
 		event = "joined"
 	}
 	f := wire.NewFrame("presence_update", "all", "Presence update", h.now(), h.cfg.HubID)
 	if withList {
 		f.Raw("online_agents", h.onlineJSONLocked())
 	}
-	f.Str("event", event).Str("agent", about.name)
+	f.Str("event", event).Str("agent", news.last.name)
 	if form == presenceFull && len(news.joined)+len(news.left) == 1 {
 		return f.Bytes()
 	}

@@ -55,16 +55,18 @@ type session struct {
 	rate bucket // per-socket frame limiter (ratelimit.go); read goroutine only
 
 	// registry (Hub.mu)
-	name          string // bound name, "" until the first frame binds it
-	authed        bool   // passed the token gate (always true on an open hub)
-	superseded    bool   // lost its name to a takeover: its end is silent
-	scoped        bool   // asked for scoped fan-out
+	name         string // bound name, "" until the first frame binds it
+	authed       bool   // passed the token gate (always true on an open hub)
+	superseded   bool   // lost its name to a takeover: its end is silent
+	scoped       bool   // asked for scoped fan-out
+	roles        []string
+	wake         string
+	lastReaction float64
+
+	// presence (Hub.mu; presence.go)
 	presenceAsk   string // the registration's presence field: "full", "compact" or ""
-	presenceSeq   uint64 // the compact batch's seq when this socket last knew the whole list (presence.go)
+	presenceSeq   uint64 // the compact batch's seq when this socket last knew the whole list
 	presenceKnown uint64 // presenceChanges when it was told the whole list alone, on its join
-	roles         []string
-	wake          string
-	lastReaction  float64
 
 	receiptsFlushed bool // read goroutine only: the outbox was flushed on bind
 
