@@ -43,6 +43,8 @@ type Options struct {
 	// Scoped asks the hub for scoped fan-out (welcome feature
 	// "scoped_fanout"): only the claim and board events of this agent's
 	// namespace and the frames addressed to it, instead of every broadcast.
+	// Presence then comes in the compact form (feature "presence_delta"):
+	// changes without online_agents, which Online folds into a view.
 	Scoped bool
 
 	HeartbeatInterval time.Duration // app-level keepalive (default 20 s)

@@ -67,6 +67,8 @@ var traceAdditiveFields = []struct {
 	{[]string{"claim_denied", "handoff_denied"}, "holder", "who holds the task or the conflicting scope, so clients need not parse the sentence"},
 	{[]string{"claim_denied", "handoff_denied"}, "conflict_task", "the task whose scope conflicts (SCOPE_CONFLICT)"},
 	{[]string{"error"}, "task_id", "a verb's refusal names its task, so a client can match it to its request"},
+	{[]string{"presence_update"}, "joined", "issue 11 item 4: a presence_update that coalesces several changes lists them (feature presence_delta)"},
+	{[]string{"presence_update"}, "left", "issue 11 item 4: a presence_update that coalesces several changes lists them (feature presence_delta)"},
 }
 
 func traceAdditive(frameType, field string) bool {

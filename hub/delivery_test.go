@@ -291,6 +291,10 @@ func TestReceipt_DeferredToOnlineSender(t *testing.T) {
 	seq := seqOf(t, a.expect("chat"))
 	a.expect("delivery_receipt")
 	b := j.join("p/b", map[string]any{"mailbox": true})
+	// B's join may be held for the presence window (docs/protocol.md
+	// "Presence"): read it before B acts, so the quiet check below is only
+	// about receipts.
+	a.expectWhere("presence_update", func(m map[string]any) bool { return m["agent"] == "p/b" })
 	b.expect("chat")
 	b.send(map[string]any{"sender": "p/b", "target": "System", "type": "ack", "seq": seq})
 	d := a.expect("delivery_receipt")

@@ -54,7 +54,7 @@ import (
 var Version = "0.1.0-dev"
 
 // Features are the additive protocol features announced in welcome.
-var Features = []string{"wait_ready", "error_code", "scoped_fanout", "leave", "namespaces"}
+var Features = []string{"wait_ready", "error_code", "scoped_fanout", "leave", "namespaces", "presence_delta"}
 
 // Config configures a Hub. The zero value serves an open, memory-only hub
 // with the reference's defaults.
@@ -106,6 +106,10 @@ type Config struct {
 	// LeaseOfflineTTL is how long a name-ownership lease outlives its
 	// holder's connection (--lease-offline-ttl; default 3600 s).
 	LeaseOfflineTTL time.Duration
+	// PresenceWindow is the shortest time between two presence_update
+	// frames to one socket while names bind and leave in a burst
+	// (presence.go); default DefaultPresenceWindow.
+	PresenceWindow time.Duration
 
 	// MCP, when set, is served at /mcp for every method (Streamable HTTP
 	// is plain HTTP, not a WebSocket upgrade): `synapse hub` mounts the MCP

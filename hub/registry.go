@@ -38,6 +38,12 @@ type registry struct {
 	leases      map[string]*nameLease // name-ownership leases (namelease.go)
 	history     []chatEntry           // oldest first, at most MaxHistory
 	msgID       int64
+
+	online     []string                     // bound names, sorted; replaced on change (presence.go)
+	onlineJSON []byte                       // online encoded, nil until asked for after a change
+	presence   [presenceForms]presenceBatch // what each form's sockets have not been told yet
+
+	presenceChanges uint64 // joins and leaves so far
 }
 
 func (r *registry) init() {
@@ -51,6 +57,9 @@ func (r *registry) init() {
 	r.deadLetters = make(map[string]*deadLetter)
 	r.cards = make(map[string]*card)
 	r.leases = make(map[string]*nameLease)
+	for f := range r.presence {
+		r.presence[f] = presenceBatch{form: presenceForm(f), seq: 1}
+	}
 }
 
 // damping is a name's takeover history (PROTOCOL.md §1.7).
@@ -141,7 +150,7 @@ func (h *Hub) admit(s *session) (int, string, bool) {
 	h.reg.sessions[s] = struct{}{}
 	h.reg.perHost[s.host]++
 	if s.authed {
-		s.send(h.welcomeLocked())
+		s.send(s.welcomeLocked())
 	}
 	return 0, "", true
 }
@@ -158,10 +167,13 @@ func (h *Hub) unauthenticatedLocked() int {
 	return n
 }
 
-func (h *Hub) welcomeLocked() []byte {
+// welcomeLocked encodes s's welcome; s then knows the whole online list.
+func (s *session) welcomeLocked() []byte {
+	h := s.h
+	s.presenceSeq = h.reg.presence[presenceCompact].seq
 	return wire.NewFrame("welcome", "self", "Welcome to Synapse", h.now(), h.cfg.HubID).
 		Int("connected_clients", int64(h.liveSocketsLocked())).
-		Strs("online_agents", h.onlineLocked()).
+		Raw("online_agents", h.onlineJSONLocked()).
 		Int("protocol_version", wire.ProtocolVersion).
 		Strs("features", h.features).
 		Bytes()
@@ -176,16 +188,6 @@ func (h *Hub) liveSocketsLocked() int {
 		}
 	}
 	return n
-}
-
-// onlineLocked is the sorted list of bound names, sidecars included.
-func (h *Hub) onlineLocked() []string {
-	out := make([]string, 0, len(h.reg.byName))
-	for n := range h.reg.byName {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // register runs the identity gates of one frame (PROTOCOL.md §1.4 steps
@@ -223,11 +225,13 @@ func (s *session) register(sender string, in *wire.Inbound, typ string) bool {
 		s.closeWith(4009, "name switch")
 		return false
 	}
+	if typ == "heartbeat" || first {
+		// Before the bind: the join's presence_update already has the
+		// newcomer's form.
+		s.registrationFieldsLocked(in)
+	}
 	if first && !s.bindLocked(sender, in, now) {
 		return false
-	}
-	if typ == "heartbeat" || first {
-		s.registrationFieldsLocked(in)
 	}
 	h.touchLocked(sender, now)
 	if first || typ != "heartbeat" {
@@ -274,7 +278,7 @@ func (s *session) bindLocked(name string, in *wire.Inbound, now float64) bool {
 	var welcome []byte
 	if !s.authed {
 		s.authed = true
-		welcome = h.welcomeLocked() // before the bind: online_agents excludes the newcomer
+		welcome = s.welcomeLocked() // before the bind: online_agents excludes the newcomer
 	}
 	s.name = name
 	h.reg.bind(s)
@@ -287,13 +291,13 @@ func (s *session) bindLocked(name string, in *wire.Inbound, now float64) bool {
 		s.grantLeaseLocked(name)
 	}
 	if old == nil {
-		h.presenceLocked("joined", name)
+		h.presenceJoinLocked(s)
 	}
 	return true
 }
 
 // registrationFieldsLocked applies the fields any heartbeat may carry:
-// roles, wake capability, fan-out mode.
+// roles, wake capability, fan-out mode, presence form.
 func (s *session) registrationFieldsLocked(in *wire.Inbound) {
 	if list, ok := in.Value("roles").([]any); ok {
 		roles := make([]string, 0, len(list))
@@ -325,6 +329,10 @@ func (s *session) registrationFieldsLocked(in *wire.Inbound) {
 		s.scoped = true
 	case "full", "all":
 		s.scoped = false
+	}
+	switch p := in.Str("presence"); p {
+	case "full", "compact":
+		s.presenceAsk = p
 	}
 }
 
@@ -381,7 +389,7 @@ func (h *Hub) unbindLocked(s *session) string {
 	if c := h.reg.cards[name]; c != nil && !c.persistent {
 		delete(h.reg.cards, name)
 	}
-	h.presenceLocked("left", name)
+	h.presenceLocked(name, false)
 	h.mailboxPresenceLocked(name)
 	return name
 }
@@ -402,13 +410,6 @@ func (s *session) leaveVerb(sender string) {
 	}
 	s.reply(s.frame("left", sender, "Left the hub.").Bytes())
 	s.closeWith(1000, "left")
-}
-
-// presenceLocked broadcasts a presence_update to every bound socket.
-func (h *Hub) presenceLocked(event, name string) {
-	b := wire.NewFrame("presence_update", "all", "Presence update", h.now(), h.cfg.HubID).
-		Strs("online_agents", h.onlineLocked()).Str("event", event).Str("agent", name).Bytes()
-	h.broadcastLocked(b, audience{everyone: true}, "presence_update")
 }
 
 // audience says which scoped sockets a broadcast concerns; sockets with the
@@ -441,9 +442,13 @@ func (a *audience) reaches(s *session) bool {
 // broadcastLocked enqueues one encoded frame on every bound socket it
 // concerns. Unbound and unauthenticated sockets get nothing.
 func (h *Hub) broadcastLocked(b []byte, aud audience, typ string) {
+	// A broadcast never overtakes a presence change: the reference's
+	// clients see its order, with consecutive changes merged. This costs
+	// at most one presence frame per broadcast frame.
+	h.flushPresenceLocked(&h.reg.presence[presenceFull])
 	n := 0
 	for s := range h.reg.sessions {
-		if s.name == "" || s.superseded || !s.authed {
+		if !s.receivesBroadcasts() {
 			continue
 		}
 		if s.scoped && !aud.reaches(s) {

@@ -66,6 +66,11 @@ type session struct {
 	lastReaction float64
 	visit        uint64 // recipient resolution mark: reached once per chat (recipients.go)
 
+	// presence (Hub.mu; presence.go)
+	presenceAsk   string // the registration's presence field: "full", "compact" or ""
+	presenceSeq   uint64 // the compact batch's seq when this socket last knew the whole list
+	presenceKnown uint64 // presenceChanges when it was told the whole list alone, on its join
+
 	receiptsFlushed bool // read goroutine only: the outbox was flushed on bind
 
 	// A socket a peer hub opened speaks the hub-to-hub protocol through
