@@ -286,7 +286,9 @@ var coordDefaultLimits = coord.DefaultLimits
 // closed its socket) is reaped after the pong timeout, and its name is
 // freed: the others see it leave (PROTOCOL.md §1.1).
 func TestKeepalive_SilentPeerIsReapedAndItsNameFreed(t *testing.T) {
-	th := startHub(t, Config{PingInterval: 30 * time.Millisecond, PongTimeout: 60 * time.Millisecond})
+	// No presence window: the join and the reaping leave, ~0.1 s apart,
+	// must not be coalesced into nothing.
+	th := startHub(t, Config{PingInterval: 30 * time.Millisecond, PongTimeout: 60 * time.Millisecond, PresenceWindow: time.Microsecond})
 	watcher := th.join("p/watcher")
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
