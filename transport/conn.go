@@ -33,6 +33,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -572,6 +573,7 @@ func appendHeader(buf []byte, op ws.OpCode, n int) []byte {
 // empty, then ends (an idle socket keeps no goroutine); once a close was
 // asked for it finishes the socket. The caller made it the writer.
 func (c *Conn) writeLoop() {
+	runtime.Gosched() // let whoever is queueing frames queue more first: fewer, larger writes
 	for {
 		c.mu.Lock()
 		if c.closeAsked {
