@@ -19,6 +19,7 @@ package hub
 // guarded by Hub.mu like the rest of the registry.
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/synapse-hub/synapse/coord"
@@ -40,8 +41,12 @@ func (r *registry) unbind(s *session) {
 	r.unindex(s)
 }
 
-// index adds the bound name of s under its project and its roles.
+// index adds the bound name of s under its project and its roles, and s
+// to the full fan-out set unless it asked for scoped fan-out.
 func (r *registry) index(s *session) {
+	if !s.scoped {
+		r.fullFanout[s] = struct{}{}
+	}
 	if p := coord.NamespaceOf(s.name); p != "" {
 		addName(r.byProject, p, s.name)
 	}
@@ -52,6 +57,7 @@ func (r *registry) index(s *session) {
 
 // unindex removes what index added for s.
 func (r *registry) unindex(s *session) {
+	delete(r.fullFanout, s)
 	if p := coord.NamespaceOf(s.name); p != "" {
 		removeName(r.byProject, p, s.name)
 	}
@@ -125,5 +131,41 @@ func (h *Hub) recipientsLocked(t, sender string, reached func(rs *session)) {
 		for n := range h.reg.byRole[p] {
 			seat(n)
 		}
+	}
+}
+
+// audienceLocked calls f once for every socket a broadcast to aud
+// reaches: the bound sockets with the full fan-out, and the scoped ones
+// aud concerns (audience.reaches), found through the indexes — a claim in
+// one namespace costs O(sockets that see it), not O(sockets). An audience
+// of everyone, or one naming the unnamespaced, is a scan.
+func (r *registry) audienceLocked(aud audience, f func(*session)) {
+	if aud.everyone || slices.Contains(aud.namespaces, "") {
+		for _, s := range r.byName {
+			if s.receivesBroadcasts() && (!s.scoped || aud.reaches(s)) {
+				f(s)
+			}
+		}
+		return
+	}
+	for s := range r.fullFanout {
+		f(s)
+	}
+	r.bcastSeq++
+	scoped := func(name string) {
+		if s := r.byName[name]; s != nil && s.scoped && s.bcast != r.bcastSeq && aud.reaches(s) {
+			s.bcast = r.bcastSeq
+			f(s)
+		}
+	}
+	for _, ns := range aud.namespaces {
+		for name := range r.byProject[ns] {
+			scoped(name)
+		}
+	}
+	for _, id := range aud.names {
+		scoped(id)
+		scoped(id + "-rx")
+		scoped(id + "-pane-rx")
 	}
 }

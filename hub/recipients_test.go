@@ -390,3 +390,60 @@ func benchDirectedChat(b *testing.B, bound int, target string, journaled bool) {
 		b.Fatalf("B received %d of %d chats", n, b.N)
 	}
 }
+
+// TestAudience_IndexReachesWhatTheScanReaches_PROTOCOL_2_15 pins that a
+// broadcast found through the indexes (full fan-out set, projects, names
+// and their sidecars) reaches exactly the sockets the scan reaches: every
+// bound socket with the full fan-out, and the scoped ones the audience
+// concerns (PROTOCOL.md scoped fan-out), after fan-out changes by a later
+// heartbeat, a takeover and a leave.
+func TestAudience_IndexReachesWhatTheScanReaches_PROTOCOL_2_15(t *testing.T) {
+	h := newLocalHub(t, Config{})
+	scoped := map[string]any{"fanout": "scoped"}
+	for _, name := range []string{"p/a", "p/a-rx", "p/a-pane-rx", "q/c", "q/c-rx", "r/x/y", "solo", "solo-rx", "-rx", "t/flip", "t/unflip", "t/old"} {
+		h.local(t, mergeFrame(hb(name), scoped))
+	}
+	for _, name := range []string{"p/full", "q/full", "nons"} {
+		h.local(t, hb(name))
+	}
+	flip, unflip := h.reg.byName["t/flip"], h.reg.byName["t/unflip"]
+	flip.handleJSON(t, mergeFrame(hb("t/flip"), map[string]any{"fanout": "full"}))
+	unflip.handleJSON(t, hb("t/unflip"))                                  // no fanout field: stays scoped
+	h.local(t, mergeFrame(hb("t/old"), map[string]any{"takeover": true})) // full fan-out now
+	gone, _ := h.local(t, mergeFrame(hb("t/left"), scoped))
+	gone.handleJSON(t, map[string]any{"type": "leave", "sender": "t/left"})
+	h.local(t, map[string]any{"type": "heartbeat"}) // an unbound socket: never reached
+
+	audiences := []audience{
+		{everyone: true},
+		{namespaces: []string{"p"}}, {namespaces: []string{"q", "p"}}, {namespaces: []string{"r"}}, {namespaces: []string{"zz"}},
+		{namespaces: []string{""}}, {names: []string{"solo"}}, {names: []string{"p/a"}, namespaces: []string{"t"}},
+		{names: []string{"q/c", "p/a"}, namespaces: []string{"q"}}, {names: []string{"t/left", "t/unflip"}},
+		{names: []string{""}}, {},
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, aud := range audiences {
+		var got, want []string
+		h.reg.audienceLocked(aud, func(s *session) { got = append(got, s.name) })
+		for s := range h.reg.sessions {
+			// Bound: a socket that sent leave keeps its name field while it
+			// closes, but no longer owns the name.
+			bound := h.reg.byName[s.name] == s
+			if bound && s.receivesBroadcasts() && (!s.scoped || aud.reaches(s)) {
+				want = append(want, s.name)
+			}
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("audience %+v reaches %v by index, %v by scan", aud, got, want)
+		}
+	}
+	if _, ok := h.reg.fullFanout[flip]; !ok {
+		t.Error("a socket that switched to the full fan-out is not in the full fan-out set")
+	}
+	if _, ok := h.reg.fullFanout[unflip]; ok {
+		t.Error("a scoped socket is in the full fan-out set")
+	}
+}

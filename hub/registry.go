@@ -30,6 +30,8 @@ type registry struct {
 	byName      map[string]*session
 	byProject   map[string]map[string]struct{} // project → bound names in it (recipients.go)
 	byRole      map[string]map[string]struct{} // role → bound names holding it (recipients.go)
+	fullFanout  map[*session]struct{}          // bound sockets with the full fan-out (recipients.go)
+	bcastSeq    uint64                         // numbers broadcasts, to mark a socket reached once
 	visit       uint64                         // the last recipient resolution's mark (recipients.go)
 	lastSeen    map[string]float64
 	takeovers   map[string]*damping
@@ -52,6 +54,7 @@ func (r *registry) init() {
 	r.byName = make(map[string]*session)
 	r.byProject = make(map[string]map[string]struct{})
 	r.byRole = make(map[string]map[string]struct{})
+	r.fullFanout = make(map[*session]struct{})
 	r.lastSeen = make(map[string]float64)
 	r.takeovers = make(map[string]*damping)
 	r.deadLetters = make(map[string]*deadLetter)
@@ -299,6 +302,13 @@ func (s *session) bindLocked(name string, in *wire.Inbound, now float64) bool {
 // registrationFieldsLocked applies the fields any heartbeat may carry:
 // roles, wake capability, fan-out mode, presence form.
 func (s *session) registrationFieldsLocked(in *wire.Inbound) {
+	// Roles and the fan-out mode are indexed: a bound socket is taken out
+	// of the indexes while they change (a superseded socket's late
+	// heartbeat is not indexed).
+	if bound := s.h.reg.byName[s.name] == s; bound {
+		s.h.reg.unindex(s)
+		defer s.h.reg.index(s)
+	}
 	if list, ok := in.Value("roles").([]any); ok {
 		roles := make([]string, 0, len(list))
 		for _, v := range list {
@@ -307,14 +317,7 @@ func (s *session) registrationFieldsLocked(in *wire.Inbound) {
 			}
 		}
 		slices.Sort(roles)
-		bound := s.h.reg.byName[s.name] == s // a superseded socket's late heartbeat is not indexed
-		if bound {
-			s.h.reg.unindex(s)
-		}
 		s.roles = slices.Compact(roles)
-		if bound {
-			s.h.reg.index(s)
-		}
 	}
 	if in.Has("wake_capability") {
 		switch w := in.Str("wake_capability"); w {
@@ -447,17 +450,11 @@ func (h *Hub) broadcastLocked(b []byte, aud audience, typ string) {
 	// at most one presence frame per broadcast frame.
 	h.flushPresenceLocked(&h.reg.presence[presenceFull])
 	n := 0
-	for s := range h.reg.sessions {
-		if !s.receivesBroadcasts() {
-			continue
-		}
-		if s.scoped && !aud.reaches(s) {
-			continue
-		}
+	h.reg.audienceLocked(aud, func(s *session) {
 		if s.send(b) {
 			n++
 		}
-	}
+	})
 	// The agents a broadcast names (a grant's owner, a handoff's giver)
 	// who belong to a peer hub get it over that peer's link: a forwarded
 	// request is answered as a local one is.

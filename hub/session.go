@@ -69,6 +69,7 @@ type session struct {
 	// presence (Hub.mu; presence.go)
 	presenceAsk   string // the registration's presence field: "full", "compact" or ""
 	presenceSeq   uint64 // the compact batch's seq when this socket last knew the whole list
+	bcast         uint64 // the last broadcast that reached it (registry.audienceLocked)
 	presenceKnown uint64 // presenceChanges when it was told the whole list alone, on its join
 
 	receiptsFlushed bool // read goroutine only: the outbox was flushed on bind
