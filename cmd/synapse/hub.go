@@ -62,6 +62,7 @@ type hubFlags struct {
 	pingInterval           time.Duration
 	pongTimeout            time.Duration
 	authTimeout            time.Duration
+	presenceWindow         time.Duration
 
 	// security (docs/security.md)
 	tokenFile, keyFile        string
@@ -154,7 +155,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		Limits:          f.limits,
 		LeaseOfflineTTL: time.Duration(f.leaseOfflineTTL * float64(time.Second)),
 		SendQueue:       f.sendQueue,
-		PingInterval:    f.pingInterval, PongTimeout: f.pongTimeout, AuthTimeout: f.authTimeout,
+		PingInterval:    f.pingInterval, PongTimeout: f.pongTimeout, AuthTimeout: f.authTimeout, PresenceWindow: f.presenceWindow,
 		Logger: log,
 	}
 	if cfg.Federation, err = f.federationConfig(); err != nil {
@@ -304,6 +305,7 @@ func (f *hubFlags) registerLimits(fs *flag.FlagSet) {
 	fs.DurationVar(&f.pingInterval, "ping-interval", hub.DefaultPingInterval, "how often each socket is pinged")
 	fs.DurationVar(&f.pongTimeout, "pong-timeout", hub.DefaultPongTimeout, "how long a ping may go unanswered before the socket is reaped")
 	fs.DurationVar(&f.authTimeout, "auth-timeout", hub.DefaultAuthTimeout, "how long a new socket may take to send its first frame (close 4012)")
+	fs.DurationVar(&f.presenceWindow, "presence-window", hub.DefaultPresenceWindow, "presence changes within this of the last presence_update are sent together at its end (docs/protocol.md, Presence)")
 }
 
 // checkExposure refuses to serve off loopback without a token unless told.
