@@ -19,14 +19,15 @@ type traceSend struct {
 	data []byte
 }
 
-// traceSends returns every client frame of the raw traces, byte for byte:
-// a "frame" record's object as it stands in the file (Python's json.dumps
-// form, which is what the reference clients send), or a "raw" text.
-func traceSends(tb testing.TB) []traceSend {
+// traceSends returns every client frame of the traces matching pattern,
+// byte for byte: a "frame" record's object as it stands in the file
+// (Python's json.dumps form, which is what the reference clients send), or
+// a "raw" text.
+func traceSends(tb testing.TB, pattern string) []traceSend {
 	tb.Helper()
-	files, err := filepath.Glob(filepath.Join(traceDir, "*.raw.jsonl"))
+	files, err := filepath.Glob(filepath.Join(traceDir, pattern))
 	if err != nil || len(files) == 0 {
-		tb.Fatalf("no raw traces in %s: %v", traceDir, err)
+		tb.Fatalf("no traces %s in %s: %v", pattern, traceDir, err)
 	}
 	var out []traceSend
 	for _, file := range files {
@@ -80,7 +81,7 @@ func hotFrame(tb testing.TB, sends []traceSend, verb string) []byte {
 
 // BenchmarkDecode decodes the hot verbs' real frames from the traces.
 func BenchmarkDecode(b *testing.B) {
-	sends := traceSends(b)
+	sends := traceSends(b, "*.raw.jsonl")
 	for _, verb := range []string{"heartbeat", "claim", "release", "task_update", "chat", "ack"} {
 		data := hotFrame(b, sends, verb)
 		b.Run(verb, func(b *testing.B) {
