@@ -80,7 +80,13 @@ func hotFrame(tb testing.TB, sends []traceSend, verb string) []byte {
 }
 
 // BenchmarkDecode decodes the hot verbs' real frames from the traces.
-func BenchmarkDecode(b *testing.B) {
+func BenchmarkDecode(b *testing.B) { benchmarkDecoder(b, Decode) }
+
+// BenchmarkDecodeReflective runs the same frames through the encoding/json
+// decoder Decode replaced (the oracle), for a before/after on one machine.
+func BenchmarkDecodeReflective(b *testing.B) { benchmarkDecoder(b, decodeReflect) }
+
+func benchmarkDecoder(b *testing.B, decode func([]byte, int, int) (*Inbound, error)) {
 	sends := traceSends(b, "*.raw.jsonl")
 	for _, verb := range []string{"heartbeat", "claim", "release", "task_update", "chat", "ack"} {
 		data := hotFrame(b, sends, verb)
@@ -88,7 +94,7 @@ func BenchmarkDecode(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := Decode(data, DefaultMaxFrameBytes, DefaultMaxDepth); err != nil {
+				if _, err := decode(data, DefaultMaxFrameBytes, DefaultMaxDepth); err != nil {
 					b.Fatal(err)
 				}
 			}

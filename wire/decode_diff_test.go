@@ -387,3 +387,17 @@ func FuzzDecode(f *testing.F) {
 		checkSameAsReflective(t, data, DefaultMaxFrameBytes, int(maxDepth))
 	})
 }
+
+// A frame of interned names and values costs only its Inbound and map: no
+// per-field copies (intern.go).
+func TestDecode_InternedFieldsDoNotAllocate(t *testing.T) {
+	frame := []byte(`{"target":"System","type":"heartbeat","payload":"online","channel":null,"mailbox":true}`)
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := Decode(frame, DefaultMaxFrameBytes, DefaultMaxDepth); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 3 {
+		t.Fatalf("%v allocations per decode, want at most 3 (the Inbound and the map)", allocs)
+	}
+}

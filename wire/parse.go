@@ -96,10 +96,39 @@ func (p *parser) literal(word string) bool {
 	return true
 }
 
-// enter counts one more level of nesting and reports whether it is allowed.
-func (p *parser) enter() bool {
-	p.depth++
-	return p.depth <= p.maxDepth
+// open moves past the '{' or '[' at p.pos, counts the level against the
+// nesting limit, and reports a container closed right away by close.
+func (p *parser) open(close byte) (empty, ok bool) {
+	p.pos++
+	if p.depth++; p.depth > p.maxDepth {
+		return false, false
+	}
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == close {
+		p.pos++
+		p.depth--
+		return true, true
+	}
+	return false, true
+}
+
+// next moves past the ',' (more) or the close that must follow a member
+// or an item.
+func (p *parser) next(close byte) (more, ok bool) {
+	p.skipSpace()
+	if p.pos < len(p.data) {
+		switch p.data[p.pos] {
+		case ',':
+			p.pos++
+			p.skipSpace()
+			return true, true
+		case close:
+			p.pos++
+			p.depth--
+			return false, true
+		}
+	}
+	return false, false
 }
 
 type member struct {
@@ -111,19 +140,16 @@ type member struct {
 // is made once at its final size; a repeated key keeps its last value, as
 // encoding/json does.
 func (p *parser) object() (any, bool) {
-	p.pos++
-	if !p.enter() {
+	empty, ok := p.open('}')
+	if !ok {
 		return nil, false
+	}
+	if empty {
+		return map[string]any{}, true
 	}
 	var stack [16]member
 	members := stack[:0]
-	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == '}' {
-		p.pos++
-		p.depth--
-		return map[string]any{}, true
-	}
-	for {
+	for more := true; more; {
 		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
 			return nil, false
 		}
@@ -142,65 +168,40 @@ func (p *parser) object() (any, bool) {
 			return nil, false
 		}
 		members = append(members, member{key, v})
-		p.skipSpace()
-		if p.pos >= len(p.data) {
+		if more, ok = p.next('}'); !ok {
 			return nil, false
 		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-			p.skipSpace()
-			continue
-		case '}':
-			p.pos++
-			p.depth--
-			m := make(map[string]any, len(members))
-			for _, e := range members {
-				m[e.key] = e.value
-			}
-			return m, true
-		}
-		return nil, false
 	}
+	m := make(map[string]any, len(members))
+	for _, e := range members {
+		m[e.key] = e.value
+	}
+	return m, true
 }
 
-// array parses [...] into a slice of its exact length (never nil, as
-// encoding/json gives []any{} for []).
+// array parses [...] into a slice of its exact length (never nil: encoding/json
+// gives []any{} for []).
 func (p *parser) array() (any, bool) {
-	p.pos++
-	if !p.enter() {
+	empty, ok := p.open(']')
+	if !ok {
 		return nil, false
+	}
+	if empty {
+		return []any{}, true
 	}
 	var stack [8]any
 	items := stack[:0]
-	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == ']' {
-		p.pos++
-		p.depth--
-		return []any{}, true
-	}
-	for {
+	for more := true; more; {
 		v, ok := p.value()
 		if !ok {
 			return nil, false
 		}
 		items = append(items, v)
-		p.skipSpace()
-		if p.pos >= len(p.data) {
+		if more, ok = p.next(']'); !ok {
 			return nil, false
 		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-			p.skipSpace()
-			continue
-		case ']':
-			p.pos++
-			p.depth--
-			return append([]any(nil), items...), true
-		}
-		return nil, false
 	}
+	return append([]any(nil), items...), true
 }
 
 // number parses a JSON number lexeme and refuses one outside int64 (an
