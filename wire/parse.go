@@ -1,9 +1,11 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -368,47 +370,47 @@ func hex4(b []byte) rune {
 // surrogate not followed by the \u escape that completes its pair becomes
 // U+FFFD, as encoding/json makes it.
 func unescape(raw []byte) string {
-	var stack [128]byte
-	b := stack[:0]
-	for i := 0; i < len(raw); {
-		c := raw[i]
-		if c != '\\' {
-			b = append(b, c)
-			i++
-			continue
+	var b strings.Builder
+	b.Grow(len(raw)) // decoded text is never longer than its escaped form
+	for {
+		n := bytes.IndexByte(raw, '\\')
+		if n < 0 {
+			b.Write(raw)
+			return b.String()
 		}
-		switch raw[i+1] {
+		b.Write(raw[:n])
+		raw = raw[n:]
+		switch raw[1] {
 		case 'b':
-			b = append(b, '\b')
+			b.WriteByte('\b')
 		case 'f':
-			b = append(b, '\f')
+			b.WriteByte('\f')
 		case 'n':
-			b = append(b, '\n')
+			b.WriteByte('\n')
 		case 'r':
-			b = append(b, '\r')
+			b.WriteByte('\r')
 		case 't':
-			b = append(b, '\t')
+			b.WriteByte('\t')
 		case 'u':
-			r := hex4(raw[i+2:])
-			i += 6
+			r := hex4(raw[2:])
+			raw = raw[6:]
 			if utf16.IsSurrogate(r) {
 				var next rune = -1
-				if i+1 < len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
-					next = hex4(raw[i+2:])
+				if len(raw) >= 2 && raw[0] == '\\' && raw[1] == 'u' {
+					next = hex4(raw[2:])
 				}
 				if pair := utf16.DecodeRune(r, next); pair != utf8.RuneError {
 					r = pair
-					i += 6
+					raw = raw[6:]
 				} else {
 					r = utf8.RuneError
 				}
 			}
-			b = utf8.AppendRune(b, r)
+			b.WriteRune(r)
 			continue
 		default: // '"', '\\', '/'
-			b = append(b, raw[i+1])
+			b.WriteByte(raw[1])
 		}
-		i += 2
+		raw = raw[2:]
 	}
-	return string(b)
 }
