@@ -1,13 +1,11 @@
 package wire
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"math"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 )
 
 // Decoding limits (PROTOCOL.md §1.1–1.2).
@@ -46,33 +44,19 @@ type Inbound struct {
 }
 
 // Decode parses one agent frame under the reference's rules: valid UTF-8,
-// nesting at most maxDepth (checked before parsing), no NaN or Infinity, no
-// number outside float64 or int64 range, one object and nothing after it;
-// sender, target, type and channel must be strings or null.
+// nesting at most maxDepth, no NaN or Infinity, no number outside float64
+// or int64 range, one object and nothing after it; sender, target, type and
+// channel must be strings or null. It reads the frame in one pass (parse.go)
+// and yields what encoding/json with UseNumber would.
 func Decode(data []byte, maxBytes, maxDepth int) (*Inbound, error) {
 	if maxBytes > 0 && len(data) > maxBytes {
 		return nil, ErrTooLarge
 	}
-	if !utf8.Valid(data) || nestingDeeperThan(data, maxDepth) {
-		return nil, ErrMalformedJSON
+	m, err := parseObject(data, maxDepth)
+	if err != nil {
+		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, ErrMalformedJSON
-	}
-	if rest := data[dec.InputOffset():]; len(bytes.TrimSpace(rest)) > 0 {
-		return nil, ErrMalformedJSON
-	}
-	if !numbersInRange(v) {
-		return nil, ErrMalformedJSON
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, ErrNotObject
-	}
-	for _, k := range []string{"sender", "target", "type", "channel"} {
+	for _, k := range [...]string{"sender", "target", "type", "channel"} {
 		if x, present := m[k]; present && x != nil {
 			if _, isStr := x.(string); !isStr {
 				return nil, FieldError(k, "a string")
@@ -80,59 +64,6 @@ func Decode(data []byte, maxBytes, maxDepth int) (*Inbound, error) {
 		}
 	}
 	return &Inbound{m: m}, nil
-}
-
-// nestingDeeperThan scans brackets outside strings.
-func nestingDeeperThan(data []byte, max int) bool {
-	depth, inStr, esc := 0, false, false
-	for _, c := range data {
-		switch {
-		case inStr:
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-		case c == '"':
-			inStr = true
-		case c == '{' || c == '[':
-			if depth++; depth > max {
-				return true
-			}
-		case c == '}' || c == ']':
-			depth--
-		}
-	}
-	return false
-}
-
-func numbersInRange(v any) bool {
-	switch x := v.(type) {
-	case json.Number:
-		s := string(x)
-		if isIntLexeme(s) {
-			_, err := strconv.ParseInt(s, 10, 64)
-			return err == nil
-		}
-		f, err := strconv.ParseFloat(s, 64)
-		return err == nil && !math.IsInf(f, 0)
-	case map[string]any:
-		for _, e := range x {
-			if !numbersInRange(e) {
-				return false
-			}
-		}
-	case []any:
-		for _, e := range x {
-			if !numbersInRange(e) {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 func isIntLexeme(s string) bool { return !strings.ContainsAny(s, ".eE") }
