@@ -24,7 +24,7 @@ func decodeReflect(data []byte, maxBytes, maxDepth int) (*Inbound, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, ErrMalformedJSON
 	}
-	if rest := data[dec.InputOffset():]; len(bytes.TrimSpace(rest)) > 0 {
+	if rest := data[dec.InputOffset():]; len(bytes.Trim(rest, " \t\n\r")) > 0 {
 		return nil, ErrMalformedJSON
 	}
 	if !numbersInRange(v) {

@@ -6,7 +6,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -52,19 +51,13 @@ func (p *parser) skipSpace() {
 	}
 }
 
-// onlySpaceLeft reports whether the rest after the top-level value is
-// whitespace. The reflective decoder ended the value where encoding/json's
-// scanner did and trimmed the rest with bytes.TrimSpace, which also takes
-// Unicode spaces (\v, \f, U+0085, U+00A0, U+2028, …), so they pass here too.
+// onlySpaceLeft reports whether the rest after the top-level value is JSON
+// whitespace (space, tab, newline, carriage return), as Python's json.loads
+// has it: anything else after the value, a Unicode space (\v, U+00A0, …)
+// included, is "Extra data" there and "Malformed JSON." here.
 func (p *parser) onlySpaceLeft() bool {
-	for rest := p.data[p.pos:]; len(rest) > 0; {
-		r, n := utf8.DecodeRune(rest)
-		if (r == utf8.RuneError && n == 1) || !unicode.IsSpace(r) {
-			return false
-		}
-		rest = rest[n:]
-	}
-	return true
+	p.skipSpace()
+	return p.pos == len(p.data)
 }
 
 func (p *parser) value() (any, bool) {
