@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/synapse-hub/synapse/federation"
+	"github.com/synapse-hub/synapse/transport"
 )
 
 // metrics are the hub's Prometheus series, on a private registry. Names
@@ -165,6 +166,9 @@ func newMetrics(h *Hub) *metrics {
 		return 0
 	})
 	gaugeFunc("synapse_sequencer_batches", "Batches the sequencer decided.", func() float64 { return float64(h.seq.Stats().Batches) })
+	gaugeFunc("synapse_socket_frames_written", "Frames written to sockets (control frames included).", func() float64 { return float64(transport.Stats().Frames) })
+	gaugeFunc("synapse_socket_writes", "Write system calls to sockets by writer goroutines.", func() float64 { return float64(transport.Stats().Writes) })
+	gaugeFunc("synapse_socket_inline_writes", "Non-blocking socket writes by the goroutine that read the request (its own replies).", func() float64 { return float64(transport.Stats().InlineWrites) })
 	gaugeFunc("synapse_sequencer_inline_calls", "Calls decided on the caller's goroutine because the sequencer was idle (no hand-off).", func() float64 { return float64(h.seq.Stats().Inline) })
 	gaugeFunc("synapse_sequencer_max_batch", "Most requests one batch carried.", func() float64 { return float64(h.seq.Stats().MaxBatch) })
 	return m

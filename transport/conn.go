@@ -90,6 +90,24 @@ const (
 	maxControl = 4
 )
 
+// stats counts what every socket of the process wrote (Stats).
+var stats struct {
+	frames, writes, inlineWrites atomic.Int64
+}
+
+// WriteStats is what the sockets of this process have written.
+type WriteStats struct {
+	Frames       int64 // frames written (control frames included)
+	Writes       int64 // write system calls by writer goroutines
+	InlineWrites int64 // non-blocking writes by a reader at Release
+}
+
+// Stats returns the write counters: Frames / (Writes + InlineWrites) is
+// how many frames one system call carried on average.
+func Stats() WriteStats {
+	return WriteStats{Frames: stats.frames.Load(), Writes: stats.writes.Load(), InlineWrites: stats.inlineWrites.Load()}
+}
+
 var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, writeBufSize); return &b }}
 
 // Options configure a socket. Every field must be set.
@@ -459,6 +477,8 @@ func (c *Conn) Release() {
 	n, err := 0, error(nil)
 	if whole {
 		n, err = tryWrite(c.raw, buf)
+		stats.inlineWrites.Add(1)
+		stats.frames.Add(int64(len(batch)))
 	}
 	c.mu.Lock()
 	switch {
@@ -609,15 +629,18 @@ func (c *Conn) writeBlocking(rest []byte, batch []outFrame) error {
 	bp := writeBufs.Get().(*[]byte)
 	buf := append((*bp)[:0], rest...)
 	var err error
+	stats.frames.Add(int64(len(batch)))
 	for _, f := range batch {
 		if len(f.p) > bigPayload {
 			bufs := net.Buffers{appendHeader(buf, f.op, len(f.p)), f.p}
 			_, err = bufs.WriteTo(c.nc)
+			stats.writes.Add(1)
 			buf = buf[:0]
 		} else {
 			buf = appendFrame(buf, f)
 			if len(buf) >= writeBufSize {
 				_, err = c.nc.Write(buf)
+				stats.writes.Add(1)
 				buf = buf[:0]
 			}
 		}
@@ -627,6 +650,7 @@ func (c *Conn) writeBlocking(rest []byte, batch []outFrame) error {
 	}
 	if err == nil && len(buf) > 0 {
 		_, err = c.nc.Write(buf)
+		stats.writes.Add(1)
 	}
 	c.giveBack(bp, buf, batch)
 	return err
