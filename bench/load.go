@@ -54,8 +54,9 @@ type LoadResult struct {
 	Conflicts       int64   `json:"conflicts_refused"`
 	Chat            Latency `json:"directed_chat"`
 	// HubCPUPerCycle and ClientCPUPerCycle are CPU µs per claim+release
-	// cycle, read from /proc: the hub's is the figure that matters on two
-	// shared cores, where the load client bounds throughput.
+	// cycle, read from /proc, and the ...PerChat ones per directed chat:
+	// the hub's are the figures that matter on two shared cores, where the
+	// client's CPU takes from the hub's.
 	HubCPUPerCycle    float64 `json:"hub_cpu_us_per_cycle,omitempty"`
 	ClientCPUPerCycle float64 `json:"client_cpu_us_per_cycle"`
 	HubCPUPerChat     float64 `json:"hub_cpu_us_per_chat,omitempty"`
@@ -87,6 +88,8 @@ func dialAgent(ctx context.Context, uri, name string, scoped bool) (*loadAgent, 
 	return a, nil
 }
 
+// register sends the agent's first frame and waits until the hub has read
+// it.
 func (a *loadAgent) register(ctx context.Context, scoped bool) error {
 	b := appendField(a.request("heartbeat", "System"), "payload", "online")
 	if scoped {
@@ -96,7 +99,7 @@ func (a *loadAgent) register(ctx context.Context, scoped bool) error {
 		return fmt.Errorf("register %s: %w", a.name, err)
 	}
 	if err := a.call(ctx, a.request("who_request", "System"), func(b []byte) bool { return has(b, `"type":"who_snapshot"`) }); err != nil {
-		return fmt.Errorf("register %s: %w", a.name, err)
+		return fmt.Errorf("register: %w", err)
 	}
 	return nil
 }

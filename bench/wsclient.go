@@ -44,7 +44,7 @@ const maxFrameBytes = 64 << 20
 
 // closeWait is how long close waits for the hub's close frame before it
 // drops the connection.
-var closeWait = 2 * time.Second
+const closeWait = 2 * time.Second
 
 // errClosed ends the reader at the hub's close frame.
 var errClosed = errors.New("bench: websocket closed by the hub")
