@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -13,7 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/gobwas/ws"
+
+	"github.com/synapse-hub/synapse/pyjson"
 )
 
 // LoadConfig is one run of the load benchmark against a hub over real
@@ -53,88 +54,94 @@ type LoadResult struct {
 	Conflicts       int64   `json:"conflicts_refused"`
 	Chat            Latency `json:"directed_chat"`
 	// HubCPUPerCycle and ClientCPUPerCycle are CPU µs per claim+release
-	// cycle, read from /proc: the hub's is the figure that matters on two
-	// shared cores, where the load client bounds throughput.
+	// cycle, read from /proc, and the ...PerChat ones per directed chat:
+	// the hub's are the figures that matter on two shared cores, where the
+	// client's CPU takes from the hub's.
 	HubCPUPerCycle    float64 `json:"hub_cpu_us_per_cycle,omitempty"`
 	ClientCPUPerCycle float64 `json:"client_cpu_us_per_cycle"`
 	HubCPUPerChat     float64 `json:"hub_cpu_us_per_chat,omitempty"`
+	ClientCPUPerChat  float64 `json:"client_cpu_us_per_chat,omitempty"`
 	HubRSSKB          int64   `json:"hub_rss_kb,omitempty"`
 }
 
-// loadAgent is one connected agent: a socket, a reader goroutine that
-// hands the frames it waits for to the worker, and its name.
+// loadAgent is one connected agent: its socket and name, and the buffer
+// its requests are built in (one goroutine sends at a time).
 type loadAgent struct {
 	name string
-	c    *websocket.Conn
-	want atomic.Pointer[waiter]
-	done chan struct{}
+	c    *wsConn
+	req  []byte
 }
 
-type waiter struct {
-	match func([]byte) bool
-	ch    chan []byte
-}
-
+// dialAgent connects an agent and registers it, and returns once the hub
+// has read the registration (its answer to a who_request sent after it has
+// come back: frames of one socket are handled in order).
 func dialAgent(ctx context.Context, uri, name string, scoped bool) (*loadAgent, error) {
-	c, _, err := websocket.Dial(ctx, uri, &websocket.DialOptions{CompressionMode: websocket.CompressionDisabled})
+	c, err := dialWS(ctx, ws.Dialer{}, uri)
 	if err != nil {
 		return nil, err
 	}
-	c.SetReadLimit(64 << 20)
-	a := &loadAgent{name: name, c: c, done: make(chan struct{})}
-	go a.read()
-	reg := map[string]any{"sender": name, "type": "heartbeat", "target": "System", "payload": "online"}
-	if scoped {
-		reg["fanout"] = "scoped"
-	}
-	if err := a.send(ctx, reg); err != nil {
-		c.CloseNow()
+	a := &loadAgent{name: name, c: c}
+	if err := a.register(ctx, scoped); err != nil {
+		c.close()
 		return nil, err
 	}
 	return a, nil
 }
 
-func (a *loadAgent) read() {
-	defer close(a.done)
-	for {
-		_, data, err := a.c.Read(context.Background())
-		if err != nil {
-			return
-		}
-		if w := a.want.Load(); w != nil && w.match(data) {
-			a.want.CompareAndSwap(w, nil)
-			w.ch <- data
-		}
+// register sends the agent's first frame and waits until the hub has read
+// it.
+func (a *loadAgent) register(ctx context.Context, scoped bool) error {
+	b := appendField(a.request("heartbeat", "System"), "payload", "online")
+	if scoped {
+		b = appendField(b, "fanout", "scoped")
 	}
+	if err := a.send(b); err != nil {
+		return fmt.Errorf("register %s: %w", a.name, err)
+	}
+	if err := a.call(ctx, a.request("who_request", "System"), func(b []byte) bool { return has(b, `"type":"who_snapshot"`) }); err != nil {
+		return fmt.Errorf("register: %w", err)
+	}
+	return nil
 }
 
-func (a *loadAgent) send(ctx context.Context, m map[string]any) error {
-	b, _ := json.Marshal(m)
-	return a.c.Write(ctx, websocket.MessageText, b)
+// request starts a request's JSON in the agent's buffer: sender, target
+// and type first, as in the hub's frames. Add fields with appendField;
+// send closes the object.
+func (a *loadAgent) request(typ, target string) []byte {
+	b := append(a.req[:0], '{')
+	b = pyjson.AppendString(pyjson.AppendKey(b, "sender"), a.name)
+	b = pyjson.AppendString(pyjson.AppendKey(b, "target"), target)
+	return pyjson.AppendString(pyjson.AppendKey(b, "type"), typ)
 }
 
-// call sends m and waits for the first frame match accepts.
-func (a *loadAgent) call(ctx context.Context, m map[string]any, match func([]byte) bool) ([]byte, error) {
-	w := &waiter{match: match, ch: make(chan []byte, 1)}
-	a.want.Store(w)
-	if err := a.send(ctx, m); err != nil {
-		return nil, err
-	}
-	select {
-	case b := <-w.ch:
-		return b, nil
-	case <-a.done:
-		return nil, fmt.Errorf("%s: connection closed", a.name)
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+func appendField(b []byte, k, v string) []byte {
+	return pyjson.AppendString(pyjson.AppendKey(b, k), v)
 }
 
+// send closes the request b (from request) and sends it.
+func (a *loadAgent) send(b []byte) error {
+	b = append(b, '}')
+	a.req = b
+	return a.c.sendText(b)
+}
+
+// call sends the request b and waits for the first frame match accepts.
+func (a *loadAgent) call(ctx context.Context, b []byte, match func([]byte) bool) error {
+	w := newWaiter(match)
+	a.c.await(w)
+	if err := a.send(b); err != nil {
+		return fmt.Errorf("%s: %w", a.name, err)
+	}
+	if err := a.c.wait(ctx, w); err != nil {
+		return fmt.Errorf("%s: %w", a.name, err)
+	}
+	return nil
+}
+
+// close says goodbye and closes the socket.
 func (a *loadAgent) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = a.send(ctx, map[string]any{"sender": a.name, "type": "leave", "target": "System"})
-	a.c.Close(websocket.StatusNormalClosure, "")
+	_ = a.send(a.request("leave", "System"))
+	a.c.close()
 }
 
 func has(b []byte, parts ...string) bool {
@@ -145,6 +152,11 @@ func has(b []byte, parts ...string) bool {
 	}
 	return true
 }
+
+// dialsInFlight bounds the connect storm's dials (each with its
+// registration round trip): enough to keep the hub busy, few enough that a
+// thousand goroutines do not all wait on it at once.
+const dialsInFlight = 64
 
 // RunLoad connects the agents (a connect storm: all at once), runs the
 // cycling phase for Duration, then a directed chat phase, and reports.
@@ -163,7 +175,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 	errs := make([]error, total)
 	t0 := time.Now()
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64) // dials in flight
+	sem := make(chan struct{}, dialsInFlight)
 	for i := range agents {
 		wg.Add(1)
 		go func() {
@@ -180,23 +192,10 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 		}()
 	}
 	wg.Wait()
-	defer func() {
-		for _, a := range agents {
-			if a != nil {
-				a.close()
-			}
-		}
-	}()
+	defer closeAll(agents)
 	for _, err := range errs {
 		if err != nil {
 			return res, fmt.Errorf("bench: connect: %w", err)
-		}
-	}
-	// Every registration has been read once a who_request sent after it is
-	// answered (frames of one socket are handled in order).
-	for _, a := range agents {
-		if _, err := a.call(ctx, map[string]any{"sender": a.name, "type": "who_request", "target": "System"}, func(b []byte) bool { return has(b, `"type":"who_snapshot"`) }); err != nil {
-			return res, fmt.Errorf("bench: register: %w", err)
 		}
 	}
 	res.ConnectSeconds = time.Since(t0).Seconds()
@@ -227,33 +226,29 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			mine := `"owner":"` + a.name + `"`
+			var denied bool
+			own, ownPaths := a.name+"/T", []string{a.name}
+			claimOwn, releaseOwn := claimAnswer(a.name, own, &denied), releaseAnswer(own)
 			for k := 0; time.Now().Before(deadline) && ctx.Err() == nil; k++ {
-				task := a.name + "/T"
-				paths := []string{a.name}
-				contended := cfg.Conflict > 0 && float64(k%100) < cfg.Conflict*100
-				if contended {
+				task, paths, claimed, released := own, ownPaths, claimOwn, releaseOwn
+				if cfg.Conflict > 0 && float64(k%100) < cfg.Conflict*100 {
 					task, paths = fmt.Sprintf("%s/C%d", a.name, k), []string{"contended"}
+					claimed, released = claimAnswer(a.name, task, &denied), releaseAnswer(task)
 				}
+				denied = false
 				s := time.Now()
-				b, err := a.call(ctx, map[string]any{"sender": a.name, "type": "claim", "target": "System", "task_id": task, "paths": paths},
-					func(b []byte) bool {
-						return has(b, `"type":"claim_granted"`, mine, `"task_id":"`+task+`"`) || has(b, `"type":"claim_denied"`, `"task_id":"`+task+`"`)
-					})
-				if err != nil {
+				b := pyjson.AppendStrings(pyjson.AppendKey(appendField(a.request("claim", "System"), "task_id", task), "paths"), paths)
+				if err := a.call(ctx, b, claimed); err != nil {
 					firstErr.CompareAndSwap(nil, err)
 					return
 				}
 				claimLat[i] = append(claimLat[i], time.Since(s))
-				if has(b, `"type":"claim_denied"`) {
+				if denied {
 					conflicts.Add(1)
 					continue
 				}
 				s = time.Now()
-				if _, err := a.call(ctx, map[string]any{"sender": a.name, "type": "release", "target": "System", "task_id": task},
-					func(b []byte) bool {
-						return has(b, `"type":"release_granted"`, `"task_id":"`+task+`"`) || has(b, `"type":"release_denied"`)
-					}); err != nil {
+				if err := a.call(ctx, appendField(a.request("release", "System"), "task_id", task), released); err != nil {
 					firstErr.CompareAndSwap(nil, err)
 					return
 				}
@@ -279,35 +274,81 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 		}
 	}
 
-	// Directed chat: the first agent writes to the second, which must
-	// receive each message (the hub's echo to the sender comes first).
 	if len(agents) >= 2 {
-		from, to := agents[0], agents[1]
-		var lat []time.Duration
-		h0 := procCPU(cfg.HubPID)
-		end := time.Now().Add(min(cfg.Duration, 2*time.Second))
-		for k := 0; time.Now().Before(end); k++ {
-			id := "m" + strconv.Itoa(k)
-			w := &waiter{match: func(b []byte) bool { return has(b, `"type":"chat"`, `"client_msg_id":"`+id+`"`) }, ch: make(chan []byte, 1)}
-			to.want.Store(w)
-			s := time.Now()
-			if err := from.send(ctx, map[string]any{"sender": from.name, "type": "chat", "target": to.name, "payload": "hello", "client_msg_id": id}); err != nil {
-				return res, err
-			}
-			select {
-			case <-w.ch:
-				lat = append(lat, time.Since(s))
-			case <-time.After(5 * time.Second):
-				return res, fmt.Errorf("bench: directed chat %s never arrived", id)
-			}
-		}
-		res.Chat = summarize([][]time.Duration{lat})
-		if cfg.HubPID > 0 && len(lat) > 0 {
-			res.HubCPUPerChat = (procCPU(cfg.HubPID) - h0) / float64(len(lat)) * 1e6
+		if err := directedChat(ctx, cfg, agents[0], agents[1], &res); err != nil {
+			return res, err
 		}
 	}
 	res.HubRSSKB = procRSS(cfg.HubPID)
 	return res, nil
+}
+
+// claimAnswer matches the hub's answer to owner's claim of task: the grant
+// (a broadcast, so its owner is checked too) or the refusal, which it
+// records in denied.
+func claimAnswer(owner, task string, denied *bool) func([]byte) bool {
+	taskID := `"task_id":"` + task + `"`
+	granted := []string{`"type":"claim_granted"`, `"owner":"` + owner + `"`, taskID}
+	refused := []string{`"type":"claim_denied"`, taskID}
+	return func(b []byte) bool {
+		if has(b, granted...) {
+			return true
+		}
+		*denied = has(b, refused...)
+		return *denied
+	}
+}
+
+// releaseAnswer matches the hub's answer to a release of task.
+func releaseAnswer(task string) func([]byte) bool {
+	granted := []string{`"type":"release_granted"`, `"task_id":"` + task + `"`}
+	return func(b []byte) bool { return has(b, granted...) || has(b, `"type":"release_denied"`) }
+}
+
+// directedChat runs the directed chat phase: from writes to to, which must
+// receive each message before the next is sent (the hub's echo to the
+// sender comes first).
+func directedChat(ctx context.Context, cfg LoadConfig, from, to *loadAgent, res *LoadResult) error {
+	var lat []time.Duration
+	h0, c0 := procCPU(cfg.HubPID), procCPU(os.Getpid())
+	end := time.Now().Add(min(cfg.Duration, 2*time.Second))
+	// One deadline for the phase, not a timer per message.
+	cctx, cancel := context.WithDeadline(ctx, end.Add(5*time.Second))
+	defer cancel()
+	for k := 0; time.Now().Before(end); k++ {
+		id := "m" + strconv.Itoa(k)
+		msgID := `"client_msg_id":"` + id + `"`
+		w := newWaiter(func(b []byte) bool { return has(b, `"type":"chat"`, msgID) })
+		to.c.await(w)
+		s := time.Now()
+		if err := from.send(appendField(appendField(from.request("chat", to.name), "payload", "hello"), "client_msg_id", id)); err != nil {
+			return fmt.Errorf("bench: directed chat: %w", err)
+		}
+		if err := to.c.wait(cctx, w); err != nil {
+			return fmt.Errorf("bench: directed chat %s never arrived: %w", id, err)
+		}
+		lat = append(lat, time.Since(s))
+	}
+	res.Chat = summarize([][]time.Duration{lat})
+	if len(lat) > 0 {
+		res.ClientCPUPerChat = (procCPU(os.Getpid()) - c0) / float64(len(lat)) * 1e6
+		if cfg.HubPID > 0 {
+			res.HubCPUPerChat = (procCPU(cfg.HubPID) - h0) / float64(len(lat)) * 1e6
+		}
+	}
+	return nil
+}
+
+// closeAll says goodbye on every socket at once: one by one, a thousand
+// closing handshakes would take longer than the run.
+func closeAll(agents []*loadAgent) {
+	var wg sync.WaitGroup
+	for _, a := range agents {
+		if a != nil {
+			wg.Go(a.close)
+		}
+	}
+	wg.Wait()
 }
 
 func summarize(per [][]time.Duration) Latency {

@@ -29,9 +29,9 @@ files for --duration (a --conflict share of its claims aims at one contended
 scope), then one agent sends directed chats to another.
 
 Prints cycles/s, p50/p99/max of claim and release, the hub's CPU µs per cycle
-and per chat (read from /proc: on two shared cores the load client bounds
-throughput, so hub CPU per operation is the figure to compare), the client's
-CPU per cycle and the hub's resident memory. --json prints one object per
+and per chat (read from /proc: the load client shares the machine's cores, so
+hub CPU per operation is the figure to compare), the client's CPU µs per cycle
+and per chat, and the hub's resident memory. --json prints one object per
 agent count, one per line. A progress line goes to stderr.
 
 Flags:
@@ -96,8 +96,8 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "agents %d (+%d idle, %s): connect %.2fs, %d cycles, %.0f cycles/s\n", res.Agents, res.Idle, res.Fanout, res.ConnectSeconds, res.Cycles, res.CyclesPerSecond)
 		fmt.Fprintf(stdout, "  claim p50 %.0f µs p99 %.0f µs max %.0f µs; release p50 %.0f µs p99 %.0f µs; refused (conflict) %d\n",
 			res.Claim.P50, res.Claim.P99, res.Claim.Max, res.Release.P50, res.Release.P99, res.Conflicts)
-		fmt.Fprintf(stdout, "  hub CPU %.0f µs/cycle, %.0f µs/chat (chat p50 %.0f µs); client CPU %.0f µs/cycle; hub RSS %d KiB\n",
-			res.HubCPUPerCycle, res.HubCPUPerChat, res.Chat.P50, res.ClientCPUPerCycle, res.HubRSSKB)
+		fmt.Fprintf(stdout, "  hub CPU %.0f µs/cycle, %.0f µs/chat (chat p50 %.0f µs); client CPU %.0f µs/cycle, %.0f µs/chat; hub RSS %d KiB\n",
+			res.HubCPUPerCycle, res.HubCPUPerChat, res.Chat.P50, res.ClientCPUPerCycle, res.ClientCPUPerChat, res.HubRSSKB)
 	}
 	return 0
 }
