@@ -347,15 +347,23 @@ func TestGroupCommit_ConcurrentSubmittersBatch(t *testing.T) {
 	}
 }
 
-func TestTimer_ExpiresLeaseWithoutCommand_INV_LL_2(t *testing.T) {
+// onRealClock is a sequencer driven by the real clock (its expiry timer
+// fires for real) over a state that takes leases as short as 1 ms, with
+// the events it publishes.
+func onRealClock(t *testing.T) (*Sequencer, <-chan coord.Event) {
 	events := make(chan coord.Event, 16)
 	st := coord.New(coord.Limits{MinTTL: 0.001})
 	s := New(st, newFakeJournal(), Options{OnCommit: func(evs []coord.Event) {
 		for _, ev := range evs {
 			events <- ev
 		}
-	}, Logger: quiet}) // the real clock drives the timer
+	}, Logger: quiet})
 	t.Cleanup(func() { s.Close() })
+	return s, events
+}
+
+func TestTimer_ExpiresLeaseWithoutCommand_INV_LL_2(t *testing.T) {
+	s, events := onRealClock(t)
 
 	c := claim("a", "T1")
 	c.TTL = 0.05
@@ -516,14 +524,7 @@ func TestInline_IdleCallsDecideOnTheCallerQueuedOnesBatch_INV_JA_1(t *testing.T)
 // for wakes the loop to re-arm it, so the lease still expires on time
 // (INV-LL-2) with no other command.
 func TestInline_ShortLeaseRearmsTheTimer_INV_LL_2(t *testing.T) {
-	events := make(chan coord.Event, 16)
-	st := coord.New(coord.Limits{MinTTL: 0.001})
-	s := New(st, newFakeJournal(), Options{OnCommit: func(evs []coord.Event) {
-		for _, ev := range evs {
-			events <- ev
-		}
-	}, Logger: quiet})
-	t.Cleanup(func() { s.Close() })
+	s, events := onRealClock(t)
 	long := claim("a", "T1")
 	long.TTL = 3600
 	submit(t, s, Request{Cmd: long})
