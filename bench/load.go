@@ -62,6 +62,9 @@ type LoadResult struct {
 	HubCPUPerChat     float64 `json:"hub_cpu_us_per_chat,omitempty"`
 	ClientCPUPerChat  float64 `json:"client_cpu_us_per_chat,omitempty"`
 	HubRSSKB          int64   `json:"hub_rss_kb,omitempty"`
+	// FloorUSPerRoundTrip is a bare WebSocket echo's server CPU per round
+	// trip on this machine (--floor): the least any hub could cost.
+	FloorUSPerRoundTrip float64 `json:"floor_us_per_round_trip,omitempty"`
 }
 
 // loadAgent is one connected agent: its socket and name, and the buffer

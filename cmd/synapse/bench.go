@@ -62,6 +62,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	switch what {
 	case "load":
 		return runBenchLoad(args[1:], stdout, stderr)
+	case "echo-server": // bench load --floor's child: not for users
+		return runEchoServer(args[1:], stderr)
 	case "core", "journal":
 	case "-h", "--help", "help":
 		fs.Usage()

@@ -50,6 +50,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	uri := fs.String("uri", "", "measure the hub at this address instead of starting one (its CPU is read with --hub-pid)")
 	hubPID := fs.Int("hub-pid", 0, "with --uri: the hub's process id, to read its CPU and memory from /proc")
 	asJSON := fs.Bool("json", false, "one JSON object per agent count, one per line")
+	floor := fs.Bool("floor", false, "first measure a bare WebSocket echo server (a child process) with the same client: no hub can cost less CPU per round trip on this machine, and a cycle is two")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -68,6 +69,18 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		counts = append(counts, n)
+	}
+	var floorUS float64
+	if *floor {
+		us, perS, err := measureFloor()
+		if err != nil {
+			fmt.Fprintln(stderr, "synapse bench load: --floor:", err)
+			return 1
+		}
+		floorUS = us
+		if !*asJSON {
+			fmt.Fprintf(stdout, "floor: a bare WebSocket echo costs %.1f µs of server CPU per round trip (%.0f round trips/s); a cycle is two: %.0f µs\n", us, perS, 2*us)
+		}
 	}
 	for _, n := range counts {
 		cfg := bench.LoadConfig{URI: *uri, HubPID: *hubPID, Agents: n, Idle: *idle, Scoped: *fanout == "scoped",
@@ -89,6 +102,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "synapse bench load:", err)
 			return 1
 		}
+		res.FloorUSPerRoundTrip = floorUS
 		if *asJSON {
 			printJSON(stdout, res)
 			continue
@@ -165,4 +179,61 @@ func startLoadHub(sockets int, journalOn bool, stderr io.Writer) (string, int, f
 		return "", 0, nil, errors.New("the hub did not start within 30 s")
 	}
 	return "ws://127.0.0.1:" + strconv.Itoa(port), cmd.Process.Pid, stop, nil
+}
+
+// measureFloor runs this binary's bare echo server as a child process and
+// measures it with the load client.
+func measureFloor() (usPerRoundTrip, perSecond float64, err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return 0, 0, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, 0, err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command(self, "bench", "echo-server", "--port", strconv.Itoa(port))
+	if err := cmd.Start(); err != nil {
+		return 0, 0, err
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	uri := "ws://127.0.0.1:" + strconv.Itoa(port)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for { // until the child listens
+		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err == nil {
+			c.Close()
+			break
+		}
+		if ctx.Err() != nil {
+			return 0, 0, errors.New("the echo server did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return bench.MeasureEcho(ctx, uri, cmd.Process.Pid, 20000)
+}
+
+// runEchoServer is 'synapse bench echo-server --port P' (bench load
+// --floor's child): a bare WebSocket echo on loopback.
+func runEchoServer(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench echo-server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	port := fs.Int("port", 0, "loopback port to listen on")
+	if err := fs.Parse(args); err != nil || *port <= 0 {
+		fmt.Fprintln(stderr, "synapse bench echo-server --port P: the bare echo bench load --floor measures")
+		return 2
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(*port))
+	if err != nil {
+		fmt.Fprintln(stderr, "synapse bench echo-server:", err)
+		return 1
+	}
+	if err := bench.ServeEcho(ln); err != nil {
+		fmt.Fprintln(stderr, "synapse bench echo-server:", err)
+		return 1
+	}
+	return 0
 }

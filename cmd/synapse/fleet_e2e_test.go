@@ -255,10 +255,11 @@ func TestFleet_Processes_NSMoveDrainList(t *testing.T) {
 
 // A few-second smoke run of the load benchmark over real sockets, with
 // loose bounds: it starts its own hub process, cycles claims, sends
-// directed chats, and reads the hub's CPU from /proc.
+// directed chats, and reads the hub's CPU from /proc; --floor first
+// measures a bare echo server process the same way.
 func TestBenchLoad_SmokeRunMeasuresTheHub(t *testing.T) {
 	bin := synapseBinary(t)
-	out, err := exec.Command(bin, "bench", "load", "--agents", "2", "--idle", "3", "--duration", "500ms", "--json").Output()
+	out, err := exec.Command(bin, "bench", "load", "--floor", "--agents", "2", "--idle", "3", "--duration", "500ms", "--json").Output()
 	if err != nil {
 		t.Fatalf("bench load: %v\n%s", err, out)
 	}
@@ -268,6 +269,7 @@ func TestBenchLoad_SmokeRunMeasuresTheHub(t *testing.T) {
 		HubCPU  float64 `json:"hub_cpu_us_per_cycle"`
 		HubRSS  int64   `json:"hub_rss_kb"`
 		Connect float64 `json:"connect_s"`
+		Floor   float64 `json:"floor_us_per_round_trip"`
 		Chat    struct {
 			Count int64 `json:"count"`
 		} `json:"directed_chat"`
@@ -275,7 +277,7 @@ func TestBenchLoad_SmokeRunMeasuresTheHub(t *testing.T) {
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("bench load --json: %v\n%s", err, out)
 	}
-	if res.Agents != 2 || res.Cycles < 10 || res.HubCPU <= 0 || res.HubRSS <= 0 || res.Chat.Count < 1 || res.Connect <= 0 {
+	if res.Agents != 2 || res.Cycles < 10 || res.HubCPU <= 0 || res.HubRSS <= 0 || res.Chat.Count < 1 || res.Connect <= 0 || res.Floor <= 0 {
 		t.Fatalf("bench load measured %+v", res)
 	}
 }
