@@ -447,3 +447,43 @@ func TestAudience_IndexReachesWhatTheScanReaches_PROTOCOL_2_15(t *testing.T) {
 		t.Error("a scoped socket is in the full fan-out set")
 	}
 }
+
+// last_seen is bounded (maxLastSeen, offline names forgotten stalest
+// first) but never forgets an online name; with more names online than
+// the bound, the sweep is not repeated on every frame: it waits for a
+// tenth of the bound more names (amortised O(1) per frame).
+func TestLastSeen_BoundedWithoutRescanningEveryFrame(t *testing.T) {
+	h := newLocalHub(t, Config{})
+	n := maxLastSeen + 50
+	sessions := make([]*session, n)
+	for i := range n {
+		sessions[i], _ = h.local(t, hb(fmt.Sprintf("p/a%d", i)))
+	}
+	h.mu.Lock()
+	if len(h.reg.lastSeen) != n {
+		t.Fatalf("last_seen holds %d names, want all %d online ones", len(h.reg.lastSeen), n)
+	}
+	if h.reg.lastSeenNext <= n {
+		t.Fatalf("next sweep at %d names with %d held: every frame would rescan", h.reg.lastSeenNext, n)
+	}
+	h.mu.Unlock()
+	// Half go offline; new names arrive until a sweep forgets offline ones.
+	for _, s := range sessions[:n/2] {
+		s.handleJSON(t, map[string]any{"type": "leave", "sender": s.name})
+	}
+	for i := 0; ; i++ {
+		h.local(t, hb(fmt.Sprintf("q/b%d", i)))
+		h.mu.Lock()
+		size, online := len(h.reg.lastSeen), len(h.reg.byName)
+		h.mu.Unlock()
+		if size < n {
+			if size < online || size > maxLastSeen {
+				t.Fatalf("after the sweep: %d names held, %d online, bound %d", size, online, maxLastSeen)
+			}
+			return
+		}
+		if i > maxLastSeen {
+			t.Fatal("offline names were never forgotten")
+		}
+	}
+}

@@ -25,21 +25,22 @@ const (
 
 // registry is the hub's connection-side state, guarded by Hub.mu.
 type registry struct {
-	sessions    map[*session]struct{}
-	perHost     map[string]int
-	byName      map[string]*session
-	byProject   map[string]map[string]struct{} // project → bound names in it (recipients.go)
-	byRole      map[string]map[string]struct{} // role → bound names holding it (recipients.go)
-	fullFanout  map[*session]struct{}          // bound sockets with the full fan-out (recipients.go)
-	bcastSeq    uint64                         // numbers broadcasts, to mark a socket reached once
-	visit       uint64                         // the last recipient resolution's mark (recipients.go)
-	lastSeen    map[string]float64
-	takeovers   map[string]*damping
-	deadLetters map[string]*deadLetter
-	cards       map[string]*card
-	leases      map[string]*nameLease // name-ownership leases (namelease.go)
-	history     []chatEntry           // oldest first, at most MaxHistory
-	msgID       int64
+	sessions     map[*session]struct{}
+	perHost      map[string]int
+	byName       map[string]*session
+	byProject    map[string]map[string]struct{} // project → bound names in it (recipients.go)
+	byRole       map[string]map[string]struct{} // role → bound names holding it (recipients.go)
+	fullFanout   map[*session]struct{}          // bound sockets with the full fan-out (recipients.go)
+	bcastSeq     uint64                         // numbers broadcasts, to mark a socket reached once
+	visit        uint64                         // the last recipient resolution's mark (recipients.go)
+	lastSeen     map[string]float64
+	lastSeenNext int // lastSeen's size that triggers the next sweep (touchLocked)
+	takeovers    map[string]*damping
+	deadLetters  map[string]*deadLetter
+	cards        map[string]*card
+	leases       map[string]*nameLease // name-ownership leases (namelease.go)
+	history      []chatEntry           // oldest first, at most MaxHistory
+	msgID        int64
 
 	online     []string                     // bound names, sorted; replaced on change (presence.go)
 	onlineJSON []byte                       // online encoded, nil until asked for after a change
@@ -343,7 +344,7 @@ func (s *session) registrationFieldsLocked(in *wire.Inbound) {
 // reference never prunes it.
 func (h *Hub) touchLocked(name string, now float64) {
 	h.reg.lastSeen[name] = now
-	if len(h.reg.lastSeen) <= maxLastSeen {
+	if len(h.reg.lastSeen) <= max(maxLastSeen, h.reg.lastSeenNext) {
 		return
 	}
 	type seen struct {
@@ -360,6 +361,10 @@ func (h *Hub) touchLocked(name string, now float64) {
 	for i := 0; i < len(offline) && len(h.reg.lastSeen) > maxLastSeen*9/10; i++ {
 		delete(h.reg.lastSeen, offline[i].name)
 	}
+	// Online names are never forgotten: with more of them than the bound,
+	// the next sweep waits for a tenth of the bound more names, so the
+	// scan is not repeated on every frame (amortised O(1) per frame).
+	h.reg.lastSeenNext = len(h.reg.lastSeen) + maxLastSeen/10
 }
 
 // leave forgets a socket that ended. If it still owned its name the name is
