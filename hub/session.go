@@ -55,6 +55,12 @@ type session struct {
 	conn socket // nil on a proxy session (relay)
 	host string
 	rate bucket // per-socket frame limiter (ratelimit.go); read goroutine only
+	// Malformed-frame pacing (ratelimit.go), read goroutine only: the
+	// bucket, the pause owed before the next read, and whether the
+	// pacing was logged (once per socket).
+	malformed bucket
+	pause     time.Duration
+	paced     bool
 
 	// registry (Hub.mu)
 	name         string // bound name, "" until the first frame binds it
@@ -107,6 +113,9 @@ func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {
 		host:   remoteHost(r),
 		authed: h.cfg.Token == "",
 		rate:   newBucket(h.cfg.RateLimits.AgentPerSecond, h.cfg.RateLimits.AgentBurst, h.now()),
+	}
+	if h.cfg.MalformedPerSecond > 0 {
+		s.malformed = newBucket(h.cfg.MalformedPerSecond, h.cfg.MalformedBurst, h.now())
 	}
 	h.conns.Add(1)
 	// The socket is served on a goroutine of its own and the HTTP handler
@@ -167,6 +176,10 @@ func (s *session) readLoop() {
 		s.conn.Hold()
 		s.handle(data)
 		s.conn.Release()
+		if s.pause > 0 {
+			s.wait(s.pause)
+			s.pause = 0
+		}
 	}
 }
 
