@@ -83,3 +83,26 @@ func TestHostile_UnpacedWhenOff(t *testing.T) {
 		t.Fatalf("malformed_paced = %v with pacing off", n)
 	}
 }
+
+// A paced socket that never binds a name is closed at its auth timeout
+// (PROTOCOL.md §1.1, 4012) like any other, but the rest of its flood is not
+// read at full speed for the close handshake: it is dropped at once.
+func TestHostile_PacedUnboundSocketIsClosedAtItsAuthTimeout_Section1_1(t *testing.T) {
+	clk := newFakeClock()
+	th := startHub(t, Config{MalformedPerSecond: 0.001, MalformedBurst: 2, AuthTimeout: 100 * time.Millisecond, Clock: clk.now})
+	flooder := th.connect()
+	for range 20 {
+		flooder.sendRaw("garbage")
+	}
+	for range 3 {
+		flooder.expect("error")
+	}
+	select {
+	case <-flooder.done:
+	case <-time.After(testDeadline):
+		t.Fatal("the paced socket was not dropped at its auth timeout")
+	}
+	if n := counterValue(t, th.h.m.framesIn.WithLabelValues("malformed")); n > 4 {
+		t.Fatalf("%v malformed frames handled; want at most 4 (the burst, the frame that exhausts it, one read at the close)", n)
+	}
+}

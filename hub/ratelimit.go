@@ -233,6 +233,16 @@ func (s *session) chargeMalformed() {
 	s.pause = time.Duration(d * float64(time.Second))
 }
 
+// flooding reports whether the socket's malformed burst is spent now.
+func (s *session) flooding() bool {
+	b := &s.malformed
+	if b.rate <= 0 {
+		return false
+	}
+	b.refill(s.h.now())
+	return b.tokens < 1
+}
+
 // wait pauses the read goroutine for d, or until the socket closes.
 func (s *session) wait(d time.Duration) {
 	t := time.NewTimer(d)

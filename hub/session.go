@@ -170,6 +170,13 @@ func (s *session) readLoop() {
 			return
 		}
 		if s.isClosing() || s.h.closing.Load() {
+			if s.flooding() {
+				// A flooder's close handshake is not worth reading its
+				// flood at full speed for: it is dropped (the close
+				// frame may or may not have gone), so the next Read
+				// fails and the socket ends now.
+				s.kill()
+			}
 			continue
 		}
 		s.h.m.bytesIn.Add(float64(len(data)))
