@@ -49,7 +49,7 @@ var SecureRateLimits = RateLimits{AgentPerSecond: 100, AgentBurst: 20, HostPerSe
 // instead of both cores (issue 12; docs/security.md).
 const (
 	DefaultMalformedPerSecond = 10
-	DefaultMalformedBurst     = 100
+	DefaultMalformedBurst     = 20
 )
 
 // DefaultAuthFailuresPerMinute is how many failed first frames (missing
