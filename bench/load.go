@@ -29,6 +29,9 @@ type LoadConfig struct {
 	// Conflict is the share of an agent's claims aimed at one contended
 	// scope instead of its own files (0..1).
 	Conflict float64
+	// Hostile is how many sockets flood malformed frames (hostile.go)
+	// through the cycling phase, never binding a name.
+	Hostile int
 	// Progress, if set, gets a line now and then while it runs.
 	Progress func(string)
 }
@@ -52,7 +55,12 @@ type LoadResult struct {
 	Claim           Latency `json:"claim"`
 	Release         Latency `json:"release"`
 	Conflicts       int64   `json:"conflicts_refused"`
-	Chat            Latency `json:"directed_chat"`
+	// Hostile sockets flooded HostileFrames malformed frames during the
+	// cycling phase (--hostile); HostileClosed of them the hub closed.
+	Hostile       int     `json:"hostile,omitempty"`
+	HostileFrames int64   `json:"hostile_frames,omitempty"`
+	HostileClosed int     `json:"hostile_closed,omitempty"`
+	Chat          Latency `json:"directed_chat"`
 	// HubCPUPerCycle and ClientCPUPerCycle are CPU µs per claim+release
 	// cycle, read from /proc, and the ...PerChat ones per directed chat:
 	// the hub's are the figures that matter on two shared cores, where the
@@ -205,6 +213,15 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 	progress("%d agents connected in %.2fs", total, res.ConnectSeconds)
 
 	workers := agents[:cfg.Agents]
+	var fl *flood
+	if cfg.Hostile > 0 {
+		var err error
+		if fl, err = startFlood(ctx, cfg.URI, cfg.Hostile); err != nil {
+			return res, fmt.Errorf("bench: hostile: %w", err)
+		}
+		defer fl.stop()
+		res.Hostile = cfg.Hostile
+	}
 	hub0, cli0 := procCPU(cfg.HubPID), procCPU(os.Getpid())
 	claimLat := make([][]time.Duration, len(workers))
 	releaseLat := make([][]time.Duration, len(workers))
@@ -263,6 +280,9 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 	wg.Wait()
 	close(stopProgress)
 	elapsed := time.Since(phase).Seconds()
+	if fl != nil {
+		res.HostileFrames, res.HostileClosed = fl.sent.Load(), fl.closed()
+	}
 	if err, _ := firstErr.Load().(error); err != nil {
 		return res, fmt.Errorf("bench: cycle: %w", err)
 	}

@@ -103,6 +103,15 @@ type Config struct {
 	// unchecked; 0 = DefaultAuthFailuresPerMinute, < 0 = unlimited
 	// (--auth-fail-limit). Only a hub with a Token has failures.
 	AuthFailuresPerMinute int
+	// MalformedPerSecond paces the frames one socket sends that fail to
+	// decode, once MalformedBurst of them are spent: the socket's reader
+	// waits before its next read, so a flood of garbage costs the hub a
+	// few frames a second (ratelimit.go). 0 = DefaultMalformedPerSecond,
+	// < 0 = unpaced, as the reference (--malformed-per-socket).
+	MalformedPerSecond float64
+	// MalformedBurst is how many malformed frames a socket may send at
+	// once; 0 = DefaultMalformedBurst (--malformed-burst).
+	MalformedBurst int
 	// LeaseOfflineTTL is how long a name-ownership lease outlives its
 	// holder's connection (--lease-offline-ttl; default 3600 s).
 	LeaseOfflineTTL time.Duration
@@ -234,6 +243,12 @@ func New(cfg Config) (*Hub, error) {
 	keys, err := checkMessageAuthKeys(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.MalformedPerSecond == 0 {
+		cfg.MalformedPerSecond = DefaultMalformedPerSecond
+	}
+	if cfg.MalformedBurst <= 0 {
+		cfg.MalformedBurst = DefaultMalformedBurst
 	}
 	if cfg.AuthFailuresPerMinute == 0 {
 		cfg.AuthFailuresPerMinute = DefaultAuthFailuresPerMinute

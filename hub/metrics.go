@@ -31,6 +31,7 @@ type metrics struct {
 	authLockouts        prometheus.Counter
 	messageAuthFailures *prometheus.CounterVec
 	rateLimited         *prometheus.CounterVec
+	malformedPaced      prometheus.Counter
 	takeovers           prometheus.Counter
 	takeoverQuarantines prometheus.Counter
 	idemReplays         prometheus.Counter
@@ -76,6 +77,7 @@ func newMetrics(h *Hub) *metrics {
 	m.authLockouts = counter("synapse_auth_lockout_refusals_total", "First frames refused unchecked because their host failed the token too often.")
 	m.messageAuthFailures = vec("synapse_message_auth_failures_total", "Signed-verb frames refused by per-message authentication, by verification_result.", "result")
 	m.rateLimited = vec("synapse_rate_limited_total", "Frames refused by a rate limiter, by scope (agent or host).", "scope")
+	m.malformedPaced = counter("synapse_malformed_paced_total", "Malformed frames beyond a socket's burst, after which its reader paused (--malformed-per-socket).")
 	m.takeovers = counter("synapse_takeovers_total", "Name takeovers admitted.")
 	m.takeoverQuarantines = counter("synapse_takeover_quarantines_total", "Names put in takeover quarantine.")
 	m.idemReplays = counter("synapse_atomic_operations_replayed_total", "Idempotent retries answered from the stored response.")

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"sync"
+	"time"
 )
 
 // Rate limits bound how fast one socket or one remote host can make the
@@ -37,6 +38,19 @@ type RateLimits struct {
 // --token (PROTOCOL.md §10): per agent 100/s burst 20, per host 500/s
 // burst 100.
 var SecureRateLimits = RateLimits{AgentPerSecond: 100, AgentBurst: 20, HostPerSecond: 500, HostBurst: 100}
+
+// Malformed frames are paced per socket by default, unlike the reference
+// (which answers each one): a socket past DefaultMalformedBurst frames that
+// fail to decode has its reader wait 1/DefaultMalformedPerSecond before
+// each next read. Every frame is still answered, in order, and the socket
+// stays open; the kernel's buffers, not the hub, hold what it sends
+// meanwhile, and its writes block. A well-behaved client never gets here;
+// a flood of garbage then costs the hub ten frames a second per socket
+// instead of both cores (issue 12; docs/security.md).
+const (
+	DefaultMalformedPerSecond = 10
+	DefaultMalformedBurst     = 20
+)
 
 // DefaultAuthFailuresPerMinute is how many failed first frames (missing
 // or wrong token) one remote host may send per minute, as a burst, before
@@ -84,6 +98,20 @@ func (b *bucket) allow(now float64) bool {
 	}
 	b.tokens--
 	return true
+}
+
+// reserve spends a token even if there is none, and returns how long,
+// in seconds, until the debt is earned back: 0 while the bucket holds one.
+func (b *bucket) reserve(now float64) float64 {
+	if b.rate <= 0 {
+		return 0
+	}
+	b.refill(now)
+	b.tokens--
+	if b.tokens >= 0 {
+		return 0
+	}
+	return -b.tokens / b.rate
 }
 
 // full reports whether the bucket has refilled to its burst by now, i.e.
@@ -187,4 +215,40 @@ func (s *session) replyTarget() string {
 		return s.name
 	}
 	return "all"
+}
+
+// chargeMalformed charges a frame that failed to decode to the socket's
+// malformed bucket; past the burst it sets the pause the reader owes
+// before its next read (the frame itself is still answered).
+func (s *session) chargeMalformed() {
+	d := s.malformed.reserve(s.h.now())
+	if d <= 0 {
+		return
+	}
+	if !s.paced {
+		s.paced = true
+		s.h.log.Warn("hub: socket floods malformed frames; its reads are paced", "session", s.id, "remote", s.host, "per_second", s.malformed.rate)
+	}
+	s.h.m.malformedPaced.Inc()
+	s.pause = time.Duration(d * float64(time.Second))
+}
+
+// flooding reports whether the socket's malformed burst is spent now.
+func (s *session) flooding() bool {
+	b := &s.malformed
+	if b.rate <= 0 {
+		return false
+	}
+	b.refill(s.h.now())
+	return b.tokens < 1
+}
+
+// wait pauses the read goroutine for d, or until the socket closes.
+func (s *session) wait(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.conn.Closing():
+	}
 }

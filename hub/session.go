@@ -55,6 +55,12 @@ type session struct {
 	conn socket // nil on a proxy session (relay)
 	host string
 	rate bucket // per-socket frame limiter (ratelimit.go); read goroutine only
+	// Malformed-frame pacing (ratelimit.go), read goroutine only: the
+	// bucket, the pause owed before the next read, and whether the
+	// pacing was logged (once per socket).
+	malformed bucket
+	pause     time.Duration
+	paced     bool
 
 	// registry (Hub.mu)
 	name         string // bound name, "" until the first frame binds it
@@ -107,6 +113,9 @@ func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {
 		host:   remoteHost(r),
 		authed: h.cfg.Token == "",
 		rate:   newBucket(h.cfg.RateLimits.AgentPerSecond, h.cfg.RateLimits.AgentBurst, h.now()),
+	}
+	if h.cfg.MalformedPerSecond > 0 {
+		s.malformed = newBucket(h.cfg.MalformedPerSecond, h.cfg.MalformedBurst, h.now())
 	}
 	h.conns.Add(1)
 	// The socket is served on a goroutine of its own and the HTTP handler
@@ -161,12 +170,23 @@ func (s *session) readLoop() {
 			return
 		}
 		if s.isClosing() || s.h.closing.Load() {
+			if s.flooding() {
+				// A flooder's close handshake is not worth reading its
+				// flood at full speed for: it is dropped (the close
+				// frame may or may not have gone), so the next Read
+				// fails and the socket ends now.
+				s.kill()
+			}
 			continue
 		}
 		s.h.m.bytesIn.Add(float64(len(data)))
 		s.conn.Hold()
 		s.handle(data)
 		s.conn.Release()
+		if s.pause > 0 {
+			s.wait(s.pause)
+			s.pause = 0
+		}
 	}
 }
 

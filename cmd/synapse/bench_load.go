@@ -18,7 +18,7 @@ import (
 	"github.com/synapse-hub/synapse/bench"
 )
 
-const benchLoadUsage = `Usage: synapse bench load [--agents 1,8,32] [--idle N] [--fanout full|scoped] [--journal] [--duration 5s] [--json]
+const benchLoadUsage = `Usage: synapse bench load [--agents 1,8,32] [--idle N] [--fanout full|scoped] [--journal] [--duration 5s] [--hostile N] [--json]
 
 Measures a hub over real sockets, as users meet it. Without --uri it starts
 'synapse hub' as a child process on a free loopback port (memory only, or
@@ -50,6 +50,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	uri := fs.String("uri", "", "measure the hub at this address instead of starting one (its CPU is read with --hub-pid)")
 	hubPID := fs.Int("hub-pid", 0, "with --uri: the hub's process id, to read its CPU and memory from /proc")
 	asJSON := fs.Bool("json", false, "one JSON object per agent count, one per line")
+	hostile := fs.Int("hostile", 0, "sockets that flood malformed frames (garbage, deep nesting, 64 KiB garbage) through the cycling phase, as fast as the hub takes them")
 	floor := fs.Bool("floor", false, "first measure a bare WebSocket echo server (a child process) with the same client: no hub can cost less CPU per round trip on this machine, and a cycle is two")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -84,7 +85,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, n := range counts {
 		cfg := bench.LoadConfig{URI: *uri, HubPID: *hubPID, Agents: n, Idle: *idle, Scoped: *fanout == "scoped",
-			Duration: *duration, Conflict: *conflict, Progress: func(s string) { fmt.Fprintf(stderr, "\r  %-60s", s) }}
+			Duration: *duration, Conflict: *conflict, Hostile: *hostile, Progress: func(s string) { fmt.Fprintf(stderr, "\r  %-60s", s) }}
 		stop := func() {}
 		if *uri == "" {
 			u, pid, s, err := startLoadHub(n+*idle, *journalOn, stderr)
@@ -110,6 +111,9 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "agents %d (+%d idle, %s): connect %.2fs, %d cycles, %.0f cycles/s\n", res.Agents, res.Idle, res.Fanout, res.ConnectSeconds, res.Cycles, res.CyclesPerSecond)
 		fmt.Fprintf(stdout, "  claim p50 %.0f µs p99 %.0f µs max %.0f µs; release p50 %.0f µs p99 %.0f µs; refused (conflict) %d\n",
 			res.Claim.P50, res.Claim.P99, res.Claim.Max, res.Release.P50, res.Release.P99, res.Conflicts)
+		if res.Hostile > 0 {
+			fmt.Fprintf(stdout, "  hostile: %d sockets sent %d malformed frames; the hub closed %d of them\n", res.Hostile, res.HostileFrames, res.HostileClosed)
+		}
 		fmt.Fprintf(stdout, "  hub CPU %.0f µs/cycle, %.0f µs/chat (chat p50 %.0f µs); client CPU %.0f µs/cycle, %.0f µs/chat; hub RSS %d KiB\n",
 			res.HubCPUPerCycle, res.HubCPUPerChat, res.Chat.P50, res.ClientCPUPerCycle, res.ClientCPUPerChat, res.HubRSSKB)
 	}

@@ -58,6 +58,8 @@ type hubFlags struct {
 	leaseOfflineTTL        float64
 	logJSON                bool
 	limits                 coord.Limits // the core's limits (registerLimits)
+	malformedRate          float64
+	malformedBurst         int
 	sendQueue              int
 	pingInterval           time.Duration
 	pongTimeout            time.Duration
@@ -156,7 +158,11 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		LeaseOfflineTTL: time.Duration(f.leaseOfflineTTL * float64(time.Second)),
 		SendQueue:       f.sendQueue,
 		PingInterval:    f.pingInterval, PongTimeout: f.pongTimeout, AuthTimeout: f.authTimeout, PresenceWindow: f.presenceWindow,
+		MalformedPerSecond: f.malformedRate, MalformedBurst: f.malformedBurst,
 		Logger: log,
+	}
+	if f.malformedRate <= 0 {
+		cfg.MalformedPerSecond = -1 // unpaced
 	}
 	if cfg.Federation, err = f.federationConfig(); err != nil {
 		fmt.Fprintln(stderr, "synapse hub:", err)
@@ -305,6 +311,8 @@ func (f *hubFlags) registerLimits(fs *flag.FlagSet) {
 	fs.DurationVar(&f.pingInterval, "ping-interval", hub.DefaultPingInterval, "how often each socket is pinged")
 	fs.DurationVar(&f.pongTimeout, "pong-timeout", hub.DefaultPongTimeout, "how long a ping may go unanswered before the socket is reaped")
 	fs.DurationVar(&f.authTimeout, "auth-timeout", hub.DefaultAuthTimeout, "how long a new socket may take to send its first frame (close 4012)")
+	fs.Float64Var(&f.malformedRate, "malformed-per-socket", hub.DefaultMalformedPerSecond, "frames per second a socket may send that fail to decode, past --malformed-burst: its reads are paced to this (docs/security.md), 0 = unpaced")
+	fs.IntVar(&f.malformedBurst, "malformed-burst", hub.DefaultMalformedBurst, "frames failing to decode a socket may send before its reads are paced")
 	fs.DurationVar(&f.presenceWindow, "presence-window", hub.DefaultPresenceWindow, "presence changes within this of the last presence_update are sent together at its end (docs/protocol.md, Presence)")
 }
 

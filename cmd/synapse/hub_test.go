@@ -61,7 +61,8 @@ func TestHub_EveryLimitHasAFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	if f.limits != coord.DefaultLimits() || f.sendQueue != hub.DefaultSendQueue || f.pingInterval != hub.DefaultPingInterval ||
-		f.pongTimeout != hub.DefaultPongTimeout || f.authTimeout != hub.DefaultAuthTimeout || f.presenceWindow != hub.DefaultPresenceWindow {
+		f.pongTimeout != hub.DefaultPongTimeout || f.authTimeout != hub.DefaultAuthTimeout || f.presenceWindow != hub.DefaultPresenceWindow ||
+		f.malformedRate != hub.DefaultMalformedPerSecond || f.malformedBurst != hub.DefaultMalformedBurst {
 		t.Fatalf("defaults %+v differ from the hub's", f)
 	}
 	cases := []struct {
@@ -87,6 +88,8 @@ func TestHub_EveryLimitHasAFlag(t *testing.T) {
 		{"ping-interval", "3s", func() any { return f.pingInterval }, 3 * time.Second},
 		{"pong-timeout", "4s", func() any { return f.pongTimeout }, 4 * time.Second},
 		{"auth-timeout", "5s", func() any { return f.authTimeout }, 5 * time.Second},
+		{"malformed-per-socket", "2.5", func() any { return f.malformedRate }, 2.5},
+		{"malformed-burst", "7", func() any { return f.malformedBurst }, 7},
 		{"presence-window", "250ms", func() any { return f.presenceWindow }, 250 * time.Millisecond},
 	}
 	for _, c := range cases {
