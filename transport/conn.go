@@ -76,7 +76,8 @@ var closeTimeout = 5 * time.Second
 // rather than copied; a Release writes inline only up to inlineMax bytes.
 const (
 	writeBufSize = 32 << 10
-	readBufSize  = 1 << 10 // per socket, held while it is idle
+	readBufSize  = 1 << 10  // per socket, held while it is idle
+	readChunk    = 16 << 10 // a message's first allocation; it grows as its bytes arrive
 	bigPayload   = 16 << 10
 	inlineMax    = 64 << 10
 	// keptQueue is the largest queue an idle socket keeps; a bigger one
@@ -275,7 +276,9 @@ func (c *Conn) readMessage() ([]byte, error) {
 			continue
 		}
 		// A whole message is read into a fresh slice: the hub may keep it.
-		buf := make([]byte, 0, hdr.Length)
+		// It grows as bytes arrive, not to the length the header announces:
+		// a peer that announces 1 MiB and trickles holds what it sent.
+		buf := make([]byte, 0, min(hdr.Length, readChunk))
 		for {
 			if len(buf) == cap(buf) {
 				buf = append(buf, 0)[:len(buf)]

@@ -362,3 +362,39 @@ func TestConn_WriterEndsWhenTheQueueIsEmpty(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A message larger than the first allocation (readChunk) is read whole as
+// its bytes arrive, and one announced larger than the limit is refused
+// (1009) from its header: the buffer grows with what the peer sent, never
+// to what it announced.
+func TestConn_LargeMessageGrowsAsItArrives(t *testing.T) {
+	got := make(chan []byte, 1)
+	url := serve(t, Options{MaxMessageBytes: 1 << 20, QueueLen: 16, WriteTimeout: testDeadline}, func(c *Conn) {
+		b, err := c.Read()
+		if err != nil {
+			close(got)
+			return
+		}
+		got <- b
+		for {
+			if _, err := c.Read(); err != nil {
+				return
+			}
+		}
+	})
+	cl := dial(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	want := []byte(strings.Repeat("0123456789abcdef", 200<<10/16)) // 200 KiB
+	if err := cl.Write(ctx, websocket.MessageText, want); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case b := <-got:
+		if string(b) != string(want) {
+			t.Fatalf("read %d bytes, want the %d sent", len(b), len(want))
+		}
+	case <-time.After(testDeadline):
+		t.Fatal("no message")
+	}
+}
