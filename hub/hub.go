@@ -111,6 +111,15 @@ type Config struct {
 	// (presence.go); default DefaultPresenceWindow.
 	PresenceWindow time.Duration
 
+	// AllowHosts are the Host authorities answered besides loopback ones
+	// (origin.go): "NAME" or an IP for any port, "NAME:PORT" for that
+	// port, "*" for any Host (--allow-host; the CLI adds the listen
+	// address and --advertise).
+	AllowHosts []string
+	// AllowOrigins are the browser Origins accepted besides same-origin
+	// ones: "SCHEME://HOST[:PORT]", or "*" for any (--allow-origin).
+	AllowOrigins []string
+
 	// MCP, when set, is served at /mcp for every method (Streamable HTTP
 	// is plain HTTP, not a WebSocket upgrade): `synapse hub` mounts the MCP
 	// server of package mcpserver there (docs/mcp.md).
@@ -174,9 +183,10 @@ type Hub struct {
 	stopMail context.CancelFunc     // ends the fleet mail watch (fleetmail.go)
 	features []string               // welcome.features: Features and the federation's
 
-	verifier  *verifier    // per-message HMAC; nil without keys
-	hostRates *hostBuckets // per-host frame limiter; nil when off
-	authFails *hostBuckets // failed first frames per host; nil when unlimited
+	policy    *requestPolicy // Host and Origin of every HTTP request (origin.go)
+	verifier  *verifier      // per-message HMAC; nil without keys
+	hostRates *hostBuckets   // per-host frame limiter; nil when off
+	authFails *hostBuckets   // failed first frames per host; nil when unlimited
 }
 
 // New builds a hub and starts its sequencer. The caller serves Handler and
@@ -235,6 +245,10 @@ func New(cfg Config) (*Hub, error) {
 	if err != nil {
 		return nil, err
 	}
+	policy, err := newRequestPolicy(cfg.AllowHosts, cfg.AllowOrigins)
+	if err != nil {
+		return nil, fmt.Errorf("hub: %w", err)
+	}
 	if cfg.AuthFailuresPerMinute == 0 {
 		cfg.AuthFailuresPerMinute = DefaultAuthFailuresPerMinute
 	}
@@ -246,6 +260,7 @@ func New(cfg Config) (*Hub, error) {
 		rendered: make(map[any][]byte),
 	}
 	h.epoch = configEpoch(cfg)
+	h.policy = policy
 	h.verifier = newVerifier(keys)
 	h.hostRates = newHostBuckets(cfg.RateLimits.HostPerSecond, cfg.RateLimits.HostBurst)
 	h.authFails = newHostBuckets(float64(cfg.AuthFailuresPerMinute)/60, cfg.AuthFailuresPerMinute)
@@ -303,10 +318,13 @@ func New(cfg Config) (*Hub, error) {
 func (h *Hub) HubID() string { return h.cfg.HubID }
 
 // Handler serves WebSocket upgrades on any path, and GET /health and
-// /metrics as plain HTTP on the same port (and /mcp with Config.MCP).
+// /metrics as plain HTTP on the same port (and /mcp with Config.MCP). Every
+// request, whatever its route, passes the Host and Origin policy first
+// (origin.go) or gets 403.
 func (h *Hub) Handler() http.Handler {
 	metricsHandler := h.m.handler()
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	refused := func(header string) { h.m.httpRefused.WithLabelValues(header).Inc() }
+	return h.policy.guard(refused, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/mcp" && h.cfg.MCP != nil {
 			h.cfg.MCP.ServeHTTP(w, r)
 			return
@@ -324,7 +342,7 @@ func (h *Hub) Handler() http.Handler {
 			return
 		}
 		h.serveSocket(w, r)
-	})
+	}))
 }
 
 // Close stops accepting sockets and frames, lets the requests already

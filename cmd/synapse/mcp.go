@@ -137,6 +137,7 @@ func hubMCP(token string, self func() string, log *slog.Logger) *mcpserver.HTTPH
 			return mcpDialer(self(), token, func() time.Duration { return 10 * time.Second })(ctx, name)
 		},
 		Token: token, Version: hub.Version, Logger: log,
+		HostChecked: true, // the hub's Handler checks Host and Origin first
 	})
 }
 
