@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/synapse-hub/synapse/hub"
+)
+
+// --allow-host and --allow-origin are repeatable and take comma lists.
+func TestHubOrigin_FlagsAreRepeatableCommaLists(t *testing.T) {
+	var f hubFlags
+	fs := flag.NewFlagSet("hub", flag.ContinueOnError)
+	f.registerOrigin(fs)
+	if err := fs.Parse([]string{"--allow-host", "a.example, b.example:8876", "--allow-host", "c.example",
+		"--allow-origin", "https://app.example", "--allow-origin", "http://localhost:3000,https://ui.example"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a.example", "b.example:8876", "c.example"}; !slices.Equal(f.allowHosts, want) {
+		t.Errorf("--allow-host %q, want %q", f.allowHosts, want)
+	}
+	if want := []string{"https://app.example", "http://localhost:3000", "https://ui.example"}; !slices.Equal(f.allowOrigins, want) {
+		t.Errorf("--allow-origin %q, want %q", f.allowOrigins, want)
+	}
+}
+
+// The hosts answered besides loopback: --allow-host, the address bound off
+// loopback (every interface's for a wildcard), and --advertise's host, so
+// fleet peers dialling the advertised name get in.
+func TestHubOrigin_AllowedHostsFollowTheListenAddressAndAdvertise(t *testing.T) {
+	cases := []struct {
+		f          hubFlags
+		want, not  []string
+		exactlyLen int // -1: not checked
+	}{
+		{f: hubFlags{host: "127.0.0.1"}, exactlyLen: 0},
+		{f: hubFlags{host: "localhost", allowHosts: listFlag{"hub.example"}}, want: []string{"hub.example"}, exactlyLen: 1},
+		{f: hubFlags{host: "10.0.0.5"}, want: []string{"10.0.0.5"}, exactlyLen: 1},
+		{f: hubFlags{host: "hub-a.internal"}, want: []string{"hub-a.internal"}, exactlyLen: 1},
+		{f: hubFlags{host: "0.0.0.0"}, want: []string{"127.0.0.1"}, not: []string{"evil.example"}, exactlyLen: -1},
+		{f: hubFlags{host: "127.0.0.1", advertise: "ws://hub-a.internal:8876"}, want: []string{"hub-a.internal"}, exactlyLen: 1},
+	}
+	for _, c := range cases {
+		got, err := c.f.allowedHosts()
+		if err != nil {
+			t.Fatalf("%+v: %v", c.f, err)
+		}
+		for _, w := range c.want {
+			if !slices.Contains(got, w) {
+				t.Errorf("--host %s --advertise %q: %q lacks %s", c.f.host, c.f.advertise, got, w)
+			}
+		}
+		for _, n := range c.not {
+			if slices.Contains(got, n) {
+				t.Errorf("--host %s: %q holds %s", c.f.host, got, n)
+			}
+		}
+		if c.exactlyLen >= 0 && len(got) != c.exactlyLen {
+			t.Errorf("--host %s --advertise %q: %q, want %d entries", c.f.host, c.f.advertise, got, c.exactlyLen)
+		}
+	}
+	if _, err := (&hubFlags{host: "127.0.0.1", advertise: "ws://"}).allowedHosts(); err == nil {
+		t.Error("--advertise ws:// accepted")
+	}
+}
+
+// The hub's real /mcp (package mcpserver behind hub.Handler) follows the
+// hub's rule alone: a foreign Host or Origin is refused 403 by the hub,
+// and a host on --allow-host is answered even though the listener is on
+// loopback (the MCP SDK's own check would refuse it).
+func TestHubOrigin_RealMCP(t *testing.T) {
+	isolate(t)
+	var self string
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m := hubMCP("", func() string { return self }, quiet)
+	h, err := hub.New(hub.Config{MCP: m, Logger: quiet, AllowHosts: []string{"hub.example"}, AllowOrigins: []string{"https://app.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h.Handler())
+	defer func() {
+		m.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		h.Close(ctx)
+		srv.Close()
+	}()
+	self = "ws" + strings.TrimPrefix(srv.URL, "http")
+
+	initialize := func(host, origin string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/mcp?name=proj/web-1", strings.NewReader(
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	loopback := strings.TrimPrefix(srv.URL, "http://")
+	for _, c := range []struct {
+		rule, host, origin string
+		status             int
+		says               string
+	}{
+		{"foreign Origin refused", loopback, "http://evil.example", http.StatusForbidden, "--allow-origin http://evil.example"},
+		{"foreign Host refused", "evil.example", "", http.StatusForbidden, "--allow-host evil.example"},
+		{"loopback Host accepted", loopback, "", http.StatusOK, "serverInfo"},
+		{"--allow-host accepted", "hub.example:8876", "", http.StatusOK, "serverInfo"},
+		{"--allow-origin accepted", loopback, "https://app.example", http.StatusOK, "serverInfo"},
+	} {
+		if status, body := initialize(c.host, c.origin); status != c.status || !strings.Contains(body, c.says) {
+			t.Errorf("%s (Host %q, Origin %q): %d %q, want %d with %q", c.rule, c.host, c.origin, status, body, c.status, c.says)
+		}
+	}
+}
