@@ -183,7 +183,7 @@ type Hub struct {
 	stopMail context.CancelFunc     // ends the fleet mail watch (fleetmail.go)
 	features []string               // welcome.features: Features and the federation's
 
-	policy    *requestPolicy // Host and Origin of every HTTP request (origin.go)
+	policy    *RequestPolicy // Host and Origin of every HTTP request (origin.go)
 	verifier  *verifier      // per-message HMAC; nil without keys
 	hostRates *hostBuckets   // per-host frame limiter; nil when off
 	authFails *hostBuckets   // failed first frames per host; nil when unlimited
@@ -245,7 +245,7 @@ func New(cfg Config) (*Hub, error) {
 	if err != nil {
 		return nil, err
 	}
-	policy, err := newRequestPolicy(cfg.AllowHosts, cfg.AllowOrigins)
+	policy, err := NewRequestPolicy(cfg.AllowHosts, cfg.AllowOrigins)
 	if err != nil {
 		return nil, fmt.Errorf("hub: %w", err)
 	}
@@ -324,7 +324,7 @@ func (h *Hub) HubID() string { return h.cfg.HubID }
 func (h *Hub) Handler() http.Handler {
 	metricsHandler := h.m.handler()
 	refused := func(header string) { h.m.httpRefused.WithLabelValues(header).Inc() }
-	return h.policy.guard(refused, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return h.policy.Guard(refused, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/mcp" && h.cfg.MCP != nil {
 			h.cfg.MCP.ServeHTTP(w, r)
 			return
@@ -344,6 +344,10 @@ func (h *Hub) Handler() http.Handler {
 		h.serveSocket(w, r)
 	}))
 }
+
+// RequestPolicy is the Host and Origin policy Handler applies, for other
+// listeners of the same process to apply too.
+func (h *Hub) RequestPolicy() *RequestPolicy { return h.policy }
 
 // Close stops accepting sockets and frames, lets the requests already
 // submitted commit and their replies reach the send queues, closes every

@@ -8,6 +8,8 @@ package hub
 // Origin), as the MCP specification asks of every server.
 //
 // The policy is immutable once built; every request goroutine reads it.
+// `synapse hub` also puts it in front of the profiler's listener (--pprof)
+// and `synapse mcp --http`, so the CLI's every HTTP page follows one rule.
 
 import (
 	"errors"
@@ -22,7 +24,8 @@ import (
 // AllowOrigins entry.
 var ErrAllowSpec = errors.New("allow list")
 
-// requestPolicy is which Host and Origin headers the hub answers.
+// RequestPolicy is which Host and Origin headers an HTTP server answers;
+// the hub's Handler applies Config.AllowHosts and Config.AllowOrigins.
 //
 //   - Host must name a loopback authority (localhost, 127.0.0.0/8, [::1],
 //     any port) or one of the allowed hosts; a request without a Host is
@@ -32,16 +35,18 @@ var ErrAllowSpec = errors.New("allow list")
 //     http.CrossOriginProtection compares them; the scheme is not compared,
 //     so a TLS-terminating proxy in front does not break it) or one of the
 //     allowed origins. "null" is never same-origin.
-type requestPolicy struct {
+type RequestPolicy struct {
 	anyHost   bool
 	hosts     map[string][]string // lowercase host (IPv6 unbracketed) → ports; a "" port is any
 	anyOrigin bool
 	origins   map[string]bool // normalised scheme://host[:port]
 }
 
-// newRequestPolicy checks and indexes the allow lists.
-func newRequestPolicy(hosts, origins []string) (*requestPolicy, error) {
-	p := &requestPolicy{hosts: map[string][]string{}, origins: map[string]bool{}}
+// NewRequestPolicy checks and indexes the allow lists (entries as
+// Config.AllowHosts and Config.AllowOrigins); nil lists answer loopback
+// hosts and same-origin or Origin-less requests only.
+func NewRequestPolicy(hosts, origins []string) (*RequestPolicy, error) {
+	p := &RequestPolicy{hosts: map[string][]string{}, origins: map[string]bool{}}
 	for _, h := range hosts {
 		h = strings.TrimSpace(h)
 		if h == "*" {
@@ -125,16 +130,16 @@ func normalOrigin(o string) (string, bool) {
 	return scheme + "://" + host, true
 }
 
-// check decides one request: nil, or why it is refused, in words that say
+// Check decides one request: nil, or why it is refused, in words that say
 // what to do, and which header refused it ("host" or "origin").
-func (p *requestPolicy) check(r *http.Request) (header string, err error) {
+func (p *RequestPolicy) Check(r *http.Request) (header string, err error) {
 	if !p.anyHost {
 		if r.Host == "" {
-			return "host", errors.New("the request has no Host header: this hub answers requests that name it (a loopback host, or one given with --allow-host)")
+			return "host", errors.New("the request has no Host header: synapse answers requests that name it (a loopback host, or one given with --allow-host)")
 		}
 		if !p.hostAllowed(r.Host) {
 			name, _ := splitAuthority(r.Host)
-			return "host", fmt.Errorf("Host '%s' is not allowed: this hub answers loopback hosts (localhost, 127.0.0.1, [::1]), the address it listens on and --advertise; if clients reach it by this name, restart it with --allow-host %s", r.Host, name)
+			return "host", fmt.Errorf("Host '%s' is not allowed: synapse answers loopback hosts (localhost, 127.0.0.1, [::1]), the address it listens on and its --advertise name; if clients reach it by this name, restart it with --allow-host %s", r.Host, name)
 		}
 	}
 	origin := r.Header.Get("Origin")
@@ -145,7 +150,7 @@ func (p *requestPolicy) check(r *http.Request) (header string, err error) {
 	if ok && (strings.EqualFold(strings.TrimPrefix(n, schemeOf(n)), r.Host) || p.origins[n]) {
 		return "", nil
 	}
-	return "origin", fmt.Errorf("Origin '%s' is not allowed: a web page from another site may not use this hub; if it should, restart the hub with --allow-origin %s", origin, origin)
+	return "origin", fmt.Errorf("Origin '%s' is not allowed: a web page from another site may not use synapse; if it should, restart it with --allow-origin %s", origin, origin)
 }
 
 // schemeOf returns "scheme://" of a normalised origin.
@@ -155,7 +160,7 @@ func schemeOf(origin string) string {
 }
 
 // hostAllowed reports whether a Host header names this hub.
-func (p *requestPolicy) hostAllowed(host string) bool {
+func (p *RequestPolicy) hostAllowed(host string) bool {
 	name, port := splitAuthority(host)
 	if isLoopbackName(name) {
 		return true
@@ -168,13 +173,15 @@ func (p *requestPolicy) hostAllowed(host string) bool {
 	return false
 }
 
-// guard serves next only for requests the policy allows; others get 403
-// and the reason.
-func (p *requestPolicy) guard(refused func(header string), next http.Handler) http.Handler {
+// Guard serves next only for requests the policy allows; others get 403
+// and the reason, and refused (if not nil) is told which header failed.
+func (p *RequestPolicy) Guard(refused func(header string), next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if header, err := p.check(r); err != nil {
-			refused(header)
-			http.Error(w, "synapse hub: "+err.Error(), http.StatusForbidden)
+		if header, err := p.Check(r); err != nil {
+			if refused != nil {
+				refused(header)
+			}
+			http.Error(w, "synapse: "+err.Error(), http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)

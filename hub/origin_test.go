@@ -12,7 +12,7 @@ import (
 // The rule (origin.go): Host must name a loopback authority or an allowed
 // host; Origin must be absent, same-origin, or allowed.
 func TestPolicy_HostAndOriginRule(t *testing.T) {
-	p, err := newRequestPolicy(
+	p, err := NewRequestPolicy(
 		[]string{"hub.example", "proxy.example:8443", "10.0.0.5", "[2001:db8::1]:8876"},
 		[]string{"https://app.example", "http://localhost:3000/", "https://ui.example:443"})
 	if err != nil {
@@ -68,7 +68,7 @@ func TestPolicy_HostAndOriginRule(t *testing.T) {
 		if c.origin != "" {
 			r.Header.Set("Origin", c.origin)
 		}
-		header, err := p.check(r)
+		header, err := p.Check(r)
 		if header != c.refusedBy || (err == nil) != (c.refusedBy == "") {
 			t.Errorf("Host %q Origin %q: refused by %q (%v), want %q", c.host, c.origin, header, err, c.refusedBy)
 		}
@@ -78,14 +78,14 @@ func TestPolicy_HostAndOriginRule(t *testing.T) {
 // "*" turns a check off, for a proxy that rewrites Host or a hub meant
 // for any page.
 func TestPolicy_StarAllowsAny(t *testing.T) {
-	p, err := newRequestPolicy([]string{"*"}, []string{"*"})
+	p, err := NewRequestPolicy([]string{"*"}, []string{"*"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := httptest.NewRequest(http.MethodGet, "/health", nil)
 	r.Host = "evil.example"
 	r.Header.Set("Origin", "http://evil.example:1")
-	if header, err := p.check(r); err != nil {
+	if header, err := p.Check(r); err != nil {
 		t.Fatalf("refused by %s: %v", header, err)
 	}
 }
@@ -99,7 +99,7 @@ func TestPolicy_RefusesMalformedAllowLists(t *testing.T) {
 		{origins: []string{"https://app.example/path"}},
 		{origins: []string{"null"}},
 	} {
-		if _, err := newRequestPolicy(c.hosts, c.origins); !errors.Is(err, ErrAllowSpec) {
+		if _, err := NewRequestPolicy(c.hosts, c.origins); !errors.Is(err, ErrAllowSpec) {
 			t.Errorf("hosts %q origins %q: %v, want ErrAllowSpec", c.hosts, c.origins, err)
 		}
 		if _, err := New(Config{AllowHosts: c.hosts, AllowOrigins: c.origins, Logger: quietLogger()}); !errors.Is(err, ErrAllowSpec) {

@@ -254,7 +254,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	}
 
 	if f.pprofAddr != "" {
-		stopProf, err := servePprof(f.pprofAddr)
+		stopProf, err := servePprof(f.pprofAddr, h.RequestPolicy())
 		if err != nil {
 			fmt.Fprintln(stderr, "synapse hub:", err)
 			h.Close(context.Background())

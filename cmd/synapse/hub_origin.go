@@ -24,36 +24,48 @@ func (l *listFlag) Set(v string) error {
 // registerOrigin adds the Host and Origin policy's flags (docs/security.md,
 // "Host and Origin").
 func (f *hubFlags) registerOrigin(fs *flag.FlagSet) {
-	fs.Var(&f.allowHosts, "allow-host", "also answer requests whose Host is `NAME[:PORT]` (no port: any), beside loopback names, the listen address and --advertise; \"*\" answers any Host (repeatable or a comma list)")
-	fs.Var(&f.allowOrigins, "allow-origin", "also accept browser requests from `SCHEME://HOST[:PORT]`, beside same-origin ones and those sending no Origin; \"*\" accepts any (repeatable or a comma list)")
+	registerAllowLists(fs, &f.allowHosts, &f.allowOrigins)
 }
 
-// allowedHosts is the hub's Host allow list: --allow-host, plus the names
-// the hub is reached by when it listens off loopback — the --host it binds
-// (or, bound to every interface, each interface's address) and the host of
-// --advertise, which fleet peers dial. Names a client might use that the
-// hub cannot know (a DNS name for a wildcard bind, a name federation peers
-// give in --claim-peer) must be listed.
+// registerAllowLists adds --allow-host and --allow-origin to a command
+// serving HTTP.
+func registerAllowLists(fs *flag.FlagSet, hosts, origins *listFlag) {
+	fs.Var(hosts, "allow-host", "also answer requests whose Host is `NAME[:PORT]` (no port: any), beside loopback names, the listen address and --advertise; \"*\" answers any Host (repeatable or a comma list)")
+	fs.Var(origins, "allow-origin", "also accept browser requests from `SCHEME://HOST[:PORT]`, beside same-origin ones and those sending no Origin; \"*\" accepts any (repeatable or a comma list)")
+}
+
+// allowedHosts is the hub's Host allow list (see allowedHostsFor).
 func (f *hubFlags) allowedHosts() ([]string, error) {
-	hosts := append([]string(nil), f.allowHosts...)
-	switch ip := net.ParseIP(f.host); {
-	case f.host == "" || (ip != nil && ip.IsUnspecified()):
+	return allowedHostsFor(f.host, f.advertise, f.allowHosts)
+}
+
+// allowedHostsFor is a server's Host allow list: the --allow-host values,
+// plus the names it is reached by when it listens off loopback — the host
+// it binds (or, bound to every interface, each interface's address) and
+// the host of the advertised URI ("" if none), which fleet peers dial.
+// Names a client might use that the server cannot know (a DNS name for a
+// wildcard bind, a name federation peers give in --claim-peer) must be
+// listed.
+func allowedHostsFor(bind, advertise string, allow []string) ([]string, error) {
+	hosts := append([]string(nil), allow...)
+	switch ip := net.ParseIP(bind); {
+	case bind == "" || (ip != nil && ip.IsUnspecified()):
 		addrs, err := net.InterfaceAddrs()
 		if err != nil {
-			return nil, fmt.Errorf("--host %s: list this machine's addresses for the Host check: %w (name the allowed hosts with --allow-host)", f.host, err)
+			return nil, fmt.Errorf("list this machine's addresses for the Host check: %w (name the allowed hosts with --allow-host)", err)
 		}
 		for _, a := range addrs {
 			if n, ok := a.(*net.IPNet); ok {
 				hosts = append(hosts, n.IP.String())
 			}
 		}
-	case f.host != "localhost" && (ip == nil || !ip.IsLoopback()):
-		hosts = append(hosts, f.host)
+	case bind != "localhost" && (ip == nil || !ip.IsLoopback()):
+		hosts = append(hosts, bind)
 	}
-	if f.advertise != "" {
-		u, err := url.Parse(f.advertise)
+	if advertise != "" {
+		u, err := url.Parse(advertise)
 		if err != nil || u.Hostname() == "" {
-			return nil, fmt.Errorf("--advertise %s: want ws://HOST:PORT", f.advertise)
+			return nil, fmt.Errorf("--advertise %s: want ws://HOST:PORT", advertise)
 		}
 		hosts = append(hosts, u.Hostname())
 	}

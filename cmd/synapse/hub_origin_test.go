@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -131,5 +134,61 @@ func TestHubOrigin_RealMCP(t *testing.T) {
 		if status, body := initialize(c.host, c.origin); status != c.status || !strings.Contains(body, c.says) {
 			t.Errorf("%s (Host %q, Origin %q): %d %q, want %d with %q", c.rule, c.host, c.origin, status, body, c.status, c.says)
 		}
+	}
+}
+
+// `synapse mcp --http` applies the hub's rule too: a foreign Host or Origin
+// is refused 403 before any agent dials the hub, and --allow-origin lets
+// the named page in (it then fails only because no hub runs here).
+func TestHubOrigin_MCPHTTPAppliesTheRule(t *testing.T) {
+	isolate(t)
+	bin := synapseBinary(t)
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	cmd := exec.Command(bin, "mcp", "--http", addr, "--uri", "ws://127.0.0.1:1", "--name", "p/web",
+		"--allow-origin", "https://app.example")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	up := make(chan string, 4)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			up <- sc.Text()
+		}
+	}()
+	for line := ""; !strings.Contains(line, "Streamable HTTP on"); {
+		select {
+		case line = <-up:
+		case <-time.After(30 * time.Second):
+			t.Fatal("synapse mcp --http did not start")
+		}
+	}
+	post := func(host, origin string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Host = host
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if status, body := post("evil.example", ""); status != http.StatusForbidden || !strings.Contains(body, "--allow-host evil.example") {
+		t.Errorf("foreign Host: %d %q, want 403", status, body)
+	}
+	if status, body := post(addr, "http://evil.example"); status != http.StatusForbidden || !strings.Contains(body, "--allow-origin http://evil.example") {
+		t.Errorf("foreign Origin: %d %q, want 403", status, body)
+	}
+	if status, body := post(addr, "https://app.example"); status == http.StatusForbidden {
+		t.Errorf("--allow-origin: %d %q, want past the policy", status, body)
 	}
 }
