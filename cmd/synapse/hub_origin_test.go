@@ -2,12 +2,9 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"flag"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -81,45 +78,9 @@ func TestHubOrigin_AllowedHostsFollowTheListenAddressAndAdvertise(t *testing.T) 
 // loopback (the MCP SDK's own check would refuse it).
 func TestHubOrigin_RealMCP(t *testing.T) {
 	isolate(t)
-	var self string
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m := hubMCP("", func() string { return self }, quiet)
-	h, err := hub.New(hub.Config{MCP: m, Logger: quiet, AllowHosts: []string{"hub.example"}, AllowOrigins: []string{"https://app.example"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h.Handler())
-	defer func() {
-		m.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		h.Close(ctx)
-		srv.Close()
-	}()
-	self = "ws" + strings.TrimPrefix(srv.URL, "http")
-
-	initialize := func(host, origin string) (int, string) {
-		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, srv.URL+"/mcp?name=proj/web-1", strings.NewReader(
-			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Host = host
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if origin != "" {
-			req.Header.Set("Origin", origin)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	loopback := strings.TrimPrefix(srv.URL, "http://")
+	url := startMCPHub(t, hub.Config{AllowHosts: []string{"hub.example"}, AllowOrigins: []string{"https://app.example"}})
+	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	loopback := strings.TrimPrefix(url, "http://")
 	for _, c := range []struct {
 		rule, host, origin string
 		status             int
@@ -131,7 +92,7 @@ func TestHubOrigin_RealMCP(t *testing.T) {
 		{"--allow-host accepted", "hub.example:8876", "", http.StatusOK, "serverInfo"},
 		{"--allow-origin accepted", loopback, "https://app.example", http.StatusOK, "serverInfo"},
 	} {
-		if status, body := initialize(c.host, c.origin); status != c.status || !strings.Contains(body, c.says) {
+		if status, body := postAs(t, url+"/mcp?name=proj/web-1", c.host, c.origin, initialize); status != c.status || !strings.Contains(body, c.says) {
 			t.Errorf("%s (Host %q, Origin %q): %d %q, want %d with %q", c.rule, c.host, c.origin, status, body, c.status, c.says)
 		}
 	}
@@ -169,18 +130,7 @@ func TestHubOrigin_MCPHTTPAppliesTheRule(t *testing.T) {
 		}
 	}
 	post := func(host, origin string) (int, string) {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
-		req.Host = host
-		if origin != "" {
-			req.Header.Set("Origin", origin)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return postAs(t, "http://"+addr+"/mcp", host, origin, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
 	}
 	if status, body := post("evil.example", ""); status != http.StatusForbidden || !strings.Contains(body, "--allow-host evil.example") {
 		t.Errorf("foreign Host: %d %q, want 403", status, body)
@@ -191,4 +141,27 @@ func TestHubOrigin_MCPHTTPAppliesTheRule(t *testing.T) {
 	if status, body := post(addr, "https://app.example"); status == http.StatusForbidden {
 		t.Errorf("--allow-origin: %d %q, want past the policy", status, body)
 	}
+}
+
+// postAs POSTs an MCP JSON-RPC body to url with the given Host and Origin
+// and returns the status and body.
+func postAs(t *testing.T, url, host, origin, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = host
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
