@@ -8,8 +8,8 @@ package hub
 // Origin), as the MCP specification asks of every server.
 //
 // The policy is immutable once built; every request goroutine reads it.
-// `synapse hub` also puts it in front of the profiler's listener (--pprof)
-// and `synapse mcp --http`, so the CLI's every HTTP page follows one rule.
+// The CLI also puts it in front of the hub's profiler listener (--pprof)
+// and of `synapse mcp --http`, so every HTTP page it serves follows one rule.
 
 import (
 	"errors"

@@ -168,11 +168,15 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.MessageAuthKeys, cfg.RequireMessageAuth = sec.MessageAuthKeys, sec.RequireMessageAuth
 	cfg.RateLimits, cfg.AuthFailuresPerMinute = sec.RateLimits, sec.AuthFailuresPerMinute
-	if cfg.AllowHosts, err = f.allowedHosts(); err != nil {
+	cfg.AllowHosts, err = f.allowedHosts()
+	if err == nil {
+		cfg.AllowOrigins = f.allowOrigins
+		_, err = hub.NewRequestPolicy(cfg.AllowHosts, cfg.AllowOrigins) // a typo is a usage error, before the journal opens
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, "synapse hub:", err)
 		return 2
 	}
-	cfg.AllowOrigins = f.allowOrigins
 	var selfURI string // the hub's own ws:// address, set once listening: /mcp dials it
 	closeMCP := func() {}
 	if !*noMCP {

@@ -55,7 +55,7 @@ func allowedHostsFor(bind, advertise string, allow []string) ([]string, error) {
 			return nil, fmt.Errorf("list this machine's addresses for the Host check: %w (name the allowed hosts with --allow-host)", err)
 		}
 		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok {
+			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() {
 				hosts = append(hosts, n.IP.String())
 			}
 		}

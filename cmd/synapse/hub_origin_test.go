@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"flag"
 	"io"
+	"net"
 	"net/http"
 	"os/exec"
 	"slices"
@@ -45,7 +47,7 @@ func TestHubOrigin_AllowedHostsFollowTheListenAddressAndAdvertise(t *testing.T) 
 		{f: hubFlags{host: "localhost", allowHosts: listFlag{"hub.example"}}, want: []string{"hub.example"}, exactlyLen: 1},
 		{f: hubFlags{host: "10.0.0.5"}, want: []string{"10.0.0.5"}, exactlyLen: 1},
 		{f: hubFlags{host: "hub-a.internal"}, want: []string{"hub-a.internal"}, exactlyLen: 1},
-		{f: hubFlags{host: "0.0.0.0"}, want: []string{"127.0.0.1"}, not: []string{"evil.example"}, exactlyLen: -1},
+		{f: hubFlags{host: "0.0.0.0"}, want: interfaceIPs(t), not: []string{"127.0.0.1", "evil.example"}, exactlyLen: -1},
 		{f: hubFlags{host: "127.0.0.1", advertise: "ws://hub-a.internal:8876"}, want: []string{"hub-a.internal"}, exactlyLen: 1},
 	}
 	for _, c := range cases {
@@ -164,4 +166,30 @@ func postAs(t *testing.T, url, host, origin, body string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// interfaceIPs are this machine's addresses off loopback.
+func interfaceIPs(t *testing.T) []string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ips []string
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() {
+			ips = append(ips, n.IP.String())
+		}
+	}
+	return ips
+}
+
+// A malformed entry is a usage error, said before anything opens.
+func TestHubOrigin_MalformedAllowListIsAUsageError(t *testing.T) {
+	for _, args := range [][]string{{"--allow-host", "http://hub.example"}, {"--allow-origin", "app.example"}} {
+		var out, errb bytes.Buffer
+		code := run(append([]string{"hub", "--no-db", "--port", "0"}, args...), &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), "allow list") {
+			t.Errorf("%q: exit %d, stderr %q: want 2 and the entry's fault", args, code, errb.String())
+		}
+	}
 }
