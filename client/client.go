@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -308,11 +310,25 @@ func (o *Options) uris() []string {
 	return out
 }
 
+// refusalText is what a hub said when it refused the handshake (a 403 from
+// its Host and Origin policy names the flag that would allow it), as ": …",
+// or "" if it said nothing.
+func refusalText(resp *http.Response) string {
+	if resp == nil || resp.Body == nil || resp.StatusCode < 400 {
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024)) // the library kept at most 1 KiB
+	if text := strings.TrimSpace(string(b)); text != "" {
+		return ": " + text
+	}
+	return ""
+}
+
 // connectTo dials and registers one socket at uri.
 func (c *Client) connectTo(ctx context.Context, uri string, takeover bool) (*conn, Welcome, error) {
-	ws, _, err := websocket.Dial(ctx, uri, &websocket.DialOptions{CompressionMode: websocket.CompressionDisabled})
+	ws, resp, err := websocket.Dial(ctx, uri, &websocket.DialOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
-		return nil, Welcome{}, fmt.Errorf("%w at %s: %v", ErrUnreachable, uri, err)
+		return nil, Welcome{}, fmt.Errorf("%w at %s: %v%s", ErrUnreachable, uri, err, refusalText(resp))
 	}
 	ws.SetReadLimit(c.opts.MaxFrameBytes)
 	reg := c.envelope("heartbeat", "online")

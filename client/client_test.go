@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -45,6 +47,20 @@ func TestDial_NameAlreadyOnlineIsRejected(t *testing.T) {
 	var rej *RejectedError
 	if !errors.As(err, &rej) || rej.Code != 4009 || !strings.Contains(rej.Message, "already online") {
 		t.Fatalf("err = %v, want a 4009 name conflict", err)
+	}
+}
+
+// A hub that refuses the handshake (its Host and Origin policy answers 403)
+// says why; Dial passes that on, so the user sees which flag to set.
+func TestDial_RefusedHandshakeSaysWhy(t *testing.T) {
+	const why = "synapse hub: Host 'hub.lan' is not allowed: …; restart it with --allow-host hub.lan"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, why, http.StatusForbidden)
+	}))
+	defer srv.Close()
+	_, err := Dial(testCtx(t), Options{URI: "ws" + strings.TrimPrefix(srv.URL, "http"), Name: "p/a", NoReconnect: true})
+	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "403: "+why) {
+		t.Fatalf("err = %v, want ErrUnreachable carrying the hub's reason", err)
 	}
 }
 

@@ -120,6 +120,15 @@ type Config struct {
 	// (presence.go); default DefaultPresenceWindow.
 	PresenceWindow time.Duration
 
+	// AllowHosts are the Host authorities answered besides loopback ones
+	// (origin.go): "NAME" or an IP for any port, "NAME:PORT" for that
+	// port, "*" for any Host (--allow-host; the CLI adds the listen
+	// address and --advertise).
+	AllowHosts []string
+	// AllowOrigins are the browser Origins accepted besides same-origin
+	// ones: "SCHEME://HOST[:PORT]", or "*" for any (--allow-origin).
+	AllowOrigins []string
+
 	// MCP, when set, is served at /mcp for every method (Streamable HTTP
 	// is plain HTTP, not a WebSocket upgrade): `synapse hub` mounts the MCP
 	// server of package mcpserver there (docs/mcp.md).
@@ -183,9 +192,10 @@ type Hub struct {
 	stopMail context.CancelFunc     // ends the fleet mail watch (fleetmail.go)
 	features []string               // welcome.features: Features and the federation's
 
-	verifier  *verifier    // per-message HMAC; nil without keys
-	hostRates *hostBuckets // per-host frame limiter; nil when off
-	authFails *hostBuckets // failed first frames per host; nil when unlimited
+	policy    *RequestPolicy // Host and Origin of every HTTP request (origin.go)
+	verifier  *verifier      // per-message HMAC; nil without keys
+	hostRates *hostBuckets   // per-host frame limiter; nil when off
+	authFails *hostBuckets   // failed first frames per host; nil when unlimited
 }
 
 // New builds a hub and starts its sequencer. The caller serves Handler and
@@ -250,6 +260,10 @@ func New(cfg Config) (*Hub, error) {
 	if cfg.MalformedBurst <= 0 {
 		cfg.MalformedBurst = DefaultMalformedBurst
 	}
+	policy, err := NewRequestPolicy(cfg.AllowHosts, cfg.AllowOrigins)
+	if err != nil {
+		return nil, fmt.Errorf("hub: %w", err)
+	}
 	if cfg.AuthFailuresPerMinute == 0 {
 		cfg.AuthFailuresPerMinute = DefaultAuthFailuresPerMinute
 	}
@@ -261,6 +275,7 @@ func New(cfg Config) (*Hub, error) {
 		rendered: make(map[any][]byte),
 	}
 	h.epoch = configEpoch(cfg)
+	h.policy = policy
 	h.verifier = newVerifier(keys)
 	h.hostRates = newHostBuckets(cfg.RateLimits.HostPerSecond, cfg.RateLimits.HostBurst)
 	h.authFails = newHostBuckets(float64(cfg.AuthFailuresPerMinute)/60, cfg.AuthFailuresPerMinute)
@@ -318,10 +333,13 @@ func New(cfg Config) (*Hub, error) {
 func (h *Hub) HubID() string { return h.cfg.HubID }
 
 // Handler serves WebSocket upgrades on any path, and GET /health and
-// /metrics as plain HTTP on the same port (and /mcp with Config.MCP).
+// /metrics as plain HTTP on the same port (and /mcp with Config.MCP). Every
+// request, whatever its route, passes the Host and Origin policy first
+// (origin.go) or gets 403.
 func (h *Hub) Handler() http.Handler {
 	metricsHandler := h.m.handler()
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	refused := func(header string) { h.m.httpRefused.WithLabelValues(header).Inc() }
+	return h.policy.Guard(refused, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/mcp" && h.cfg.MCP != nil {
 			h.cfg.MCP.ServeHTTP(w, r)
 			return
@@ -339,8 +357,12 @@ func (h *Hub) Handler() http.Handler {
 			return
 		}
 		h.serveSocket(w, r)
-	})
+	}))
 }
+
+// RequestPolicy is the Host and Origin policy Handler applies, for other
+// listeners of the same process to apply too.
+func (h *Hub) RequestPolicy() *RequestPolicy { return h.policy }
 
 // Close stops accepting sockets and frames, lets the requests already
 // submitted commit and their replies reach the send queues, closes every

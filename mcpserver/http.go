@@ -46,6 +46,11 @@ type HTTPOptions struct {
 	// IdleTimeout is how long an agent's hub connection (and its lease
 	// keepers) outlive its last request; default DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// HostChecked says the server in front already applies a Host and
+	// Origin policy (the hub's, hub/origin.go), which may allow names the
+	// SDK's own check (loopback listener ⇒ loopback Host only) would
+	// refuse; that check is then off. Leave it false when serving alone.
+	HostChecked bool
 	// Logger receives one line per agent connected or reaped (the SDK's
 	// per-request chatter is not logged).
 	Logger *slog.Logger
@@ -101,7 +106,7 @@ func NewHTTPHandler(opts HTTPOptions) *HTTPHandler {
 			return a.srv.MCP()
 		}
 		return nil
-	}, &mcp.StreamableHTTPOptions{SessionTimeout: opts.IdleTimeout})
+	}, &mcp.StreamableHTTPOptions{SessionTimeout: opts.IdleTimeout, DisableLocalhostProtection: opts.HostChecked})
 	go h.reap()
 	return h
 }

@@ -85,6 +85,9 @@ type hubFlags struct {
 	etcdLeaseTTL                   time.Duration
 	watchInterval, forwardTimeout  time.Duration
 
+	// Host and Origin policy (hub_origin.go)
+	allowHosts, allowOrigins listFlag
+
 	pprofAddr string // Go's profiler on a loopback listener of its own (--pprof)
 }
 
@@ -121,6 +124,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.burstAgent, "rate-burst-agent", 0, "frames one socket may send at once above --rate-per-agent (0 = one second's worth)")
 	fs.Float64Var(&f.ratePerHost, "rate-per-host", 0, "frames per second all sockets of one remote address may send, 0 = off (\"Host rate limit exceeded.\")")
 	fs.IntVar(&f.burstHost, "rate-burst-host", 0, "frames one remote address may send at once above --rate-per-host (0 = one second's worth)")
+	f.registerOrigin(fs)
 	f.registerFederation(fs)
 	f.registerFleet(fs)
 	if err := fs.Parse(args); err != nil {
@@ -170,6 +174,15 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.MessageAuthKeys, cfg.RequireMessageAuth = sec.MessageAuthKeys, sec.RequireMessageAuth
 	cfg.RateLimits, cfg.AuthFailuresPerMinute = sec.RateLimits, sec.AuthFailuresPerMinute
+	cfg.AllowHosts, err = f.allowedHosts()
+	if err == nil {
+		cfg.AllowOrigins = f.allowOrigins
+		_, err = hub.NewRequestPolicy(cfg.AllowHosts, cfg.AllowOrigins) // a typo is a usage error, before the journal opens
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "synapse hub:", err)
+		return 2
+	}
 	var selfURI string // the hub's own ws:// address, set once listening: /mcp dials it
 	closeMCP := func() {}
 	if !*noMCP {
@@ -244,13 +257,14 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	}
 	srv := &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "synapse hub %s listening on ws://%s (hub_id %s, protocol v%d)\njournal: %s\n", hub.Version, ln.Addr(), h.HubID(), WireProtocolVersion, journalDesc)
+	fmt.Fprintln(stdout, describeRequestPolicy(cfg.AllowHosts, cfg.AllowOrigins))
 	if !*noMCP {
 		selfURI = loopbackURI(f.host, ln.Addr())
 		fmt.Fprintf(stdout, "mcp: http://%s/mcp?name=PROJECT/AGENT (Streamable HTTP)\n", ln.Addr())
 	}
 
 	if f.pprofAddr != "" {
-		stopProf, err := servePprof(f.pprofAddr)
+		stopProf, err := servePprof(f.pprofAddr, h.RequestPolicy())
 		if err != nil {
 			fmt.Fprintln(stderr, "synapse hub:", err)
 			h.Close(context.Background())

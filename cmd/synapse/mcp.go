@@ -52,6 +52,8 @@ func runMCP(args []string, stdout, stderr io.Writer) int {
 	f.register(fs)
 	tools := fs.String("tools", "full", "tool profile: full or minimal")
 	httpAddr := fs.String("http", "", "serve Streamable HTTP on this address (e.g. 127.0.0.1:8877) instead of stdio")
+	var allowHosts, allowOrigins listFlag
+	registerAllowLists(fs, &allowHosts, &allowOrigins)
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -71,7 +73,12 @@ func runMCP(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *httpAddr != "" {
-		return serveMCPHTTP(ctx, &f, profile, *httpAddr, stdout, stderr, log)
+		policy, hosts, err := mcpRequestPolicy(*httpAddr, allowHosts, allowOrigins)
+		if err != nil {
+			return usageError(stderr, "mcp", "%v", err)
+		}
+		fmt.Fprintln(stdout, describeRequestPolicy(hosts, allowOrigins))
+		return serveMCPHTTP(ctx, &f, profile, *httpAddr, policy, stdout, stderr, log)
 	}
 
 	c, err := f.dial(ctx, f.name, true)
@@ -98,10 +105,26 @@ func mcpDialer(uri, token string, timeout func() time.Duration) func(context.Con
 	}
 }
 
-func serveMCPHTTP(ctx context.Context, f *clientFlags, profile mcpserver.Profile, addr string, stdout, stderr io.Writer, log *slog.Logger) int {
+// mcpRequestPolicy is the hub's Host and Origin policy for `synapse mcp
+// --http ADDR` (docs/security.md, "Host and Origin").
+func mcpRequestPolicy(addr string, allowHosts, allowOrigins []string) (*hub.RequestPolicy, []string, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--http %q: want HOST:PORT, e.g. 127.0.0.1:8877", addr)
+	}
+	hosts, err := allowedHostsFor(host, "", allowHosts)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := hub.NewRequestPolicy(hosts, allowOrigins)
+	return p, hosts, err
+}
+
+func serveMCPHTTP(ctx context.Context, f *clientFlags, profile mcpserver.Profile, addr string, policy *hub.RequestPolicy, stdout, stderr io.Writer, log *slog.Logger) int {
 	h := mcpserver.NewHTTPHandler(mcpserver.HTTPOptions{
 		Dial:        mcpDialer(f.uri, f.token, func() time.Duration { return f.timeout }),
 		DefaultName: f.name, Token: f.token, Profile: profile, Version: hub.Version, Logger: log,
+		HostChecked: true, // policy, below, checks Host and Origin as the hub does
 	})
 	defer h.Close()
 	mux := http.NewServeMux()
@@ -111,7 +134,7 @@ func serveMCPHTTP(ctx context.Context, f *clientFlags, profile mcpserver.Profile
 		fmt.Fprintf(stderr, "synapse mcp: cannot listen on %s: %v. Choose another --http address.\n", addr, err)
 		return exitRefused
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: policy.Guard(nil, mux), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "synapse mcp: Streamable HTTP on http://%s/mcp for the hub at %s (default agent %s; ?name= or %s picks another)\n",
 		ln.Addr(), f.uri, f.name, mcpserver.NameHeader)
 	errc := make(chan error, 1)
@@ -137,6 +160,7 @@ func hubMCP(token string, self func() string, log *slog.Logger) *mcpserver.HTTPH
 			return mcpDialer(self(), token, func() time.Duration { return 10 * time.Second })(ctx, name)
 		},
 		Token: token, Version: hub.Version, Logger: log,
+		HostChecked: true, // the hub's Handler checks Host and Origin first
 	})
 }
 

@@ -118,27 +118,37 @@ func TestMCP_StdioBinary_ToolsClaimRefusalAndNotification(t *testing.T) {
 	}
 }
 
-func TestMCP_HubServesMCPAtSlashMCP(t *testing.T) {
-	isolate(t)
+// startMCPHub serves an in-process hub with its /mcp (hubMCP) over
+// loopback and returns its http:// URL.
+func startMCPHub(t *testing.T, cfg hub.Config) string {
+	t.Helper()
 	var self string
 	m := hubMCP("", func() string { return self }, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	defer m.Close()
-	h, err := hub.New(hub.Config{MCP: m, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg.MCP, cfg.Logger = m, slog.New(slog.NewTextHandler(io.Discard, nil))
+	h, err := hub.New(cfg)
 	if err != nil {
+		m.Close()
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h.Handler())
-	defer func() {
+	t.Cleanup(func() {
 		m.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		h.Close(ctx)
 		srv.Close()
-	}()
+	})
 	self = "ws" + strings.TrimPrefix(srv.URL, "http")
+	return srv.URL
+}
+
+func TestMCP_HubServesMCPAtSlashMCP(t *testing.T) {
+	isolate(t)
+	base := startMCPHub(t, hub.Config{})
+	self := "ws" + strings.TrimPrefix(base, "http")
 
 	// Without a name: a clear refusal.
-	resp, err := http.Post(srv.URL+"/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	resp, err := http.Post(base+"/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +161,7 @@ func TestMCP_HubServesMCPAtSlashMCP(t *testing.T) {
 	n := mcptest.NewUpdates()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := mcptest.NewClient(n).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp?name=proj/cursor-1", MaxRetries: -1},
+	cs, err := mcptest.NewClient(n).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp?name=proj/cursor-1", MaxRetries: -1},
 		&mcp.ClientSessionOptions{ProtocolVersion: "2025-06-18"})
 	if err != nil {
 		t.Fatal(err)

@@ -6,13 +6,17 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"time"
+
+	"github.com/synapse-hub/synapse/hub"
 )
 
 // servePprof serves Go's profiler on a listener of its own, so profiling a
 // hub under load (go tool pprof http://ADDR/debug/pprof/profile) never
 // exposes it on the hub's port. Only a loopback address is accepted: a
-// profile shows memory contents and costs CPU while it runs.
-func servePprof(addr string) (stop func(), err error) {
+// profile shows memory contents and costs CPU while it runs. It answers
+// the hub's Host and Origin policy, so a DNS-rebinding page cannot read
+// /debug/pprof/cmdline (which shows --token) either.
+func servePprof(addr string, policy *hub.RequestPolicy) (stop func(), err error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("--pprof %q: want HOST:PORT, e.g. 127.0.0.1:6060", addr)
@@ -30,7 +34,7 @@ func servePprof(addr string) (stop func(), err error) {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: policy.Guard(nil, mux), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return func() { _ = srv.Close() }, nil
 }
