@@ -22,6 +22,8 @@ const (
 	CodeTaskNotFound      Code = "TASK_NOT_FOUND"     // task_update / checkpoint: no live claim on the task
 	CodeNotOwner          Code = "NOT_OWNER"          // the caller does not hold the claim
 	CodeEpochStale        Code = "EPOCH_STALE"        // INV-EF-2
+	CodeEpochInvalid      Code = "EPOCH_INVALID"      // INV-EF-2: a non-integer epoch (refused by the hub's decoding)
+	CodeVersionInvalid    Code = "VERSION_INVALID"    // INV-EF-3: a non-integer expected_version (likewise)
 	CodeVersionConflict   Code = "VERSION_CONFLICT"   // INV-EF-3 (and the board's CAS)
 	CodeIllegalTransition Code = "ILLEGAL_TRANSITION" // spec lifecycle table
 	CodeUnknownStatus     Code = "UNKNOWN_STATUS"

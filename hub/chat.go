@@ -50,8 +50,9 @@ type chatMsg struct {
 	target    string // as sent
 	t         string // trimmed
 	broadcast bool
-	directed  bool // journal.IsDirected: dead-letters and is replayed
-	frame     []byte
+	directed  bool                     // journal.IsDirected: dead-letters and is replayed
+	frame     []byte                   // as relayed, once stamp has run
+	build     func(msgID int64) []byte // encodes the frame with its msg_id
 	cmid      string
 	hasCMID   bool
 	now       float64
@@ -95,22 +96,8 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 	c.broadcast = t == "" || t == "all"
 	c.directed = journal.IsDirected(t)
 
-	h.mu.Lock()
-	c.now = h.now()
-	h.reg.msgID++
-	c.msgID = h.reg.msgID
-
-	f := wire.Object().Str("sender", sender).Str("target", target).Str("type", "chat")
-	f.Append("payload", func(b []byte) []byte { return appendAny(b, in.Value("payload"), "") })
-	f.Float("timestamp", c.now)
-	if ct, ok := clientTimestamp(in.Value("timestamp")); ok {
-		f.Float("client_timestamp", ct)
-	}
-	f.Str("hub_id", h.cfg.HubID).Int("msg_id", c.msgID)
+	ct, hasCT := clientTimestamp(in.Value("timestamp"))
 	c.cmid, c.hasCMID = clientMsgID(in.Value("client_msg_id"))
-	if c.hasCMID {
-		f.Str("client_msg_id", c.cmid)
-	}
 	m := in.Map()
 	extra := make([]string, 0, len(m))
 	for k := range m {
@@ -119,12 +106,33 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 		}
 	}
 	sort.Strings(extra)
-	for _, k := range extra {
-		v := m[k]
-		f.Append(k, func(b []byte) []byte { return appendAny(b, v, nil) })
+	c.build = func(msgID int64) []byte {
+		f := wire.Object().Str("sender", sender).Str("target", target).Str("type", "chat")
+		f.Append("payload", func(b []byte) []byte { return appendAny(b, in.Value("payload"), "") })
+		f.Float("timestamp", c.now)
+		if hasCT {
+			f.Float("client_timestamp", ct)
+		}
+		f.Str("hub_id", h.cfg.HubID).Int("msg_id", msgID)
+		if c.hasCMID {
+			f.Str("client_msg_id", c.cmid)
+		}
+		for _, k := range extra {
+			v := m[k]
+			f.Append(k, func(b []byte) []byte { return appendAny(b, v, nil) })
+		}
+		return f.Bytes()
 	}
-	c.frame = f.Bytes()
-	if h.cfg.Mail != nil && fleetAddressee(c.t) != "" {
+	h.mu.Lock()
+	c.now = h.now()
+	fleet := h.cfg.Mail != nil && fleetAddressee(c.t) != ""
+	if h.cfg.Journal == nil || fleet {
+		// Stamped and fanned out under h.mu: msg_ids reach every socket in
+		// order. A journalled chat takes its msg_id in the journal's append
+		// instead (chatRecords), in the order it is delivered.
+		c.stamp(h.reg.msgID.Add(1))
+	}
+	if fleet {
 		h.mu.Unlock()
 		s.fleetChat(sender, c, in)
 		return
@@ -169,6 +177,11 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 	case c.receipt:
 		s.sendReceipt(h.immediateReceipt(c, rcpt.chatSeq, ""))
 	}
+}
+
+// stamp gives the chat its msg_id and encodes its frame.
+func (c *chatMsg) stamp(msgID int64) {
+	c.msgID, c.frame = msgID, c.build(msgID)
 }
 
 // deliverLocked stamps seq (when journalled), keeps the chat in history

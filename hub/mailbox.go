@@ -478,7 +478,7 @@ func (h *Hub) loadDelivery() error {
 		if json.Unmarshal(r.Payload, &p) != nil || p.Channel != "" {
 			continue
 		}
-		h.reg.msgID = max(h.reg.msgID, p.MsgID)
+		h.reg.msgID.Store(max(h.reg.msgID.Load(), p.MsgID))
 		t := strings.TrimSpace(p.Target)
 		h.reg.history = append(h.reg.history, chatEntry{msgID: p.MsgID, seq: r.Seq, sender: p.Sender, target: p.Target,
 			public: t == "" || t == "all", frame: withSeq(r.Payload, r.Seq)})

@@ -141,6 +141,15 @@ func malformedRows() []malformedRow {
 		{name: "handoff epoch as a bool", frame: `{"sender":"$A","target":"System","type":"handoff","task_id":"MINE","to_agent":"$B","epoch":false}`,
 			typ: "error", payload: mfNotNumber("epoch")},
 
+		// Fencing numbers that are not integer lexemes: the verb's own
+		// refusal, like a stale epoch; MINE's epoch is 2 (INV-EF-2, INV-EF-3).
+		{name: "release epoch 2.5", frame: `{"sender":"$A","target":"System","type":"release","task_id":"MINE","epoch":2.5}`,
+			typ: "release_denied", payload: "Task 'MINE' epoch 2.5 is not an integer.", fields: map[string]any{"error_code": "EPOCH_INVALID", "task_id": "MINE"}},
+		{name: "release epoch 2.0", frame: `{"sender":"$A","target":"System","type":"release","task_id":"MINE","epoch":2.0}`,
+			typ: "release_denied", payload: "Task 'MINE' epoch 2.0 is not an integer.", fields: map[string]any{"error_code": "EPOCH_INVALID"}},
+		{name: "task_update expected_version 0.5", frame: `{"sender":"$A","target":"System","type":"task_update","task_id":"MINE","status":"working","expected_version":0.5}`,
+			typ: "error", payload: "Task 'MINE' expected_version 0.5 is not an integer.", fields: map[string]any{"error_code": "VERSION_INVALID", "task_id": "MINE"}},
+
 		// Other verbs.
 		{name: "release evidence with non-strings on B's claim", frame: `{"sender":"$A","target":"System","type":"release","task_id":"HELD","evidence":[1,{"a":1},null],"approvals":{"x":1}}`,
 			typ: "release_denied", payload: "Task 'HELD' is owned by B, not A."},

@@ -43,19 +43,23 @@ func receiptNotificationID(seq int64, state string) string {
 // the requested and immediate receipt rows with their tables.
 func (h *Hub) chatRecords(c *chatMsg) ([]journal.Record, *stampedReceipt) {
 	r := &stampedReceipt{}
-	payload, ok := pyjson.CanonicalRaw(c.frame)
-	if !ok {
-		payload = c.frame
-	}
 	withReceipt := c.receipt && c.directed
 	recs := []journal.Record{{
-		Kind: journal.KindChat, Payload: payload, Durable: withReceipt,
+		Kind: journal.KindChat, Durable: withReceipt,
+		// The msg_id is taken here, in the append, so msg_ids follow seqs,
+		// and so the order chats are delivered in (Committed runs in seq
+		// order) between concurrent senders.
 		Stamp: func(seq int64) ([]byte, []journal.Statement) {
 			r.chatSeq = seq
-			if !c.directed {
-				return nil, nil
+			c.stamp(h.reg.msgID.Add(1))
+			payload, ok := pyjson.CanonicalRaw(c.frame)
+			if !ok {
+				payload = c.frame
 			}
-			return nil, []journal.Statement{journal.InsertDirectedChat(seq, c.now, c.sender, c.t, !c.part.delivered())}
+			if !c.directed {
+				return payload, nil
+			}
+			return payload, []journal.Statement{journal.InsertDirectedChat(seq, c.now, c.sender, c.t, !c.part.delivered())}
 		},
 	}}
 	if !withReceipt {

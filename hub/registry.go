@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/transport"
@@ -40,7 +41,10 @@ type registry struct {
 	cards        map[string]*card
 	leases       map[string]*nameLease // name-ownership leases (namelease.go)
 	history      []chatEntry           // oldest first, at most MaxHistory
-	msgID        int64
+	// msgID is the last chat msg_id. It is atomic because a journalled
+	// chat takes its msg_id inside the journal's append, in commit order,
+	// which is the order chats are delivered in, without h.mu (chatRecords).
+	msgID atomic.Int64
 
 	online     []string                     // bound names, sorted; replaced on change (presence.go)
 	onlineJSON []byte                       // online encoded, nil until asked for after a change

@@ -287,10 +287,23 @@ func taskID(in *wire.Inbound, keys ...string) string {
 	return ""
 }
 
-// strictEpoch reads a fencing field; a present non-number is refused.
-func (s *session) strictInt(sender, key string, in *wire.Inbound) (int64, bool, bool) {
+// fence reads a fencing integer (epoch, expected_version) of a claim-family
+// verb; ok is false when it was refused. A present non-number is a
+// malformed frame; a number that is not an integer lexeme (7.5, and 7.0
+// too) is the verb's own refusal with EPOCH_INVALID or VERSION_INVALID,
+// shaped like EPOCH_STALE, and changes nothing (INV-EF-2, INV-EF-3).
+func (s *session) fence(sender, denialType, task, key string, in *wire.Inbound) (v int64, present, ok bool) {
 	v, present, err := in.StrictInt(key)
-	if err != nil {
+	switch {
+	case errors.Is(err, wire.ErrNotInteger):
+		code := coord.CodeEpochInvalid
+		if key != "epoch" {
+			code = coord.CodeVersionInvalid
+		}
+		msg := "Task '" + task + "' " + key + " " + in.Text(key) + " is not an integer."
+		s.refused(sender, denialType, &coord.Refusal{Code: code, TaskID: task, Message: msg}, task)
+		return 0, false, false
+	case err != nil:
 		s.fail(sender, "malformed_frame", "Malformed frame: '"+key+"' must be a number.")
 		return 0, false, false
 	}
@@ -352,7 +365,7 @@ var evidenceKeys = []string{"evidence", "artifacts", "known_failures", "changed_
 
 func (s *session) release(sender string, in *wire.Inbound) {
 	task := taskID(in)
-	epoch, hasEpoch, ok := s.strictInt(sender, "epoch", in)
+	epoch, hasEpoch, ok := s.fence(sender, "release_denied", task, "epoch", in)
 	if !ok {
 		return
 	}
@@ -383,11 +396,11 @@ func (s *session) taskUpdate(sender string, in *wire.Inbound) {
 	if t := strings.TrimSpace(in.Text("task_id")); t != "" {
 		task = t
 	}
-	epoch, hasEpoch, ok := s.strictInt(sender, "epoch", in)
+	epoch, hasEpoch, ok := s.fence(sender, "error", task, "epoch", in)
 	if !ok {
 		return
 	}
-	ev, hasEV, ok := s.strictInt(sender, "expected_version", in)
+	ev, hasEV, ok := s.fence(sender, "error", task, "expected_version", in)
 	if !ok {
 		return
 	}
@@ -407,7 +420,7 @@ func (s *session) taskUpdate(sender string, in *wire.Inbound) {
 func (s *session) handoff(sender string, in *wire.Inbound) {
 	task := taskID(in)
 	to := handoffTarget(in)
-	epoch, hasEpoch, ok := s.strictInt(sender, "epoch", in)
+	epoch, hasEpoch, ok := s.fence(sender, "handoff_denied", task, "epoch", in)
 	if !ok {
 		return
 	}
@@ -438,7 +451,7 @@ func (s *session) checkpoint(sender string, in *wire.Inbound) {
 	if !in.Has("checkpoint") {
 		cp = in.Text("payload")
 	}
-	epoch, hasEpoch, ok := s.strictInt(sender, "epoch", in)
+	epoch, hasEpoch, ok := s.fence(sender, "checkpoint_denied", task, "epoch", in)
 	if !ok {
 		return
 	}
@@ -523,7 +536,7 @@ func (s *session) boardFields(sender string, in *wire.Inbound) (task string, ev 
 }
 
 func (s *session) boardVersion(sender string, in *wire.Inbound) (int64, bool, bool) {
-	v, present, err := in.BoardInt("expected_version")
+	v, present, err := in.StrictInt("expected_version")
 	if err != nil {
 		s.fail(sender, "malformed_frame", "Malformed frame: 'expected_version' must be an integer.")
 		return 0, false, false

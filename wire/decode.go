@@ -143,13 +143,17 @@ func (in *Inbound) StringOrList(k string) []string {
 	return in.Strings(k)
 }
 
-// ErrNotNumber is returned by the strict accessors for a present value of
-// the wrong type.
-var ErrNotNumber = errors.New("wire: not a number")
+// ErrNotNumber is returned by StrictInt for a present value that is not a
+// JSON number; ErrNotInteger for a number that is not an integer lexeme.
+var (
+	ErrNotNumber  = errors.New("wire: not a number")
+	ErrNotInteger = errors.New("wire: not an integer")
+)
 
-// StrictInt reads a fencing field (epoch, expected_version of the claim
-// family): absent or null gives present=false; a JSON number (not a bool)
-// is truncated to an int; anything else is ErrNotNumber.
+// StrictInt reads a fencing integer (epoch, expected_version): absent or
+// null gives present=false; only an integer lexeme is accepted, so 7.5, 7.0
+// and 7e0 are ErrNotInteger (a fence is compared exactly, never truncated:
+// INV-EF-2, INV-EF-3) and a string, bool, list or object is ErrNotNumber.
 func (in *Inbound) StrictInt(k string) (v int64, present bool, err error) {
 	x, ok := in.m[k]
 	if !ok || x == nil {
@@ -159,30 +163,14 @@ func (in *Inbound) StrictInt(k string) (v int64, present bool, err error) {
 	if !isNum {
 		return 0, true, ErrNotNumber
 	}
-	if isIntLexeme(string(n)) {
-		i, err := n.Int64()
-		return i, true, err
-	}
-	f, err := n.Float64()
-	if err != nil || math.IsNaN(f) || math.Abs(f) >= 1<<63 {
-		return 0, true, ErrNotNumber
-	}
-	return int64(f), true, nil
-}
-
-// BoardInt reads the board's expected_version: absent or null gives
-// present=false; only an integer lexeme is accepted (PROTOCOL.md §2.11).
-func (in *Inbound) BoardInt(k string) (v int64, present bool, err error) {
-	x, ok := in.m[k]
-	if !ok || x == nil {
-		return 0, false, nil
-	}
-	n, isNum := x.(json.Number)
-	if !isNum || !isIntLexeme(string(n)) {
-		return 0, true, ErrNotNumber
+	if !isIntLexeme(string(n)) {
+		return 0, true, ErrNotInteger
 	}
 	i, err := n.Int64()
-	return i, true, err
+	if err != nil {
+		return 0, true, ErrNotInteger
+	}
+	return i, true, nil
 }
 
 // LenientFloat reads ttl_seconds-like fields: a number or a numeric string;

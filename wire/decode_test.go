@@ -49,11 +49,14 @@ func TestInbound_CoercionsFollowPython(t *testing.T) {
 	if in.Type() != "claim" {
 		t.Errorf("type %q", in.Type())
 	}
-	if v, ok, err := in.StrictInt("epoch"); v != 7 || !ok || err != nil {
-		t.Errorf("epoch: %v %v %v (floats truncate)", v, ok, err)
+	if _, ok, err := in.StrictInt("epoch"); !ok || err != ErrNotInteger {
+		t.Errorf("epoch 7.9: %v %v, want ErrNotInteger (a fence is never truncated)", ok, err)
 	}
-	if _, ok, err := in.BoardInt("ev"); !ok || err == nil {
-		t.Errorf("board expected_version 1.0 must be refused")
+	if _, ok, err := in.StrictInt("ev"); !ok || err != ErrNotInteger {
+		t.Errorf("expected_version 1.0: %v %v, want ErrNotInteger (only an integer lexeme)", ok, err)
+	}
+	if _, ok, err := in.StrictInt("bad_ttl"); !ok || err != ErrNotNumber {
+		t.Errorf("a bool fence: %v %v, want ErrNotNumber", ok, err)
 	}
 	if _, ok, _ := in.StrictInt("none"); ok {
 		t.Errorf("null epoch counts as absent")

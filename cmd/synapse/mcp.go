@@ -89,7 +89,8 @@ func runMCP(args []string, stdout, stderr io.Writer) int {
 	s := mcpserver.New(mcpserver.Options{Client: c, Profile: profile, Version: hub.Version, Logger: log})
 	defer s.Close()
 	// stdout carries the protocol: nothing else may be written there.
-	if err := s.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, mcp.ErrConnectionClosed) {
+	// Every request read before stdin ends is answered before the exit.
+	if err := s.Run(ctx, mcpserver.DrainingTransport(&mcp.StdioTransport{})); err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, mcp.ErrConnectionClosed) {
 		fmt.Fprintf(stderr, "synapse mcp: %v\n", err)
 		return exitRefused
 	}

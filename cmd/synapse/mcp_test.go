@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -199,5 +202,49 @@ func TestMCP_UsageAndUnreachable(t *testing.T) {
 	code, _, errOut := runCmd("mcp", "--help")
 	if code != 0 || !strings.Contains(errOut, "--tools") || !strings.Contains(errOut, "X-Synapse-Name") {
 		t.Fatalf("help: %d %s", code, errOut)
+	}
+}
+
+// A host that pipes its requests and closes stdin gets every reply: `synapse
+// mcp` answers what it read before it exits, and exits.
+func TestMCP_StdioAnswersEveryRequestReadBeforeStdinCloses(t *testing.T) {
+	bin := buildSynapse(t)
+	uri := startCLIHub(t, hub.Config{Clock: realClock})
+	in := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pipe","version":"0"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/list"}
+{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"status","arguments":{}}}
+`
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "mcp", "--uri", uri, "--name", "proj/pipe")
+	cmd.Env = append(os.Environ(), "SYNAPSE_CONFIG="+filepath.Join(t.TempDir(), "none.json"), "SYNAPSE_URI=", "SYNAPSE_NAME=", "SYNAPSE_TOKEN=")
+	cmd.Stdin = strings.NewReader(in)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("synapse mcp: %v\nstdout: %s", err, out)
+	}
+	if len(bytes.TrimSpace(out)) == 0 {
+		t.Fatal("synapse mcp printed nothing: it exited on EOF before answering")
+	}
+	replies := map[string]map[string]any{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("stdout line %q: %v", line, err)
+		}
+		if id, ok := m["id"]; ok {
+			replies[fmt.Sprint(id)] = m
+		}
+	}
+	for _, id := range []string{"1", "2", "3"} {
+		if r := replies[id]; r == nil || r["result"] == nil {
+			t.Errorf("request %s: reply %v, want a result\nstdout: %s", id, r, out)
+		}
+	}
+	list, _ := replies["2"]["result"].(map[string]any)
+	if tools, _ := list["tools"].([]any); len(tools) != len(fullToolNames) {
+		t.Errorf("tools/list gave %d tools, want %d", len(tools), len(fullToolNames))
 	}
 }
