@@ -1,0 +1,195 @@
+// Package linz checks that the hub's claim registry is linearizable under
+// crashes and pauses: a history of claims and releases recorded against a
+// real hub process is checked by porcupine against the sequential model
+// here. The model is partitioned by task id; each task is a holder, the
+// holder's epoch and lease deadline, and the highest epoch seen.
+//
+// Lease expiry is time-driven and the hub's clock is the test's clock (one
+// machine), so the model lets a lease lapse exactly when it may have: it is
+// certainly live before its deadline, certainly gone after it, and either
+// inside the operation's [call, return] window (a nondeterministic step).
+package linz
+
+import (
+	"fmt"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Verb is what an operation does.
+type Verb int
+
+const (
+	VerbClaim   Verb = iota // claim (or same-owner renewal) of a task
+	VerbRelease             // release of a task with an epoch (fenced)
+	VerbRead                // the task's holder in a state snapshot
+)
+
+// Outcome is what the hub answered.
+type Outcome int
+
+const (
+	Granted Outcome = iota // claim_granted / release_granted
+	Denied                 // claim_denied / release_denied
+	Unknown                // the connection was lost: it may or may not have applied
+)
+
+// Input is one call. Call and Return bound, in the test's clock (unix
+// nanoseconds), when the hub may have decided it; Return is the real
+// response time even for unknown outcomes, whose porcupine Return is
+// infinity.
+type Input struct {
+	Verb   Verb
+	Task   string
+	Agent  string
+	Epoch  int64 // release: the fencing epoch sent; 0 sends none (unfenced)
+	Call   int64
+	Return int64
+}
+
+// Output is the hub's answer.
+type Output struct {
+	Outcome Outcome
+	Epoch   int64  // claim granted: the fresh epoch
+	Expires int64  // claim granted: lease deadline, unix nanoseconds
+	Holder  string // read: the holder, "" when free
+}
+
+// State is one possible state of one task.
+type State struct {
+	Holder  string // "" when free
+	Epoch   int64  // the holder's epoch; 0 when unknown (a claim of unknown outcome)
+	Expires int64  // the holder's lease deadline; 0 when unknown
+	Max     int64  // every epoch granted on this task so far is ≤ Max (a lower bound)
+}
+
+// ClockSlack absorbs the rounding of the hub's float-second timestamps and
+// the gap between the hub deciding an expiry and sending its frame.
+var ClockSlack int64 = 250e6
+
+// possible are the states the task may be in when op is decided: the lease
+// may lapse from just before the call to the return.
+func possible(s State, in Input) []State {
+	if s.Holder == "" {
+		return []State{s}
+	}
+	free := State{Max: s.Max}
+	switch {
+	case s.Expires == 0 || in.Return == 0: // deadline or decision time unknown
+		return []State{s, free}
+	case s.Expires+ClockSlack < in.Call: // lapsed before the call (INV-LL-2)
+		return []State{free}
+	case s.Expires-ClockSlack <= in.Return:
+		return []State{s, free}
+	default:
+		return []State{s}
+	}
+}
+
+// step applies a known-outcome op to one pre-state; ok is false when the
+// hub's answer is impossible from it.
+func step(s State, in Input, out Output) (State, bool) {
+	switch in.Verb {
+	case VerbClaim:
+		held := s.Holder != "" && s.Holder != in.Agent
+		switch out.Outcome {
+		case Granted: // INV-ME-1: only a free task or the holder's own (renewal, INV-LL-4); INV-EF-1: fresh epoch
+			if held || out.Epoch <= s.Max {
+				return s, false
+			}
+			return State{Holder: in.Agent, Epoch: out.Epoch, Expires: out.Expires, Max: out.Epoch}, true
+		case Denied:
+			return s, held
+		}
+	case VerbRelease:
+		mine := s.Holder == in.Agent && (in.Epoch == 0 || s.Epoch == 0 || s.Epoch == in.Epoch)
+		switch out.Outcome {
+		case Granted:
+			if !mine {
+				return s, false
+			}
+			return State{Max: s.Max}, true
+		case Denied: // INV-EF-2: a stale epoch is fenced out
+			return s, !mine || (s.Epoch == 0 && in.Epoch != 0)
+		}
+	case VerbRead:
+		return s, s.Holder == out.Holder
+	}
+	return s, false
+}
+
+// next are the states after op from one pre-state.
+func next(s State, in Input, out Output) []State {
+	var res []State
+	for _, p := range possible(s, in) {
+		if out.Outcome != Unknown {
+			if n, ok := step(p, in, out); ok {
+				res = append(res, n)
+			}
+			continue
+		}
+		res = append(res, p) // not applied
+		switch in.Verb {
+		case VerbClaim:
+			if p.Holder == "" || p.Holder == in.Agent {
+				res = append(res, State{Holder: in.Agent, Max: p.Max})
+			}
+		case VerbRelease:
+			if n, ok := step(p, in, Output{Outcome: Granted}); ok {
+				res = append(res, n)
+			}
+		}
+	}
+	return res
+}
+
+// Model is the claim registry as porcupine sees it, one partition per task.
+var Model = porcupine.NondeterministicModel{
+	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+		byTask := map[string][]porcupine.Operation{}
+		var order []string
+		for _, op := range h {
+			t := op.Input.(Input).Task
+			if _, ok := byTask[t]; !ok {
+				order = append(order, t)
+			}
+			byTask[t] = append(byTask[t], op)
+		}
+		var parts [][]porcupine.Operation
+		for _, t := range order {
+			parts = append(parts, byTask[t])
+		}
+		return parts
+	},
+	Init: func() []any { return []any{State{}} },
+	Step: func(state, input, output any) []any {
+		var res []any
+		for _, n := range next(state.(State), input.(Input), output.(Output)) {
+			res = append(res, n)
+		}
+		return res
+	},
+	Equal: func(a, b any) bool { return a.(State) == b.(State) },
+	DescribeOperation: func(input, output any) string {
+		in, out := input.(Input), output.(Output)
+		res := [...]string{"granted", "denied", "unknown"}[out.Outcome]
+		switch in.Verb {
+		case VerbClaim:
+			if out.Outcome == Granted {
+				return fmt.Sprintf("claim(%s, %s) → epoch %d", in.Agent, in.Task, out.Epoch)
+			}
+			return fmt.Sprintf("claim(%s, %s) → %s", in.Agent, in.Task, res)
+		case VerbRelease:
+			return fmt.Sprintf("release(%s, %s, epoch %d) → %s", in.Agent, in.Task, in.Epoch, res)
+		default:
+			return fmt.Sprintf("read(%s) → %q", in.Task, out.Holder)
+		}
+	},
+	DescribeState: func(state any) string {
+		s := state.(State)
+		if s.Holder == "" {
+			return fmt.Sprintf("free (max epoch %d)", s.Max)
+		}
+		return fmt.Sprintf("%s @%d until %d (max %d)", s.Holder, s.Epoch, s.Expires, s.Max)
+	},
+}
