@@ -26,7 +26,7 @@ const (
 	agents          = 6
 	tasks           = 4
 	callTimeout     = 8 * time.Second
-	checkTimeout    = 5 * time.Minute
+	checkTimeout    = 30 * time.Minute // porcupine gives up (result Unknown) after this
 )
 
 // history records operations from every worker. Times are the test's
@@ -54,13 +54,16 @@ type worker struct {
 	name    string
 	uri     string
 	c       *client.Client
-	held    map[string]int64 // task → epoch of our last acknowledged grant
+	held    map[string]*holding // what our acknowledged answers say we hold
 	rng     *rand.Rand
 	h       *history
 	idems   []idemGrant // acknowledged claims and their keys, replayed after recovery (INV-CR-1)
 	seq     int
 	retries int // calls resent with their idem key after a lost connection
 }
+
+// holding is a task a worker's acknowledged answers say it holds.
+type holding struct{ epoch, version int64 }
 
 type idemGrant struct {
 	agent, task, key string
@@ -96,12 +99,26 @@ func outcome(err error) Outcome {
 	}
 }
 
+// answer is the Output of a call that returned err.
+func answer(err error) Output {
+	out := Output{Outcome: outcome(err)}
+	var r *client.Refused
+	if errors.As(err, &r) {
+		out.Code = r.Code
+		if out.Code == "" {
+			out.Code = r.Message
+		}
+	}
+	return out
+}
+
 // call runs op with an idem key, retrying on a new connection after a
 // lost one with the same key, so the retry applies at most once
 // (INV-CR-1). The recorded operation spans every attempt.
-func (w *worker) call(ctx context.Context, op func(context.Context) error) (start, end int64, err error) {
+// A verb without an idem key (checkpoint) gets one attempt.
+func (w *worker) call(ctx context.Context, attempts int, op func(context.Context) error) (start, end int64, err error) {
 	start = time.Now().UnixNano()
-	for attempt := 0; attempt < 3; attempt++ {
+	for attempt := 0; attempt < attempts; attempt++ {
 		if w.c == nil {
 			w.dial(ctx)
 			if w.c == nil {
@@ -133,15 +150,15 @@ func (w *worker) claim(ctx context.Context, task string) {
 	var cl *client.Claim
 	in := Input{Verb: VerbClaim, Task: task, Agent: w.name}
 	var err error
-	in.Call, in.Return, err = w.call(ctx, func(cctx context.Context) (e error) {
+	in.Call, in.Return, err = w.call(ctx, 3, func(cctx context.Context) (e error) {
 		cl, e = w.c.Claim(cctx, client.ClaimRequest{TaskID: task, Paths: []string{"src/" + task}, TTL: ttl, IdemKey: key})
 		return e
 	})
-	out := Output{Outcome: outcome(err)}
+	out := answer(err)
 	switch out.Outcome {
 	case Granted:
-		out.Epoch, out.Expires = cl.Epoch, int64(cl.LeaseExpiresAt*1e9)
-		w.held[task] = cl.Epoch
+		out.Epoch, out.Expires, out.Version = cl.Epoch, int64(cl.LeaseExpiresAt*1e9), cl.Version
+		w.held[task] = &holding{cl.Epoch, cl.Version}
 		w.idems = append(w.idems, idemGrant{w.name, task, key, ttl, cl.Epoch})
 	case Unknown:
 		delete(w.held, task) // we may hold it with an epoch we never saw
@@ -154,29 +171,106 @@ func (w *worker) release(ctx context.Context, task string, epoch int64) {
 	key := fmt.Sprintf("%s-r%d", w.name, w.seq)
 	in := Input{Verb: VerbRelease, Task: task, Agent: w.name, Epoch: epoch}
 	var err error
-	in.Call, in.Return, err = w.call(ctx, func(cctx context.Context) error {
+	in.Call, in.Return, err = w.call(ctx, 3, func(cctx context.Context) error {
 		_, e := w.c.Release(cctx, task, client.ReleaseOptions{Epoch: epoch, IdemKey: key})
 		return e
 	})
-	out := Output{Outcome: outcome(err)}
+	out := answer(err)
 	delete(w.held, task)
 	w.h.add(w.id, in, out)
 }
 
-// run issues random operations until ctx ends: claims of any task, renewals
-// of held ones, releases with the right epoch and, now and then, a stale
-// one that must be fenced out (INV-EF-2).
+// update is a fenced task_update, a compare-and-set on the version we last
+// saw when cas (INV-EF-3).
+func (w *worker) update(ctx context.Context, task string, hd *holding, cas bool) {
+	w.seq++
+	key := fmt.Sprintf("%s-u%d", w.name, w.seq)
+	in := Input{Verb: VerbUpdate, Task: task, Agent: w.name, Epoch: hd.epoch, Expected: -1}
+	req := client.UpdateRequest{TaskID: task, Note: key, Epoch: hd.epoch, IdemKey: key}
+	if cas {
+		v := hd.version
+		in.Expected, req.ExpectedVersion = v, &v
+	}
+	var u *client.TaskUpdated
+	var err error
+	in.Call, in.Return, err = w.call(ctx, 3, func(cctx context.Context) (e error) {
+		u, e = w.c.Update(cctx, req)
+		return e
+	})
+	out := answer(err)
+	w.settle(task, out, func() { out.Version = u.Version; hd.version = u.Version })
+	w.h.add(w.id, in, out)
+}
+
+// checkpoint is a fenced checkpoint. The verb takes no idem key, so a
+// lost connection is not retried: its outcome stays unknown.
+func (w *worker) checkpoint(ctx context.Context, task string, hd *holding) {
+	in := Input{Verb: VerbCheckpoint, Task: task, Agent: w.name, Epoch: hd.epoch}
+	var v int64
+	var err error
+	in.Call, in.Return, err = w.call(ctx, 1, func(cctx context.Context) (e error) {
+		v, e = w.c.Checkpoint(cctx, task, fmt.Sprintf("cp-%d", in.Call), hd.epoch)
+		return e
+	})
+	out := answer(err)
+	w.settle(task, out, func() { out.Version = v; hd.version = v })
+	w.h.add(w.id, in, out)
+}
+
+// handoff passes a held task to another agent (INV-CR-2).
+func (w *worker) handoff(ctx context.Context, task string, hd *holding) {
+	w.seq++
+	key := fmt.Sprintf("%s-h%d", w.name, w.seq)
+	to := fmt.Sprintf("linz/agent%d", (w.id+1+w.rng.IntN(agents-1))%agents)
+	in := Input{Verb: VerbHandoff, Task: task, Agent: w.name, Epoch: hd.epoch, To: to}
+	var cl *client.Claim
+	var err error
+	in.Call, in.Return, err = w.call(ctx, 3, func(cctx context.Context) (e error) {
+		cl, e = w.c.Handoff(cctx, client.HandoffRequest{TaskID: task, To: to, Epoch: hd.epoch, IdemKey: key})
+		return e
+	})
+	out := answer(err)
+	out.Offline = out.Code == "TARGET_OFFLINE"
+	if out.Outcome == Granted {
+		out.Epoch, out.Expires = cl.Epoch, int64(cl.LeaseExpiresAt*1e9)
+	}
+	delete(w.held, task)
+	w.h.add(w.id, in, out)
+}
+
+// settle updates what we hold after a fenced call: a grant runs onGrant,
+// anything else means we may no longer hold the task as we think.
+func (w *worker) settle(task string, out Output, onGrant func()) {
+	if out.Outcome == Granted {
+		onGrant()
+		return
+	}
+	delete(w.held, task)
+}
+
+// run issues random operations until ctx ends: claims of any task; on held
+// ones renewals, releases, updates, checkpoints and handoffs with the
+// epoch and version last seen and, now and then, a stale epoch or a wrong
+// version that must be refused (INV-EF-2, INV-EF-3).
 func (w *worker) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		task := fmt.Sprintf("T%d", w.rng.IntN(tasks))
-		epoch, mine := w.held[task]
-		switch r := w.rng.IntN(10); {
-		case !mine || r < 4:
+		hd, mine := w.held[task]
+		switch r := w.rng.IntN(20); {
+		case !mine || r < 5:
 			w.claim(ctx, task)
-		case r < 5:
-			w.release(ctx, task, epoch-1)
+		case r < 6:
+			w.release(ctx, task, hd.epoch-1)
+		case r < 9:
+			w.release(ctx, task, hd.epoch)
+		case r < 13:
+			w.update(ctx, task, hd, r != 12)
+		case r < 15:
+			w.update(ctx, task, &holding{hd.epoch, hd.version + 1}, true) // a version not reached: refused
+		case r < 18:
+			w.checkpoint(ctx, task, hd)
 		default:
-			w.release(ctx, task, epoch)
+			w.handoff(ctx, task, hd)
 		}
 	}
 	if w.c != nil {
@@ -222,9 +316,11 @@ func runDuration(t *testing.T) time.Duration {
 }
 
 // The claim registry of a real hub process stays linearizable while a
-// nemesis SIGKILLs, restarts and pauses it: one owner per task (INV-ME-1),
-// fresh epochs (INV-EF-1), stale epochs fenced (INV-EF-2), leases lapsing
-// only at their deadline (INV-LL-2), retries applied once (INV-CR-1). After
+// nemesis SIGKILLs, restarts and pauses it: claims, renewals, releases,
+// task_update, checkpoint and handoff keep one owner per task (INV-ME-1),
+// fresh epochs (INV-EF-1), stale epochs fenced (INV-EF-2), the version
+// guard (INV-EF-3), leases lapsing only at their deadline (INV-LL-2),
+// handoff without a window (INV-CR-2), retries applied once (INV-CR-1). After
 // the run the hub is killed once more and the recovered registry is read
 // into the same history, so every acknowledged mutation must be in the
 // journal (INV-JA-1); epochs rise in real time across every restart
@@ -248,7 +344,7 @@ func TestLinearizable_ClaimRegistry_UnderCrashesAndPauses_INV_ME_1_INV_EF_1_INV_
 	var wg sync.WaitGroup
 	workers := make([]*worker, agents)
 	for i := range workers {
-		w := &worker{id: i, name: fmt.Sprintf("linz/agent%d", i), uri: hub.uri(), held: map[string]int64{},
+		w := &worker{id: i, name: fmt.Sprintf("linz/agent%d", i), uri: hub.uri(), held: map[string]*holding{},
 			rng: rand.New(rand.NewPCG(seed, uint64(i))), h: h}
 		workers[i] = w
 		wg.Add(1)

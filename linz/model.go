@@ -20,9 +20,12 @@ import (
 type Verb int
 
 const (
-	VerbClaim   Verb = iota // claim (or same-owner renewal) of a task
-	VerbRelease             // release of a task with an epoch (fenced)
-	VerbRead                // the task's holder in a state snapshot
+	VerbClaim      Verb = iota // claim (or same-owner renewal) of a task
+	VerbRelease                // release of a task with an epoch (fenced)
+	VerbRead                   // the task's holder in a state snapshot
+	VerbUpdate                 // task_update, fenced by epoch and, optionally, expected_version
+	VerbCheckpoint             // checkpoint, fenced by epoch
+	VerbHandoff                // handoff to another agent, fenced by epoch
 )
 
 // Outcome is what the hub answered.
@@ -39,20 +42,28 @@ const (
 // response time even for unknown outcomes, whose porcupine Return is
 // infinity.
 type Input struct {
-	Verb   Verb
-	Task   string
-	Agent  string
-	Epoch  int64 // release: the fencing epoch sent; 0 sends none (unfenced)
-	Call   int64
-	Return int64
+	Verb  Verb
+	Task  string
+	Agent string
+	Epoch int64 // release, update, checkpoint, handoff: the fencing epoch sent; 0 sends none (unfenced)
+	// Expected is task_update's expected_version; -1 sends none.
+	Expected int64
+	To       string // handoff: the recipient
+	Call     int64
+	Return   int64
 }
 
 // Output is the hub's answer.
 type Output struct {
 	Outcome Outcome
-	Epoch   int64  // claim granted: the fresh epoch
-	Expires int64  // claim granted: lease deadline, unix nanoseconds
+	Epoch   int64  // claim or handoff granted: the fresh epoch
+	Expires int64  // claim or handoff granted: lease deadline, unix nanoseconds
+	Version int64  // claim, update or checkpoint granted: the claim's version
 	Holder  string // read: the holder, "" when free
+	Code    string // denied: the hub's reason code, for the reader of a violation
+	// Offline marks a handoff refused because the recipient was not
+	// connected, which the model cannot know (it was reconnecting).
+	Offline bool
 }
 
 // State is one possible state of one task.
@@ -60,6 +71,7 @@ type State struct {
 	Holder  string // "" when free
 	Epoch   int64  // the holder's epoch; 0 when unknown (a claim of unknown outcome)
 	Expires int64  // the holder's lease deadline; 0 when unknown
+	Version int64  // the holder's claim version; -1 when unknown
 	Max     int64  // every epoch granted on this task so far is ≤ Max (a lower bound)
 }
 
@@ -89,6 +101,10 @@ func possible(s State, in Input) []State {
 // step applies a known-outcome op to one pre-state; ok is false when the
 // hub's answer is impossible from it.
 func step(s State, in Input, out Output) (State, bool) {
+	// mine: the agent holds the task and the fence passes; sure: it is
+	// certain (no unknown epoch decides it).
+	mine := s.Holder == in.Agent && (in.Epoch == 0 || s.Epoch == 0 || s.Epoch == in.Epoch)
+	sure := mine && (in.Epoch == 0 || s.Epoch != 0)
 	switch in.Verb {
 	case VerbClaim:
 		held := s.Holder != "" && s.Holder != in.Agent
@@ -97,20 +113,46 @@ func step(s State, in Input, out Output) (State, bool) {
 			if held || out.Epoch <= s.Max {
 				return s, false
 			}
-			return State{Holder: in.Agent, Epoch: out.Epoch, Expires: out.Expires, Max: out.Epoch}, true
+			v := int64(0) // a new claim starts at version 0; a renewal keeps it
+			if s.Holder == in.Agent {
+				v = s.Version
+			}
+			if v >= 0 && out.Version != v {
+				return s, false
+			}
+			return State{Holder: in.Agent, Epoch: out.Epoch, Expires: out.Expires, Version: out.Version, Max: out.Epoch}, true
 		case Denied:
 			return s, held
 		}
 	case VerbRelease:
-		mine := s.Holder == in.Agent && (in.Epoch == 0 || s.Epoch == 0 || s.Epoch == in.Epoch)
 		switch out.Outcome {
 		case Granted:
-			if !mine {
+			return State{Max: s.Max}, mine
+		case Denied: // INV-EF-2: a stale epoch is fenced out
+			return s, !sure
+		}
+	case VerbUpdate, VerbCheckpoint:
+		cas := in.Verb == VerbUpdate && in.Expected >= 0
+		switch out.Outcome {
+		case Granted: // INV-EF-3: the version guard holds and the version rises by one
+			if !mine || (cas && s.Version >= 0 && s.Version != in.Expected) || (s.Version >= 0 && out.Version != s.Version+1) {
 				return s, false
 			}
-			return State{Max: s.Max}, true
-		case Denied: // INV-EF-2: a stale epoch is fenced out
-			return s, !mine || (s.Epoch == 0 && in.Epoch != 0)
+			n := s
+			n.Version = out.Version
+			return n, true
+		case Denied:
+			return s, !sure || (cas && (s.Version < 0 || s.Version != in.Expected))
+		}
+	case VerbHandoff:
+		switch out.Outcome {
+		case Granted: // INV-CR-2: straight to the recipient, fresh epoch, version reset
+			if !mine || out.Epoch <= s.Max {
+				return s, false
+			}
+			return State{Holder: in.To, Epoch: out.Epoch, Expires: out.Expires, Max: out.Epoch}, true
+		case Denied:
+			return s, !sure || out.Offline
 		}
 	case VerbRead:
 		return s, s.Holder == out.Holder
@@ -131,12 +173,28 @@ func next(s State, in Input, out Output) []State {
 		res = append(res, p) // not applied
 		switch in.Verb {
 		case VerbClaim:
-			if p.Holder == "" || p.Holder == in.Agent {
-				res = append(res, State{Holder: in.Agent, Max: p.Max})
+			switch p.Holder {
+			case "":
+				res = append(res, State{Holder: in.Agent, Version: 0, Max: p.Max})
+			case in.Agent:
+				res = append(res, State{Holder: in.Agent, Version: p.Version, Max: p.Max})
 			}
 		case VerbRelease:
 			if n, ok := step(p, in, Output{Outcome: Granted}); ok {
 				res = append(res, n)
+			}
+		case VerbUpdate, VerbCheckpoint:
+			if p.Holder == in.Agent && (in.Epoch == 0 || p.Epoch == 0 || p.Epoch == in.Epoch) &&
+				(in.Verb == VerbCheckpoint || in.Expected < 0 || p.Version < 0 || p.Version == in.Expected) {
+				n := p
+				if n.Version >= 0 {
+					n.Version++
+				}
+				res = append(res, n)
+			}
+		case VerbHandoff:
+			if p.Holder == in.Agent && (in.Epoch == 0 || p.Epoch == 0 || p.Epoch == in.Epoch) {
+				res = append(res, State{Holder: in.To, Max: p.Max})
 			}
 		}
 	}
@@ -173,6 +231,9 @@ var Model = porcupine.NondeterministicModel{
 	DescribeOperation: func(input, output any) string {
 		in, out := input.(Input), output.(Output)
 		res := [...]string{"granted", "denied", "unknown"}[out.Outcome]
+		if out.Code != "" {
+			res += " " + out.Code
+		}
 		switch in.Verb {
 		case VerbClaim:
 			if out.Outcome == Granted {
@@ -181,6 +242,21 @@ var Model = porcupine.NondeterministicModel{
 			return fmt.Sprintf("claim(%s, %s) → %s", in.Agent, in.Task, res)
 		case VerbRelease:
 			return fmt.Sprintf("release(%s, %s, epoch %d) → %s", in.Agent, in.Task, in.Epoch, res)
+		case VerbUpdate:
+			if out.Outcome == Granted {
+				res = fmt.Sprintf("v%d", out.Version)
+			}
+			return fmt.Sprintf("task_update(%s, %s, epoch %d, expect v%d) → %s", in.Agent, in.Task, in.Epoch, in.Expected, res)
+		case VerbCheckpoint:
+			if out.Outcome == Granted {
+				res = fmt.Sprintf("v%d", out.Version)
+			}
+			return fmt.Sprintf("checkpoint(%s, %s, epoch %d) → %s", in.Agent, in.Task, in.Epoch, res)
+		case VerbHandoff:
+			if out.Outcome == Granted {
+				res = fmt.Sprintf("epoch %d", out.Epoch)
+			}
+			return fmt.Sprintf("handoff(%s → %s, %s, epoch %d) → %s", in.Agent, in.To, in.Task, in.Epoch, res)
 		default:
 			return fmt.Sprintf("read(%s) → %q", in.Task, out.Holder)
 		}
@@ -190,6 +266,6 @@ var Model = porcupine.NondeterministicModel{
 		if s.Holder == "" {
 			return fmt.Sprintf("free (max epoch %d)", s.Max)
 		}
-		return fmt.Sprintf("%s @%d until %d (max %d)", s.Holder, s.Epoch, s.Expires, s.Max)
+		return fmt.Sprintf("%s @%d v%d until %d (max %d)", s.Holder, s.Epoch, s.Version, s.Expires, s.Max)
 	},
 }

@@ -26,6 +26,14 @@ func releaseOp(client int, call, ret int64, agent string, epoch int64, out Outpu
 	return op(client, call, ret, Input{Verb: VerbRelease, Task: "T", Agent: agent, Epoch: epoch}, out)
 }
 
+func updateOp(client int, call, ret int64, agent string, epoch, expected int64, out Output) porcupine.Operation {
+	return op(client, call, ret, Input{Verb: VerbUpdate, Task: "T", Agent: agent, Epoch: epoch, Expected: expected}, out)
+}
+
+func handoffOp(client int, call, ret int64, agent, to string, epoch int64, out Output) porcupine.Operation {
+	return op(client, call, ret, Input{Verb: VerbHandoff, Task: "T", Agent: agent, To: to, Epoch: epoch}, out)
+}
+
 func readOp(call, ret int64, holder string) porcupine.Operation {
 	return op(9, call, ret, Input{Verb: VerbRead, Task: "T"}, Output{Holder: holder})
 }
@@ -65,6 +73,14 @@ func TestModel_AcceptsLegalAndRefusesIllegalHistories(t *testing.T) {
 			claimOp(0, 0, 1, "a", unknown), readOp(4, 5, "a"), claimOp(1, 6, 7, "b", denied)}},
 		{"a lost claim cannot take a held task", false, []porcupine.Operation{
 			claimOp(0, 0, 1, "a", granted(1, 10*sec)), claimOp(1, 2, 3, "b", unknown), readOp(4, 5, "b")}},
+		{"INV-EF-3: the version guard passes and the version rises", true, []porcupine.Operation{
+			claimOp(0, 0, 1, "a", granted(1, 10*sec)), updateOp(0, 2, 3, "a", 1, 0, Output{Version: 1}), updateOp(0, 4, 5, "a", 1, 0, denied)}},
+		{"INV-EF-3: an update passes a stale version", false, []porcupine.Operation{
+			claimOp(0, 0, 1, "a", granted(1, 10*sec)), updateOp(0, 2, 3, "a", 1, 0, Output{Version: 1}), updateOp(0, 4, 5, "a", 1, 0, Output{Version: 2})}},
+		{"INV-CR-2: a handoff moves the task straight to the recipient", true, []porcupine.Operation{
+			claimOp(0, 0, 1, "a", granted(1, 10*sec)), handoffOp(0, 2, 3, "a", "b", 1, granted(2, 10*sec)), claimOp(2, 4, 5, "c", denied), readOp(6, 7, "b")}},
+		{"INV-CR-2: a handoff leaves a window for a third agent", false, []porcupine.Operation{
+			claimOp(0, 0, 1, "a", granted(1, 10*sec)), handoffOp(0, 2, 3, "a", "b", 1, granted(3, 10*sec)), claimOp(2, 4, 5, "c", granted(4, 10*sec))}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
