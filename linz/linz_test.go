@@ -371,13 +371,13 @@ func TestLinearizable_ClaimRegistry_UnderCrashesAndPauses_INV_ME_1_INV_EF_1_INV_
 	if err != nil {
 		t.Fatalf("state after recovery: %v", err)
 	}
-	holders := map[string]string{}
+	live := map[string]Output{}
 	for _, cl := range st.ActiveClaims {
-		holders[cl.TaskID] = cl.Owner
+		live[cl.TaskID] = Output{Holder: cl.Owner, Epoch: cl.Epoch, Version: cl.Version}
 	}
 	for i := 0; i < tasks; i++ {
 		task := fmt.Sprintf("T%d", i)
-		h.add(agents, Input{Verb: VerbRead, Task: task, Call: call, Return: ret}, Output{Holder: holders[task]})
+		h.add(agents, Input{Verb: VerbRead, Task: task, Call: call, Return: ret}, live[task])
 	}
 	reader.c.Close()
 

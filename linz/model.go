@@ -59,7 +59,7 @@ type Output struct {
 	Epoch   int64  // claim or handoff granted: the fresh epoch
 	Expires int64  // claim or handoff granted: lease deadline, unix nanoseconds
 	Version int64  // claim, update or checkpoint granted: the claim's version
-	Holder  string // read: the holder, "" when free
+	Holder  string // read: the holder, "" when free (and the claim's Epoch and Version)
 	Code    string // denied: the hub's reason code, for the reader of a violation
 	// Offline marks a handoff refused because the recipient was not
 	// connected, which the model cannot know (it was reconnecting).
@@ -154,8 +154,11 @@ func step(s State, in Input, out Output) (State, bool) {
 		case Denied:
 			return s, !sure || out.Offline
 		}
-	case VerbRead:
-		return s, s.Holder == out.Holder
+	case VerbRead: // after recovery: every acknowledged grant, update and checkpoint is there (INV-JA-1)
+		if s.Holder != out.Holder {
+			return s, false
+		}
+		return s, s.Holder == "" || ((s.Epoch == 0 || s.Epoch == out.Epoch) && (s.Version < 0 || s.Version == out.Version))
 	}
 	return s, false
 }
@@ -258,7 +261,7 @@ var Model = porcupine.NondeterministicModel{
 			}
 			return fmt.Sprintf("handoff(%s → %s, %s, epoch %d) → %s", in.Agent, in.To, in.Task, in.Epoch, res)
 		default:
-			return fmt.Sprintf("read(%s) → %q", in.Task, out.Holder)
+			return fmt.Sprintf("read(%s) → %q @%d v%d", in.Task, out.Holder, out.Epoch, out.Version)
 		}
 	},
 	DescribeState: func(state any) string {

@@ -35,7 +35,11 @@ func handoffOp(client int, call, ret int64, agent, to string, epoch int64, out O
 }
 
 func readOp(call, ret int64, holder string) porcupine.Operation {
-	return op(9, call, ret, Input{Verb: VerbRead, Task: "T"}, Output{Holder: holder})
+	return readVersionOp(call, ret, holder, 0, 0)
+}
+
+func readVersionOp(call, ret int64, holder string, epoch, version int64) porcupine.Operation {
+	return op(9, call, ret, Input{Verb: VerbRead, Task: "T"}, Output{Holder: holder, Epoch: epoch, Version: version})
 }
 
 // The model accepts what the hub may do and refuses what the rules forbid;
@@ -78,7 +82,11 @@ func TestModel_AcceptsLegalAndRefusesIllegalHistories(t *testing.T) {
 		{"INV-EF-3: an update passes a stale version", false, []porcupine.Operation{
 			claimOp(0, 0, 1, "a", granted(1, 10*sec)), updateOp(0, 2, 3, "a", 1, 0, Output{Version: 1}), updateOp(0, 4, 5, "a", 1, 0, Output{Version: 2})}},
 		{"INV-CR-2: a handoff moves the task straight to the recipient", true, []porcupine.Operation{
-			claimOp(0, 0, 1, "a", granted(1, 10*sec)), handoffOp(0, 2, 3, "a", "b", 1, granted(2, 10*sec)), claimOp(2, 4, 5, "c", denied), readOp(6, 7, "b")}},
+			claimOp(0, 0, 1, "a", granted(1, 10*sec)), handoffOp(0, 2, 3, "a", "b", 1, granted(2, 10*sec)), claimOp(2, 4, 5, "c", denied), readVersionOp(6, 7, "b", 2, 0)}},
+		{"INV-JA-1: an acknowledged update is lost by recovery", false, []porcupine.Operation{
+			claimOp(0, 0, 1, "a", granted(1, 10*sec)), updateOp(0, 2, 3, "a", 1, -1, Output{Version: 1}), readVersionOp(4, 5, "a", 1, 0)}},
+		{"INV-JA-1: the recovered claim has the acknowledged epoch and version", true, []porcupine.Operation{
+			claimOp(0, 0, 1, "a", granted(1, 10*sec)), updateOp(0, 2, 3, "a", 1, -1, Output{Version: 1}), readVersionOp(4, 5, "a", 1, 1)}},
 		{"INV-CR-2: a handoff leaves a window for a third agent", false, []porcupine.Operation{
 			claimOp(0, 0, 1, "a", granted(1, 10*sec)), handoffOp(0, 2, 3, "a", "b", 1, granted(3, 10*sec)), claimOp(2, 4, 5, "c", granted(4, 10*sec))}},
 	}
