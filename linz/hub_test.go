@@ -56,6 +56,7 @@ func freePort(t *testing.T) int {
 // after it stops) calls its methods.
 type hubProc struct {
 	bin, db string
+	noDB    bool // --no-db: a restart forgets everything
 	port    int
 	cmd     *exec.Cmd
 }
@@ -65,8 +66,11 @@ func (h *hubProc) uri() string { return "ws://127.0.0.1:" + strconv.Itoa(h.port)
 // start runs the hub and waits for its listening banner. Leases as short
 // as a second let the nemesis's pauses lapse them (INV-LL-2).
 func (h *hubProc) start() error {
-	cmd := exec.Command(h.bin, "hub", "--db", h.db, "--port", strconv.Itoa(h.port), "--no-mcp",
-		"--min-ttl", "1", "--max-claims-per-agent", "100000")
+	args := []string{"hub", "--db", h.db, "--port", strconv.Itoa(h.port), "--no-mcp", "--min-ttl", "1", "--max-claims-per-agent", "100000"}
+	if h.noDB {
+		args = []string{"hub", "--no-db", "--port", strconv.Itoa(h.port), "--no-mcp", "--min-ttl", "1", "--max-claims-per-agent", "100000"}
+	}
+	cmd := exec.Command(h.bin, args...)
 	cmd.Env = append(os.Environ(), "SYNAPSE_TOKEN=")
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -285,7 +285,7 @@ type nemesis struct {
 	crashes, pauses int
 }
 
-func (n *nemesis) run(t *testing.T, hub *hubProc, d time.Duration, rng *rand.Rand) {
+func (n *nemesis) run(t *testing.T, hub *hubProc, d time.Duration, minCrashes int, rng *rand.Rand) {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) || n.crashes < minCrashes {
 		time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
@@ -315,25 +315,30 @@ func runDuration(t *testing.T) time.Duration {
 	return d
 }
 
-// The claim registry of a real hub process stays linearizable while a
-// nemesis SIGKILLs, restarts and pauses it: claims, renewals, releases,
-// task_update, checkpoint and handoff keep one owner per task (INV-ME-1),
-// fresh epochs (INV-EF-1), stale epochs fenced (INV-EF-2), the version
-// guard (INV-EF-3), leases lapsing only at their deadline (INV-LL-2),
-// handoff without a window (INV-CR-2), retries applied once (INV-CR-1). After
-// the run the hub is killed once more and the recovered registry is read
-// into the same history, so every acknowledged mutation must be in the
-// journal (INV-JA-1); epochs rise in real time across every restart
-// (INV-EF-1), and every acknowledged claim's idem key still replays its
-// first answer after recovery (INV-CR-1).
-func TestLinearizable_ClaimRegistry_UnderCrashesAndPauses_INV_ME_1_INV_EF_1_INV_CR_1(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns a hub process for about a minute")
-	}
+// run is one harness run against a hub process.
+type run struct {
+	duration   time.Duration
+	minCrashes int
+	noJournal  bool // the hub keeps everything in memory (--no-db): the harness's self-check
+
+	ops             []porcupine.Operation
+	crashes, pauses int
+	retries         int
+	replays         int
+	problems        []string // zero-loss accounting outside the model
+	result          porcupine.CheckResult
+	info            porcupine.LinearizationInfo
+	took            time.Duration
+}
+
+// execute runs the workers against the hub under the nemesis, then kills
+// the hub once more, reads the recovered registry into the history and
+// checks it all.
+func (r *run) execute(t *testing.T) {
 	began := time.Now()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	hub := &hubProc{bin: synapseBinary(t), db: filepath.Join(t.TempDir(), "hub.db"), port: freePort(t)}
+	hub := &hubProc{bin: synapseBinary(t), db: filepath.Join(t.TempDir(), "hub.db"), port: freePort(t), noDB: r.noJournal}
 	if err := hub.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +356,7 @@ func TestLinearizable_ClaimRegistry_UnderCrashesAndPauses_INV_ME_1_INV_EF_1_INV_
 		go func() { defer wg.Done(); w.run(ctx) }()
 	}
 	nem := &nemesis{}
-	nem.run(t, hub, runDuration(t), rand.New(rand.NewPCG(seed, 99)))
+	nem.run(t, hub, r.duration, r.minCrashes, rand.New(rand.NewPCG(seed, 99)))
 	stop()
 	wg.Wait()
 
@@ -381,19 +386,60 @@ func TestLinearizable_ClaimRegistry_UnderCrashesAndPauses_INV_ME_1_INV_EF_1_INV_
 	}
 	reader.c.Close()
 
-	checkEpochOrder(t, h.ops)
-	replays := checkIdemReplays(t, rctx, hub.uri(), workers)
-
-	res, info := porcupine.CheckOperationsVerbose(Model.ToModel(), h.ops, checkTimeout)
-	retries := 0
+	r.ops, r.crashes, r.pauses = h.ops, nem.crashes, nem.pauses
+	r.problems = checkEpochOrder(h.ops)
+	var idemProblems []string
+	r.replays, idemProblems = checkIdemReplays(rctx, hub.uri(), workers)
+	r.problems = append(r.problems, idemProblems...)
 	for _, w := range workers {
-		retries += w.retries
+		r.retries += w.retries
 	}
-	t.Logf("%s: %d operations (%d unknown outcomes, %d resent after a lost connection) on %d tasks, %d crashes, %d pauses, %d idem replays after recovery, %s",
-		res, len(h.ops), countUnknown(h.ops), retries, tasks, nem.crashes, nem.pauses, replays, time.Since(began).Round(time.Second))
-	if res != porcupine.Ok {
-		dir := dumpViolation(t, Model.ToModel(), info, h.ops)
-		t.Fatalf("history is %s (INV-ME-1/INV-EF-*/INV-LL-2): history and visualisation in %s", res, dir)
+	r.result, r.info = porcupine.CheckOperationsVerbose(Model.ToModel(), h.ops, checkTimeout)
+	r.took = time.Since(began).Round(time.Second)
+	t.Logf("%s: %d operations (%d unknown outcomes, %d resent after a lost connection) on %d tasks, %d crashes, %d pauses, %d idem replays after recovery, %d accounting problems, %s",
+		r.result, len(r.ops), countUnknown(r.ops), r.retries, tasks, r.crashes, r.pauses, r.replays, len(r.problems), r.took)
+}
+
+// The claim registry of a real hub process stays linearizable while a
+// nemesis SIGKILLs, restarts and pauses it: claims, renewals, releases,
+// task_update, checkpoint and handoff keep one owner per task (INV-ME-1),
+// fresh epochs (INV-EF-1), stale epochs fenced (INV-EF-2), the version
+// guard (INV-EF-3), leases lapsing only at their deadline (INV-LL-2),
+// handoff without a window (INV-CR-2), retries applied once (INV-CR-1). After
+// the run the hub is killed once more and the recovered registry is read
+// into the same history, so every acknowledged mutation must be in the
+// journal (INV-JA-1); epochs rise in real time across every restart
+// (INV-EF-1), and every acknowledged claim's idem key still replays its
+// first answer after recovery (INV-CR-1).
+func TestLinearizable_ClaimRegistry_UnderCrashesAndPauses_INV_ME_1_INV_EF_1_INV_CR_1(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns a hub process for about a minute")
+	}
+	r := &run{duration: runDuration(t), minCrashes: minCrashes}
+	r.execute(t)
+	for _, p := range r.problems {
+		t.Error(p)
+	}
+	if r.result != porcupine.Ok {
+		dir := dumpViolation(t, Model.ToModel(), r.info, r.ops)
+		t.Fatalf("history is %s (INV-ME-1/INV-EF-*/INV-LL-2): history and visualisation in %s", r.result, dir)
+	}
+}
+
+// The harness has teeth: against a hub that keeps its registry in memory
+// (--no-db), so a SIGKILL forgets every acknowledged claim, the same run
+// reports lost mutations or epochs that go backwards (INV-JA-1, INV-EF-1).
+func TestLinearizable_CatchesAHubThatForgetsOnCrash_INV_JA_1(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns a hub process")
+	}
+	r := &run{duration: 3 * time.Second, minCrashes: 2, noJournal: true}
+	r.execute(t)
+	if len(r.problems) == 0 && r.result == porcupine.Ok {
+		t.Fatal("a hub without a journal passed every check")
+	}
+	for _, p := range r.problems[:min(3, len(r.problems))] {
+		t.Logf("caught: %s", p)
 	}
 }
 
@@ -410,8 +456,7 @@ func countUnknown(ops []porcupine.Operation) int {
 // checkEpochOrder: acknowledged grants carry unique epochs, and a grant
 // acknowledged before another was asked for has the smaller epoch — across
 // every restart (INV-EF-1).
-func checkEpochOrder(t *testing.T, ops []porcupine.Operation) {
-	t.Helper()
+func checkEpochOrder(ops []porcupine.Operation) (problems []string) {
 	var grants []porcupine.Operation
 	seen := map[int64]bool{}
 	for _, op := range ops {
@@ -422,7 +467,7 @@ func checkEpochOrder(t *testing.T, ops []porcupine.Operation) {
 		if seen[out.Epoch] {
 			// An idem replay repeats an epoch only for the same retried call,
 			// and each call is one operation here.
-			t.Errorf("INV-EF-1: epoch %d granted twice", out.Epoch)
+			problems = append(problems, fmt.Sprintf("INV-EF-1: epoch %d granted twice", out.Epoch))
 		}
 		seen[out.Epoch] = true
 		grants = append(grants, op)
@@ -438,24 +483,23 @@ func checkEpochOrder(t *testing.T, ops []porcupine.Operation) {
 			k++
 		}
 		if e := g.Output.(Output).Epoch; e <= maxDone {
-			t.Errorf("INV-EF-1: %s got epoch %d after epoch %d was acknowledged", g.Input.(Input).Agent, e, maxDone)
+			problems = append(problems, fmt.Sprintf("INV-EF-1: %s got epoch %d after epoch %d was acknowledged", g.Input.(Input).Agent, e, maxDone))
 		}
 	}
+	return problems
 }
 
 // checkIdemReplays resends, after recovery, up to 20 acknowledged claims
 // with their idem keys: each must replay its first grant, epoch and all,
 // not act again (INV-CR-1: at most once across a restart).
-func checkIdemReplays(t *testing.T, ctx context.Context, uri string, workers []*worker) int {
-	t.Helper()
-	n := 0
+func checkIdemReplays(ctx context.Context, uri string, workers []*worker) (n int, problems []string) {
 	for _, w := range workers {
 		if len(w.idems) == 0 {
 			continue
 		}
 		c, err := client.Dial(ctx, client.Options{URI: uri, Name: w.name, NoReconnect: true})
 		if err != nil {
-			t.Errorf("redial %s: %v", w.name, err)
+			problems = append(problems, fmt.Sprintf("redial %s: %v", w.name, err))
 			continue
 		}
 		for _, g := range w.idems[max(0, len(w.idems)-4):] {
@@ -463,14 +507,14 @@ func checkIdemReplays(t *testing.T, ctx context.Context, uri string, workers []*
 			n++
 			switch {
 			case err != nil:
-				t.Errorf("INV-CR-1: replay of %s's claim %s (epoch %d) after recovery: %v", g.agent, g.key, g.epoch, err)
+				problems = append(problems, fmt.Sprintf("INV-CR-1: replay of %s's claim %s (epoch %d) after recovery: %v", g.agent, g.key, g.epoch, err))
 			case cl.Epoch != g.epoch:
-				t.Errorf("INV-CR-1: replay of %s's claim %s acted again: epoch %d, first answer %d", g.agent, g.key, cl.Epoch, g.epoch)
+				problems = append(problems, fmt.Sprintf("INV-CR-1: replay of %s's claim %s acted again: epoch %d, first answer %d", g.agent, g.key, cl.Epoch, g.epoch))
 			}
 		}
 		c.Close()
 	}
-	return n
+	return n, problems
 }
 
 // dumpViolation writes the history (JSON) and porcupine's visualisation
