@@ -46,8 +46,8 @@ func (h *history) add(client int, in Input, out Output) {
 	h.mu.Unlock()
 }
 
-// worker is one agent issuing claims, renewals and fenced releases on a
-// few tasks, redialling after every lost connection. Only its own
+// worker is one agent issuing claim-family calls on a few tasks,
+// redialling after every lost connection. Only its own
 // goroutine touches it.
 type worker struct {
 	id      int
@@ -121,7 +121,10 @@ func (w *worker) call(ctx context.Context, attempts int, op func(context.Context
 	for attempt := 0; attempt < attempts; attempt++ {
 		if w.c == nil {
 			w.dial(ctx)
-			if w.c == nil {
+			if w.c == nil { // the run ended while the hub was down
+				if err == nil {
+					err = ctx.Err()
+				}
 				break
 			}
 		}
