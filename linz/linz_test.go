@@ -24,9 +24,14 @@ const (
 	defaultDuration = 40 * time.Second
 	minCrashes      = 10 // the run goes on until this many SIGKILLs, whatever the duration
 	agents          = 6
-	tasks           = 4
-	callTimeout     = 8 * time.Second
-	checkTimeout    = 30 * time.Minute // porcupine gives up (result Unknown) after this
+	tasks           = 4 // worked at once
+	// roundLength is how long the agents work one set of task ids before
+	// moving to fresh ones. Porcupine's memory grows faster than linearly
+	// with a partition's length (a 12-minute history on four tasks took
+	// 24 GB), so a long run is many bounded partitions, not four huge ones.
+	roundLength  = 30 * time.Second
+	callTimeout  = 8 * time.Second
+	checkTimeout = 30 * time.Minute // porcupine gives up (result Unknown) after this
 )
 
 // history records operations from every worker. Times are the test's
@@ -60,7 +65,10 @@ type worker struct {
 	idems   []idemGrant // acknowledged claims and their keys, replayed after recovery (INV-CR-1)
 	seq     int
 	retries int // calls resent with their idem key after a lost connection
+	began   time.Time
 }
+
+func taskID(round, i int) string { return fmt.Sprintf("R%d-T%d", round, i) }
 
 // holding is a task a worker's acknowledged answers say it holds.
 type holding struct{ epoch, version int64 }
@@ -257,7 +265,7 @@ func (w *worker) settle(task string, out Output, onGrant func()) {
 // version that must be refused (INV-EF-2, INV-EF-3).
 func (w *worker) run(ctx context.Context) {
 	for ctx.Err() == nil {
-		task := fmt.Sprintf("T%d", w.rng.IntN(tasks))
+		task := taskID(int(time.Since(w.began)/roundLength), w.rng.IntN(tasks))
 		hd, mine := w.held[task]
 		switch r := w.rng.IntN(20); {
 		case !mine || r < 5:
@@ -353,7 +361,7 @@ func (r *run) execute(t *testing.T) {
 	workers := make([]*worker, agents)
 	for i := range workers {
 		w := &worker{id: i, name: fmt.Sprintf("linz/agent%d", i), uri: hub.uri(), held: map[string]*holding{},
-			rng: rand.New(rand.NewPCG(seed, uint64(i))), h: h}
+			rng: rand.New(rand.NewPCG(seed, uint64(i))), h: h, began: began}
 		workers[i] = w
 		wg.Add(1)
 		go func() { defer wg.Done(); w.run(ctx) }()
@@ -383,9 +391,12 @@ func (r *run) execute(t *testing.T) {
 	for _, cl := range st.ActiveClaims {
 		live[cl.TaskID] = Output{Holder: cl.Owner, Epoch: cl.Epoch, Version: cl.Version}
 	}
-	for i := 0; i < tasks; i++ {
-		task := fmt.Sprintf("T%d", i)
-		h.add(agents, Input{Verb: VerbRead, Task: task, Call: call, Return: ret}, live[task])
+	rounds := int(time.Since(began)/roundLength) + 1
+	for round := 0; round < rounds; round++ {
+		for i := 0; i < tasks; i++ {
+			task := taskID(round, i)
+			h.add(agents, Input{Verb: VerbRead, Task: task, Call: call, Return: ret}, live[task])
+		}
 	}
 	reader.c.Close()
 
@@ -399,8 +410,8 @@ func (r *run) execute(t *testing.T) {
 	}
 	r.result, r.info = porcupine.CheckOperationsVerbose(Model.ToModel(), h.ops, checkTimeout)
 	r.took = time.Since(began).Round(time.Second)
-	t.Logf("%s: %d operations (%d unknown outcomes, %d resent after a lost connection) on %d tasks, %d crashes, %d pauses, %d idem replays after recovery, %d accounting problems, %s",
-		r.result, len(r.ops), countUnknown(r.ops), r.retries, tasks, r.crashes, r.pauses, r.replays, len(r.problems), r.took)
+	t.Logf("%s: %d operations (%d unknown outcomes, %d resent after a lost connection) on %d tasks (%d rounds), %d crashes, %d pauses, %d idem replays after recovery, %d accounting problems, %s",
+		r.result, len(r.ops), countUnknown(r.ops), r.retries, tasks*rounds, rounds, r.crashes, r.pauses, r.replays, len(r.problems), r.took)
 }
 
 // The claim registry of a real hub process stays linearizable while a
