@@ -3,6 +3,7 @@ module github.com/synapse-hub/synapse
 go 1.26.8
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/coder/websocket v1.8.15
 	github.com/gobwas/ws v1.5.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0

@@ -1,0 +1,557 @@
+package linz
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/synapse-hub/synapse/client"
+)
+
+// Run lengths. LINZ_DURATION (a Go duration, e.g. 10m) makes a long run;
+// LINZ_OUT names the directory a violation is written to.
+const (
+	defaultDuration = 40 * time.Second
+	minCrashes      = 10 // the run goes on until this many SIGKILLs, whatever the duration
+	agents          = 6
+	tasks           = 4 // worked at once
+	// roundLength is how long the agents work one set of task ids before
+	// moving to fresh ones. Porcupine's memory grows faster than linearly
+	// with a partition's length (a 12-minute history on four tasks took
+	// 24 GB), so a long run is many bounded partitions, not four huge ones.
+	roundLength  = 30 * time.Second
+	callTimeout  = 8 * time.Second
+	checkTimeout = 30 * time.Minute // porcupine gives up (result Unknown) after this
+)
+
+// history records operations from every worker. Times are the test's
+// clock, which is also the hub's (one machine).
+type history struct {
+	mu  sync.Mutex
+	ops []porcupine.Operation
+}
+
+func (h *history) add(client int, in Input, out Output) {
+	op := porcupine.Operation{ClientId: client, Input: in, Call: in.Call, Output: out, Return: in.Return}
+	if out.Outcome == Unknown {
+		op.Return = math.MaxInt64 // may have applied at any time after the call
+	}
+	h.mu.Lock()
+	h.ops = append(h.ops, op)
+	h.mu.Unlock()
+}
+
+// worker is one agent issuing claim-family calls on a few tasks,
+// redialling after every lost connection. Only its own
+// goroutine touches it.
+type worker struct {
+	id      int
+	name    string
+	uri     string
+	c       *client.Client
+	held    map[string]*holding // what our acknowledged answers say we hold
+	rng     *rand.Rand
+	h       *history
+	idems   []idemGrant // acknowledged claims and their keys, replayed after recovery (INV-CR-1)
+	seq     int
+	retries int // calls resent with their idem key after a lost connection
+	began   time.Time
+}
+
+func taskID(round, i int) string { return fmt.Sprintf("R%d-T%d", round, i) }
+
+// holding is a task a worker's acknowledged answers say it holds.
+type holding struct{ epoch, version int64 }
+
+type idemGrant struct {
+	agent, task, key string
+	ttl              time.Duration
+	epoch            int64
+}
+
+func (w *worker) dial(ctx context.Context) {
+	for ctx.Err() == nil {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		c, err := client.Dial(dctx, client.Options{URI: w.uri, Name: w.name, NoReconnect: true})
+		cancel()
+		if err == nil {
+			w.c = c
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// outcome sorts an error: a refusal is the hub's answer; anything else
+// (a dropped socket, a timeout, an unreachable hub) leaves the call's
+// effect unknown.
+func outcome(err error) Outcome {
+	var r *client.Refused
+	switch {
+	case err == nil:
+		return Granted
+	case errors.As(err, &r):
+		return Denied
+	default:
+		return Unknown
+	}
+}
+
+// answer is the Output of a call that returned err.
+func answer(err error) Output {
+	out := Output{Outcome: outcome(err)}
+	var r *client.Refused
+	if errors.As(err, &r) {
+		out.Code = r.Code
+		if out.Code == "" {
+			out.Code = r.Message
+		}
+	}
+	return out
+}
+
+// call runs op with an idem key, retrying on a new connection after a
+// lost one with the same key, so the retry applies at most once
+// (INV-CR-1). The recorded operation spans every attempt.
+// A verb without an idem key (checkpoint) gets one attempt.
+func (w *worker) call(ctx context.Context, attempts int, op func(context.Context) error) (start, end int64, err error) {
+	start = time.Now().UnixNano()
+	for attempt := 0; attempt < attempts; attempt++ {
+		if w.c == nil {
+			w.dial(ctx)
+			if w.c == nil { // the run ended while the hub was down
+				if err == nil {
+					err = ctx.Err()
+				}
+				break
+			}
+		}
+		if attempt > 0 {
+			w.retries++
+		}
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		err = op(cctx)
+		cancel()
+		if outcome(err) != Unknown {
+			return start, time.Now().UnixNano(), err
+		}
+		w.c.Close()
+		w.c = nil
+	}
+	return start, time.Now().UnixNano(), err
+}
+
+func (w *worker) claim(ctx context.Context, task string) {
+	w.seq++
+	key := fmt.Sprintf("%s-c%d", w.name, w.seq)
+	ttl := 2 * time.Second
+	if w.rng.IntN(5) == 0 {
+		ttl = 20 * time.Second // outlives pauses: acknowledged grants that must survive crashes
+	}
+	var cl *client.Claim
+	in := Input{Verb: VerbClaim, Task: task, Agent: w.name}
+	var err error
+	in.Call, in.Return, err = w.call(ctx, 3, func(cctx context.Context) (e error) {
+		cl, e = w.c.Claim(cctx, client.ClaimRequest{TaskID: task, Paths: []string{"src/" + task}, TTL: ttl, IdemKey: key})
+		return e
+	})
+	out := answer(err)
+	switch out.Outcome {
+	case Granted:
+		out.Epoch, out.Expires, out.Version = cl.Epoch, int64(cl.LeaseExpiresAt*1e9), cl.Version
+		w.held[task] = &holding{cl.Epoch, cl.Version}
+		w.idems = append(w.idems, idemGrant{w.name, task, key, ttl, cl.Epoch})
+	case Unknown:
+		delete(w.held, task) // we may hold it with an epoch we never saw
+	}
+	w.h.add(w.id, in, out)
+}
+
+func (w *worker) release(ctx context.Context, task string, epoch int64) {
+	w.seq++
+	key := fmt.Sprintf("%s-r%d", w.name, w.seq)
+	in := Input{Verb: VerbRelease, Task: task, Agent: w.name, Epoch: epoch}
+	var err error
+	in.Call, in.Return, err = w.call(ctx, 3, func(cctx context.Context) error {
+		_, e := w.c.Release(cctx, task, client.ReleaseOptions{Epoch: epoch, IdemKey: key})
+		return e
+	})
+	out := answer(err)
+	delete(w.held, task)
+	w.h.add(w.id, in, out)
+}
+
+// update is a fenced task_update, a compare-and-set on the version we last
+// saw when cas (INV-EF-3).
+func (w *worker) update(ctx context.Context, task string, hd *holding, cas bool) {
+	w.seq++
+	key := fmt.Sprintf("%s-u%d", w.name, w.seq)
+	in := Input{Verb: VerbUpdate, Task: task, Agent: w.name, Epoch: hd.epoch, Expected: -1}
+	req := client.UpdateRequest{TaskID: task, Note: key, Epoch: hd.epoch, IdemKey: key}
+	if cas {
+		v := hd.version
+		in.Expected, req.ExpectedVersion = v, &v
+	}
+	var u *client.TaskUpdated
+	var err error
+	in.Call, in.Return, err = w.call(ctx, 3, func(cctx context.Context) (e error) {
+		u, e = w.c.Update(cctx, req)
+		return e
+	})
+	out := answer(err)
+	w.settle(task, out, func() { out.Version = u.Version; hd.version = u.Version })
+	w.h.add(w.id, in, out)
+}
+
+// checkpoint is a fenced checkpoint. The verb takes no idem key, so a
+// lost connection is not retried: its outcome stays unknown.
+func (w *worker) checkpoint(ctx context.Context, task string, hd *holding) {
+	in := Input{Verb: VerbCheckpoint, Task: task, Agent: w.name, Epoch: hd.epoch}
+	var v int64
+	var err error
+	in.Call, in.Return, err = w.call(ctx, 1, func(cctx context.Context) (e error) {
+		v, e = w.c.Checkpoint(cctx, task, fmt.Sprintf("cp-%d", in.Call), hd.epoch)
+		return e
+	})
+	out := answer(err)
+	w.settle(task, out, func() { out.Version = v; hd.version = v })
+	w.h.add(w.id, in, out)
+}
+
+// handoff passes a held task to another agent (INV-CR-2).
+func (w *worker) handoff(ctx context.Context, task string, hd *holding) {
+	w.seq++
+	key := fmt.Sprintf("%s-h%d", w.name, w.seq)
+	to := fmt.Sprintf("linz/agent%d", (w.id+1+w.rng.IntN(agents-1))%agents)
+	in := Input{Verb: VerbHandoff, Task: task, Agent: w.name, Epoch: hd.epoch, To: to}
+	var cl *client.Claim
+	var err error
+	in.Call, in.Return, err = w.call(ctx, 3, func(cctx context.Context) (e error) {
+		cl, e = w.c.Handoff(cctx, client.HandoffRequest{TaskID: task, To: to, Epoch: hd.epoch, IdemKey: key})
+		return e
+	})
+	out := answer(err)
+	out.Offline = out.Code == "TARGET_OFFLINE"
+	if out.Outcome == Granted {
+		out.Epoch, out.Expires = cl.Epoch, int64(cl.LeaseExpiresAt*1e9)
+	}
+	delete(w.held, task)
+	w.h.add(w.id, in, out)
+}
+
+// settle updates what we hold after a fenced call: a grant runs onGrant,
+// anything else means we may no longer hold the task as we think.
+func (w *worker) settle(task string, out Output, onGrant func()) {
+	if out.Outcome == Granted {
+		onGrant()
+		return
+	}
+	delete(w.held, task)
+}
+
+// run issues random operations until ctx ends: claims of any task; on held
+// ones renewals, releases, updates, checkpoints and handoffs with the
+// epoch and version last seen and, now and then, a stale epoch or a wrong
+// version that must be refused (INV-EF-2, INV-EF-3).
+func (w *worker) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		task := taskID(int(time.Since(w.began)/roundLength), w.rng.IntN(tasks))
+		hd, mine := w.held[task]
+		switch r := w.rng.IntN(20); {
+		case !mine || r < 5:
+			w.claim(ctx, task)
+		case r < 6:
+			w.release(ctx, task, hd.epoch-1)
+		case r < 9:
+			w.release(ctx, task, hd.epoch)
+		case r < 13:
+			w.update(ctx, task, hd, r != 12)
+		case r < 15:
+			w.update(ctx, task, &holding{hd.epoch, hd.version + 1}, true) // a version not reached: refused
+		case r < 18:
+			w.checkpoint(ctx, task, hd)
+		default:
+			w.handoff(ctx, task, hd)
+		}
+	}
+	if w.c != nil {
+		w.c.Close()
+	}
+}
+
+// nemesis SIGKILLs and restarts the hub on the same journal and port, and
+// pauses it with SIGSTOP/SIGCONT longer than the short leases, until the
+// duration has passed and at least minCrashes kills were done.
+type nemesis struct {
+	crashes, pauses int
+}
+
+func (n *nemesis) run(t *testing.T, hub *hubProc, d time.Duration, minCrashes int, rng *rand.Rand) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) || n.crashes < minCrashes {
+		time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
+		if rng.IntN(3) == 0 {
+			hub.pause(time.Duration(2500+rng.IntN(1500)) * time.Millisecond)
+			n.pauses++
+			continue
+		}
+		hub.kill()
+		if err := hub.start(); err != nil {
+			t.Errorf("restart %d: %v", n.crashes+1, err)
+			return
+		}
+		n.crashes++
+	}
+}
+
+func runDuration(t *testing.T) time.Duration {
+	s := os.Getenv("LINZ_DURATION")
+	if s == "" {
+		return defaultDuration
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatalf("LINZ_DURATION: %v", err)
+	}
+	return d
+}
+
+// run is one harness run against a hub process.
+type run struct {
+	duration   time.Duration
+	minCrashes int
+	noJournal  bool // the hub keeps everything in memory (--no-db): the harness's self-check
+
+	ops             []porcupine.Operation
+	crashes, pauses int
+	retries         int
+	replays         int
+	problems        []string // zero-loss accounting outside the model
+	result          porcupine.CheckResult
+	info            porcupine.LinearizationInfo
+	took            time.Duration
+}
+
+// execute runs the workers against the hub under the nemesis, then kills
+// the hub once more, reads the recovered registry into the history and
+// checks it all.
+func (r *run) execute(t *testing.T) {
+	began := time.Now()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	hub := &hubProc{bin: synapseBinary(t), db: filepath.Join(t.TempDir(), "hub.db"), port: freePort(t), noDB: r.noJournal}
+	if err := hub.start(); err != nil {
+		t.Fatal(err)
+	}
+	defer hub.kill()
+
+	h := &history{}
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	workers := make([]*worker, agents)
+	for i := range workers {
+		w := &worker{id: i, name: fmt.Sprintf("linz/agent%d", i), uri: hub.uri(), held: map[string]*holding{},
+			rng: rand.New(rand.NewPCG(seed, uint64(i))), h: h, began: began}
+		workers[i] = w
+		wg.Add(1)
+		go func() { defer wg.Done(); w.run(ctx) }()
+	}
+	nem := &nemesis{}
+	nem.run(t, hub, r.duration, r.minCrashes, rand.New(rand.NewPCG(seed, 99)))
+	stop()
+	wg.Wait()
+
+	// Recovery: one more SIGKILL, then read the registry the journal holds.
+	hub.kill()
+	if err := hub.start(); err != nil {
+		t.Fatal(err)
+	}
+	nem.crashes++
+	reader := &worker{id: agents, name: "linz/reader", uri: hub.uri()}
+	rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer rcancel()
+	reader.dial(rctx)
+	call := time.Now().UnixNano()
+	st, err := reader.c.State(rctx)
+	ret := time.Now().UnixNano()
+	if err != nil {
+		t.Fatalf("state after recovery: %v", err)
+	}
+	live := map[string]Output{}
+	for _, cl := range st.ActiveClaims {
+		live[cl.TaskID] = Output{Holder: cl.Owner, Epoch: cl.Epoch, Version: cl.Version}
+	}
+	rounds := int(time.Since(began)/roundLength) + 1
+	for round := 0; round < rounds; round++ {
+		for i := 0; i < tasks; i++ {
+			task := taskID(round, i)
+			h.add(agents, Input{Verb: VerbRead, Task: task, Call: call, Return: ret}, live[task])
+		}
+	}
+	reader.c.Close()
+
+	r.ops, r.crashes, r.pauses = h.ops, nem.crashes, nem.pauses
+	r.problems = checkEpochOrder(h.ops)
+	var idemProblems []string
+	r.replays, idemProblems = checkIdemReplays(rctx, hub.uri(), workers)
+	r.problems = append(r.problems, idemProblems...)
+	for _, w := range workers {
+		r.retries += w.retries
+	}
+	r.result, r.info = porcupine.CheckOperationsVerbose(Model.ToModel(), h.ops, checkTimeout)
+	r.took = time.Since(began).Round(time.Second)
+	t.Logf("%s: %d operations (%d unknown outcomes, %d resent after a lost connection) on %d tasks (%d rounds), %d crashes, %d pauses, %d idem replays after recovery, %d accounting problems, %s",
+		r.result, len(r.ops), countUnknown(r.ops), r.retries, tasks*rounds, rounds, r.crashes, r.pauses, r.replays, len(r.problems), r.took)
+}
+
+// The claim registry of a real hub process stays linearizable while a
+// nemesis SIGKILLs, restarts and pauses it: claims, renewals, releases,
+// task_update, checkpoint and handoff keep one owner per task (INV-ME-1),
+// fresh epochs (INV-EF-1), stale epochs fenced (INV-EF-2), the version
+// guard (INV-EF-3), leases lapsing only at their deadline (INV-LL-2),
+// handoff without a window (INV-CR-2), retries applied once (INV-CR-1). After
+// the run the hub is killed once more and the recovered registry is read
+// into the same history, so every acknowledged mutation must be in the
+// journal (INV-JA-1); epochs rise in real time across every restart
+// (INV-EF-1), and every acknowledged claim's idem key still replays its
+// first answer after recovery (INV-CR-1).
+func TestLinearizable_ClaimRegistry_UnderCrashesAndPauses_INV_ME_1_INV_EF_1_INV_CR_1(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns a hub process for about a minute")
+	}
+	r := &run{duration: runDuration(t), minCrashes: minCrashes}
+	r.execute(t)
+	for _, p := range r.problems {
+		t.Error(p)
+	}
+	if r.result != porcupine.Ok {
+		dir := dumpViolation(t, Model.ToModel(), r.info, r.ops)
+		t.Fatalf("history is %s (INV-ME-1/INV-EF-*/INV-LL-2): history and visualisation in %s", r.result, dir)
+	}
+}
+
+// The harness has teeth: against a hub that keeps its registry in memory
+// (--no-db), so a SIGKILL forgets every acknowledged claim, the same run
+// reports lost mutations or epochs that go backwards (INV-JA-1, INV-EF-1).
+func TestLinearizable_CatchesAHubThatForgetsOnCrash_INV_JA_1(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns a hub process")
+	}
+	r := &run{duration: 3 * time.Second, minCrashes: 2, noJournal: true}
+	r.execute(t)
+	if len(r.problems) == 0 && r.result == porcupine.Ok {
+		t.Fatal("a hub without a journal passed every check")
+	}
+	for _, p := range r.problems[:min(3, len(r.problems))] {
+		t.Logf("caught: %s", p)
+	}
+}
+
+func countUnknown(ops []porcupine.Operation) int {
+	n := 0
+	for _, op := range ops {
+		if op.Output.(Output).Outcome == Unknown {
+			n++
+		}
+	}
+	return n
+}
+
+// checkEpochOrder: acknowledged grants carry unique epochs, and a grant
+// acknowledged before another was asked for has the smaller epoch — across
+// every restart (INV-EF-1).
+func checkEpochOrder(ops []porcupine.Operation) (problems []string) {
+	var grants []porcupine.Operation
+	seen := map[int64]bool{}
+	for _, op := range ops {
+		in, out := op.Input.(Input), op.Output.(Output)
+		if in.Verb != VerbClaim || out.Outcome != Granted {
+			continue
+		}
+		if seen[out.Epoch] {
+			// An idem replay repeats an epoch only for the same retried call,
+			// and each call is one operation here.
+			problems = append(problems, fmt.Sprintf("INV-EF-1: epoch %d granted twice", out.Epoch))
+		}
+		seen[out.Epoch] = true
+		grants = append(grants, op)
+	}
+	byReturn := append([]porcupine.Operation(nil), grants...)
+	sort.Slice(byReturn, func(i, j int) bool { return byReturn[i].Return < byReturn[j].Return })
+	sort.Slice(grants, func(i, j int) bool { return grants[i].Call < grants[j].Call })
+	var maxDone int64
+	k := 0
+	for _, g := range grants {
+		for k < len(byReturn) && byReturn[k].Return < g.Call {
+			maxDone = max(maxDone, byReturn[k].Output.(Output).Epoch)
+			k++
+		}
+		if e := g.Output.(Output).Epoch; e <= maxDone {
+			problems = append(problems, fmt.Sprintf("INV-EF-1: %s got epoch %d after epoch %d was acknowledged", g.Input.(Input).Agent, e, maxDone))
+		}
+	}
+	return problems
+}
+
+// checkIdemReplays resends, after recovery, up to 20 acknowledged claims
+// with their idem keys: each must replay its first grant, epoch and all,
+// not act again (INV-CR-1: at most once across a restart).
+func checkIdemReplays(ctx context.Context, uri string, workers []*worker) (n int, problems []string) {
+	for _, w := range workers {
+		if len(w.idems) == 0 {
+			continue
+		}
+		c, err := client.Dial(ctx, client.Options{URI: uri, Name: w.name, NoReconnect: true})
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("redial %s: %v", w.name, err))
+			continue
+		}
+		for _, g := range w.idems[max(0, len(w.idems)-4):] {
+			cl, err := c.Claim(ctx, client.ClaimRequest{TaskID: g.task, Paths: []string{"src/" + g.task}, TTL: g.ttl, IdemKey: g.key})
+			n++
+			switch {
+			case err != nil:
+				problems = append(problems, fmt.Sprintf("INV-CR-1: replay of %s's claim %s (epoch %d) after recovery: %v", g.agent, g.key, g.epoch, err))
+			case cl.Epoch != g.epoch:
+				problems = append(problems, fmt.Sprintf("INV-CR-1: replay of %s's claim %s acted again: epoch %d, first answer %d", g.agent, g.key, cl.Epoch, g.epoch))
+			}
+		}
+		c.Close()
+	}
+	return n, problems
+}
+
+// dumpViolation writes the history (JSON) and porcupine's visualisation
+// (HTML) to LINZ_OUT or a fresh temporary directory that outlives the test.
+func dumpViolation(t *testing.T, m porcupine.Model, info porcupine.LinearizationInfo, ops []porcupine.Operation) string {
+	t.Helper()
+	dir := os.Getenv("LINZ_OUT")
+	var err error
+	if dir == "" {
+		dir, err = os.MkdirTemp("", "linz-violation-")
+	} else {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err != nil {
+		t.Errorf("violation dir: %v", err)
+		return ""
+	}
+	if err := porcupine.VisualizePath(m, info, filepath.Join(dir, "linearizability.html")); err != nil {
+		t.Errorf("visualise: %v", err)
+	}
+	b, _ := json.MarshalIndent(ops, "", " ")
+	if err := os.WriteFile(filepath.Join(dir, "history.json"), b, 0o644); err != nil {
+		t.Errorf("write history: %v", err)
+	}
+	return dir
+}
