@@ -3,53 +3,20 @@ package linz
 import (
 	"bufio"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/synapse-hub/synapse/internal/testbin"
 )
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
+func synapseBinary(t *testing.T) string { return testbin.Synapse(t) }
 
-// synapseBinary builds cmd/synapse once per test process.
-func synapseBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "synapse-linz-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "synapse")
-		if out, err := exec.Command("go", "build", "-o", binPath, "../cmd/synapse").CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return testbin.FreePort(t) }
 
 // hubProc is one `synapse hub` on a fixed port and journal, killed and
 // restarted by the nemesis. Only the nemesis goroutine (and the test

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/synapse-hub/synapse/client"
+	"github.com/synapse-hub/synapse/internal/testbin"
 )
 
 // The real binary, end to end: `synapse hub` grants a claim over the wire,
@@ -71,14 +71,7 @@ func TestHubBinary_GrantSurvivesSIGKILL_INV_RR_1(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return testbin.FreePort(t) }
 
 // startHubProcess runs `synapse hub` and returns once it printed its
 // listening banner.

@@ -22,35 +22,13 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/synapse-hub/synapse/client"
+	"github.com/synapse-hub/synapse/internal/testbin"
 
 	_ "modernc.org/sqlite" // the journal's driver, to rewrite a peer's log
 )
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
 // synapseBinary builds the binary once for the tests that run processes.
-func synapseBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "synapse-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "synapse")
-		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
+func synapseBinary(t *testing.T) string { return testbin.Synapse(t) }
 
 // fedProc is one `synapse hub` process of a federation.
 type fedProc struct {
