@@ -1,7 +1,6 @@
 package linz
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synapse-hub/synapse/internal/hubproc"
 	"github.com/synapse-hub/synapse/internal/testbin"
 )
 
@@ -48,15 +48,7 @@ func (h *hubProc) start() error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	up := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "listening on") {
-				close(up)
-			}
-		}
-	}()
+	up := hubproc.Listening(out)
 	select {
 	case <-up:
 		h.cmd = cmd

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/synapse-hub/synapse/bench"
+	"github.com/synapse-hub/synapse/internal/hubproc"
 )
 
 const benchLoadUsage = `Usage: synapse bench load [--agents 1,8,32] [--idle N] [--fanout full|scoped] [--journal] [--duration 5s] [--hostile N] [--json]
@@ -153,15 +153,7 @@ func startLoadHub(sockets int, journalOn bool, stderr io.Writer) (string, int, f
 	if err := cmd.Start(); err != nil {
 		return "", 0, nil, err
 	}
-	up := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "listening on") {
-				close(up)
-			}
-		}
-	}()
+	up := hubproc.Listening(out)
 	stop := func() {
 		_ = cmd.Process.Signal(os.Interrupt)
 		done := make(chan struct{})

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/synapse-hub/synapse/client"
+	"github.com/synapse-hub/synapse/internal/hubproc"
 	"github.com/synapse-hub/synapse/internal/testbin"
 
 	_ "modernc.org/sqlite" // the journal's driver, to rewrite a peer's log
@@ -65,15 +65,7 @@ func (p *fedProc) run(t *testing.T, bin string, args []string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	up := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "listening on") {
-				close(up)
-			}
-		}
-	}()
+	up := hubproc.Listening(out)
 	select {
 	case <-up:
 	case <-time.After(30 * time.Second):
