@@ -44,6 +44,16 @@ func dial(t *testing.T, url string) *websocket.Conn {
 	return c
 }
 
+// readToEnd reads until the socket ends, as a server's read loop does (it
+// answers pings and completes close handshakes).
+func readToEnd(c *Conn) {
+	for {
+		if _, err := c.Read(); err != nil {
+			return
+		}
+	}
+}
+
 var testOpts = Options{MaxMessageBytes: 4096, QueueLen: 1024, WriteTimeout: testDeadline}
 
 func TestConn_QueuedFramesArriveInOrderThenTheCloseCodeAndReason(t *testing.T) {
@@ -55,11 +65,7 @@ func TestConn_QueuedFramesArriveInOrderThenTheCloseCodeAndReason(t *testing.T) {
 			}
 		}
 		c.Close(4009, "name conflict")
-		for {
-			if _, err := c.Read(); err != nil {
-				return
-			}
-		}
+		readToEnd(c)
 	})
 	cl := dial(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
@@ -149,11 +155,7 @@ func TestConn_AFullQueueIsReported(t *testing.T) {
 	full := make(chan error, 1)
 	url := serve(t, Options{MaxMessageBytes: 4096, QueueLen: 1, WriteTimeout: testDeadline}, func(c *Conn) {
 		go func() {
-			for {
-				if _, err := c.Read(); err != nil {
-					return
-				}
-			}
+			readToEnd(c)
 		}()
 		var err error
 		for err == nil { // the client does not read frames
@@ -180,11 +182,7 @@ func TestKeepalive_AnsweringPeerStaysSilentPeerIsReaped(t *testing.T) {
 	url := serve(t, testOpts, func(c *Conn) {
 		k.Add(c)
 		conns <- c
-		for {
-			if _, err := c.Read(); err != nil {
-				return
-			}
-		}
+		readToEnd(c)
 	})
 	live := dial(t, url)
 	liveConn := <-conns
@@ -264,11 +262,7 @@ func TestConn_HeldFramesWaitForReleaseAndPartialWritesResume(t *testing.T) {
 	ready := make(chan *Conn, 1)
 	url := serve(t, Options{MaxMessageBytes: 4096, QueueLen: 1024, WriteTimeout: testDeadline}, func(c *Conn) {
 		ready <- c
-		for {
-			if _, err := c.Read(); err != nil {
-				return
-			}
-		}
+		readToEnd(c)
 	})
 	cl := dial(t, url)
 	cl.SetReadLimit(1 << 20)
@@ -331,11 +325,7 @@ func TestConn_WriterEndsWhenTheQueueIsEmpty(t *testing.T) {
 	ready := make(chan *Conn, 1)
 	url := serve(t, testOpts, func(c *Conn) {
 		ready <- c
-		for {
-			if _, err := c.Read(); err != nil {
-				return
-			}
-		}
+		readToEnd(c)
 	})
 	cl := dial(t, url)
 	c := <-ready
@@ -379,11 +369,7 @@ func TestConn_LargeMessageGrowsAsItArrives(t *testing.T) {
 			return
 		}
 		got <- b
-		for {
-			if _, err := c.Read(); err != nil {
-				return
-			}
-		}
+		readToEnd(c)
 	})
 	cl := dial(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
