@@ -59,20 +59,26 @@ var Features = []string{"wait_ready", "error_code", "scoped_fanout", "leave", "n
 // Config configures a Hub. The zero value serves an open, memory-only hub
 // with the reference's defaults.
 type Config struct {
-	HubID                 string        // default "syn-" + 8 random hex
-	Token                 string        // "" = open hub; else the first frame must carry it
-	MaxClients            int           // 256 (--max-clients) → close 4013 "hub at capacity"
-	MaxConnectionsPerHost int           // 32, 0 = unlimited (--max-connections-per-host) → close 4015
-	MaxUnauthClients      int           // secured hub: sockets in the pre-auth window; default MaxClients (--max-unauth-clients) → close 4014
-	MaxFrameBytes         int           // 1 MiB (--max-msg-kb 1024)
-	MaxHistory            int           // 10000 chat history (--max-history)
-	SendQueue             int           // bounded outbound frames per socket (default 1024)
-	PingInterval          time.Duration // 15s
-	PongTimeout           time.Duration // 15s
-	AuthTimeout           time.Duration // 10s
-	Limits                coord.Limits  // core limits (MaxClaimsPerPrincipal = --max-claims-per-agent)
-	State                 *coord.State  // recovered state; nil = empty
-	Journal               *journal.Store
+	HubID                 string // default "syn-" + 8 random hex
+	Token                 string // "" = open hub; else the first frame must carry it
+	MaxClients            int    // 256 (--max-clients) → close 4013 "hub at capacity"
+	MaxConnectionsPerHost int    // 32, 0 = unlimited (--max-connections-per-host) → close 4015
+	MaxUnauthClients      int    // secured hub: sockets in the pre-auth window; default MaxClients (--max-unauth-clients) → close 4014
+	MaxFrameBytes         int    // 1 MiB (--max-msg-kb 1024)
+	MaxHistory            int    // 10000 chat history (--max-history)
+	SendQueue             int    // bounded outbound frames per socket (default 1024)
+	// SendQueueBytes bounds the bytes waiting in one socket's send queue:
+	// a socket past it is dropped as a slow consumer, so a reader that
+	// stops reading while large frames are broadcast holds at most this
+	// much of the hub's memory (issue 12). 0 = DefaultSendQueueBytes,
+	// < 0 = only SendQueue bounds it (--send-queue-kb).
+	SendQueueBytes int
+	PingInterval   time.Duration // 15s
+	PongTimeout    time.Duration // 15s
+	AuthTimeout    time.Duration // 10s
+	Limits         coord.Limits  // core limits (MaxClaimsPerPrincipal = --max-claims-per-agent)
+	State          *coord.State  // recovered state; nil = empty
+	Journal        *journal.Store
 	// Store, when set instead of Journal, is where the sequencer commits:
 	// a fleet on etcd (package cluster) keeps each namespace's authority
 	// there. Chats and mailboxes are then kept in memory only.
@@ -112,6 +118,18 @@ type Config struct {
 	// MalformedBurst is how many malformed frames a socket may send at
 	// once; 0 = DefaultMalformedBurst (--malformed-burst).
 	MalformedBurst int
+	// ClosesPerHostPerSecond paces new sockets from a remote host whose
+	// sockets the hub keeps closing for cause (an oversized frame, a
+	// wrong token, a refused takeover or name, a registration timeout, a
+	// slow consumer: closeCharged): past ClosesPerHostBurst such closes,
+	// each costs the host 1/rate seconds, and its next upgrade waits until
+	// that is paid (at most AuthTimeout), so a reconnect loop runs at this
+	// rate instead of as fast as handshakes go (ratelimit.go). 0 =
+	// DefaultClosesPerHostPerSecond, < 0 = off (--closes-per-host).
+	ClosesPerHostPerSecond float64
+	// ClosesPerHostBurst is how many such closes a host may have before
+	// its upgrades wait; 0 = DefaultClosesPerHostBurst (--closes-burst).
+	ClosesPerHostBurst int
 	// LeaseOfflineTTL is how long a name-ownership lease outlives its
 	// holder's connection (--lease-offline-ttl; default 3600 s).
 	LeaseOfflineTTL time.Duration
@@ -152,6 +170,7 @@ const (
 	DefaultMaxConnectionsPerHost = 32
 	DefaultMaxHistory            = 10000
 	DefaultSendQueue             = 1024
+	DefaultSendQueueBytes        = 16 << 20
 	DefaultPingInterval          = 15 * time.Second
 	DefaultPongTimeout           = 15 * time.Second
 	DefaultAuthTimeout           = 10 * time.Second
@@ -196,6 +215,8 @@ type Hub struct {
 	verifier  *verifier      // per-message HMAC; nil without keys
 	hostRates *hostBuckets   // per-host frame limiter; nil when off
 	authFails *hostBuckets   // failed first frames per host; nil when unlimited
+	closes    *hostBuckets   // sockets closed for cause per host (closeCharged); nil when off
+	quit      chan struct{}  // closed by Close: paced upgrades stop waiting
 }
 
 // New builds a hub and starts its sequencer. The caller serves Handler and
@@ -225,6 +246,12 @@ func New(cfg Config) (*Hub, error) {
 	}
 	if cfg.SendQueue <= 0 {
 		cfg.SendQueue = DefaultSendQueue
+	}
+	switch {
+	case cfg.SendQueueBytes == 0:
+		cfg.SendQueueBytes = DefaultSendQueueBytes
+	case cfg.SendQueueBytes < 0:
+		cfg.SendQueueBytes = 0 // transport: no bound
 	}
 	if cfg.PingInterval <= 0 {
 		cfg.PingInterval = DefaultPingInterval
@@ -267,6 +294,12 @@ func New(cfg Config) (*Hub, error) {
 	if cfg.AuthFailuresPerMinute == 0 {
 		cfg.AuthFailuresPerMinute = DefaultAuthFailuresPerMinute
 	}
+	if cfg.ClosesPerHostPerSecond == 0 {
+		cfg.ClosesPerHostPerSecond = DefaultClosesPerHostPerSecond
+	}
+	if cfg.ClosesPerHostBurst <= 0 {
+		cfg.ClosesPerHostBurst = DefaultClosesPerHostBurst
+	}
 	h := &Hub{
 		cfg:      cfg,
 		log:      cfg.Logger.With("hub_id", cfg.HubID),
@@ -279,6 +312,8 @@ func New(cfg Config) (*Hub, error) {
 	h.verifier = newVerifier(keys)
 	h.hostRates = newHostBuckets(cfg.RateLimits.HostPerSecond, cfg.RateLimits.HostBurst)
 	h.authFails = newHostBuckets(float64(cfg.AuthFailuresPerMinute)/60, cfg.AuthFailuresPerMinute)
+	h.closes = newHostBuckets(cfg.ClosesPerHostPerSecond, cfg.ClosesPerHostBurst)
+	h.quit = make(chan struct{})
 	h.reg.init()
 	h.mb.init()
 	if cfg.Journal != nil {
@@ -373,6 +408,7 @@ func (h *Hub) Close(ctx context.Context) error {
 	if h.closing.Swap(true) {
 		return nil
 	}
+	close(h.quit)
 	// No new Submit can start now (see beginSubmit); wait for the ones in
 	// flight so their replies are queued before the sockets close.
 	h.subMu.Lock()

@@ -117,6 +117,12 @@ type Options struct {
 	MaxMessageBytes int
 	// QueueLen is how many frames Send may queue before ErrQueueFull.
 	QueueLen int
+	// QueueBytes bounds the bytes of the text frames waiting in the send
+	// queue: a Send that would pass it fails with ErrQueueFull, so a peer
+	// that reads slowly while large frames pile up is reported before its
+	// queue holds QueueLen of them. A frame alone in the queue is always
+	// taken, whatever its size. 0 = no bound.
+	QueueBytes int
 	// WriteTimeout bounds one batch's write: a peer that accepts nothing
 	// for this long is dropped even if its queue never fills.
 	WriteTimeout time.Duration
@@ -132,6 +138,7 @@ type Conn struct {
 	mu          sync.Mutex
 	q           []outFrame // queued frames, oldest first
 	texts, ctls int        // text and control frames in q
+	qBytes      int        // bytes of the text frames in q
 	spare       []outFrame // a taken batch's slice, reused
 	rest        []byte     // the unwritten tail of a partial inline write: written first
 	writing     bool       // a writer owns the socket's writes
@@ -376,20 +383,23 @@ func (c *Conn) endRead(err error) {
 }
 
 // Send queues a text frame and never blocks. It fails with ErrClosed once
-// a close was asked for, and with ErrQueueFull when QueueLen frames are
-// already waiting (the caller decides what a slow consumer costs).
+// a close was asked for, and with ErrQueueFull when QueueLen frames, or
+// QueueBytes bytes, are already waiting (the caller decides what a slow
+// consumer costs).
 func (c *Conn) Send(b []byte) error {
 	c.mu.Lock()
 	switch {
 	case c.closeAsked:
 		c.mu.Unlock()
 		return ErrClosed
-	case c.texts >= c.opts.QueueLen:
+	case c.texts >= c.opts.QueueLen,
+		c.opts.QueueBytes > 0 && c.texts > 0 && c.qBytes+len(b) > c.opts.QueueBytes:
 		c.mu.Unlock()
 		return ErrQueueFull
 	}
 	c.q = append(c.q, outFrame{ws.OpText, b})
 	c.texts++
+	c.qBytes += len(b)
 	// A held socket's frames wait for Release, unless its request turns
 	// out to produce many (a mailbox replay): a writer starts draining
 	// them at once, so the queue's bound applies to the peer, not to us.
@@ -431,6 +441,13 @@ func (c *Conn) Queued() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.texts
+}
+
+// QueuedBytes reports the bytes of the text frames in the send queue.
+func (c *Conn) QueuedBytes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.qBytes
 }
 
 // QueueLen reports the send queue's capacity.
@@ -524,6 +541,7 @@ func (c *Conn) countLocked(batch []outFrame, sign int) {
 	for _, f := range batch {
 		if f.op == ws.OpText {
 			c.texts += sign
+			c.qBytes += sign * len(f.p)
 		} else {
 			c.ctls += sign
 		}
@@ -707,6 +725,18 @@ func (c *Conn) end() {
 		_ = c.nc.Close()
 		close(c.done)
 	})
+}
+
+// CloseStatus is the code and reason the socket was closed with (by Close
+// or Kill, or echoing the peer's close), and 0 and "" while no close was
+// asked for.
+func (c *Conn) CloseStatus() (int, string) {
+	select {
+	case <-c.closing:
+		return c.closeCode, c.closeReason
+	default:
+		return 0, ""
+	}
 }
 
 // RemoteAddr is the peer's address.

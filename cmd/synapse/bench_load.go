@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +19,7 @@ import (
 	"github.com/synapse-hub/synapse/internal/hubproc"
 )
 
-const benchLoadUsage = `Usage: synapse bench load [--agents 1,8,32] [--idle N] [--fanout full|scoped] [--journal] [--duration 5s] [--hostile N] [--json]
+const benchLoadUsage = `Usage: synapse bench load [--agents 1,8,32] [--idle N] [--fanout full|scoped] [--journal] [--duration 5s] [--hostile N [--hostile-kind K,…]] [--json]
 
 Measures a hub over real sockets, as users meet it. Without --uri it starts
 'synapse hub' as a child process on a free loopback port (memory only, or
@@ -33,6 +34,20 @@ and per chat (read from /proc: the load client shares the machine's cores, so
 hub CPU per operation is the figure to compare), the client's CPU µs per cycle
 and per chat, and the hub's resident memory. --json prints one object per
 agent count, one per line. A progress line goes to stderr.
+
+With --hostile N, the cycling phase is the quiet baseline, and one more
+cycling phase follows per --hostile-kind, beside N sockets attacking the hub
+that way: malformed (garbage, deep nesting, 64 KiB garbage), oversized
+(frames over the hub's limit), nested (100,000 open arrays), halfopen (TCP
+connections that never upgrade, and bound sockets that never read),
+slowreader (bound, reading a byte a second), bruteforce (wrong tokens, from
+127.0.0.2), takeover (eight sockets per name taking it over in turn),
+validflood (who_request, chat to self and heartbeats as fast as the hub
+takes them), or mix (all at once, the sockets shared). Each phase prints
+the good agents' claim p50/p99 against the quiet phase, the hub's RSS
+before, at its peak and after, how the hub ended the attackers' sockets and
+the hub counters (/metrics) that moved. A started hub gets a token when a
+kind needs one (bruteforce, mix).
 
 Flags:
 `
@@ -50,7 +65,9 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	uri := fs.String("uri", "", "measure the hub at this address instead of starting one (its CPU is read with --hub-pid)")
 	hubPID := fs.Int("hub-pid", 0, "with --uri: the hub's process id, to read its CPU and memory from /proc")
 	asJSON := fs.Bool("json", false, "one JSON object per agent count, one per line")
-	hostile := fs.Int("hostile", 0, "sockets that flood malformed frames (garbage, deep nesting, 64 KiB garbage) through the cycling phase, as fast as the hub takes them")
+	hostile := fs.Int("hostile", 0, "hostile sockets: after the quiet cycling phase, one phase per --hostile-kind beside this many attackers")
+	hostileKind := fs.String("hostile-kind", "malformed", "attacks, comma-separated, one phase each: "+strings.Join(bench.HostileKinds, ", ")+", or mix (all at once)")
+	token := fs.String("token", "", "with --uri: the hub's connect token, sent by every agent")
 	floor := fs.Bool("floor", false, "first measure a bare WebSocket echo server (a child process) with the same client: no hub can cost less CPU per round trip on this machine, and a cycle is two")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -61,6 +78,15 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	if *fanout != "full" && *fanout != "scoped" {
 		fmt.Fprintln(stderr, "synapse bench load: --fanout is full or scoped")
 		return 2
+	}
+	kinds, err := bench.ParseHostileKinds(*hostileKind)
+	if err != nil {
+		fmt.Fprintln(stderr, "synapse bench load: --hostile-kind:", err)
+		return 2
+	}
+	hubToken := *token
+	if *uri == "" && *hostile > 0 && slices.ContainsFunc(kinds, func(k []string) bool { return slices.Contains(k, "bruteforce") }) {
+		hubToken = "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	}
 	var counts []int
 	for _, s := range strings.Split(*agentsFlag, ",") {
@@ -85,10 +111,10 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, n := range counts {
 		cfg := bench.LoadConfig{URI: *uri, HubPID: *hubPID, Agents: n, Idle: *idle, Scoped: *fanout == "scoped",
-			Duration: *duration, Conflict: *conflict, Hostile: *hostile, Progress: func(s string) { fmt.Fprintf(stderr, "\r  %-60s", s) }}
+			Duration: *duration, Conflict: *conflict, Hostile: *hostile, HostileKinds: kinds, Token: hubToken, Progress: func(s string) { fmt.Fprintf(stderr, "\r  %-60s", s) }}
 		stop := func() {}
 		if *uri == "" {
-			u, pid, s, err := startLoadHub(n+*idle, *journalOn, stderr)
+			u, pid, s, err := startLoadHub(n+*idle+2**hostile, hubToken, *journalOn, stderr)
 			if err != nil {
 				fmt.Fprintln(stderr, "synapse bench load:", err)
 				return 1
@@ -111,8 +137,10 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "agents %d (+%d idle, %s): connect %.2fs, %d cycles, %.0f cycles/s\n", res.Agents, res.Idle, res.Fanout, res.ConnectSeconds, res.Cycles, res.CyclesPerSecond)
 		fmt.Fprintf(stdout, "  claim p50 %.0f µs p99 %.0f µs max %.0f µs; release p50 %.0f µs p99 %.0f µs; refused (conflict) %d\n",
 			res.Claim.P50, res.Claim.P99, res.Claim.Max, res.Release.P50, res.Release.P99, res.Conflicts)
-		if res.Hostile > 0 {
-			fmt.Fprintf(stdout, "  hostile: %d sockets sent %d malformed frames; the hub closed %d of them\n", res.Hostile, res.HostileFrames, res.HostileClosed)
+		for _, h := range res.Hostile {
+			fmt.Fprintf(stdout, "  hostile %s (%d sockets): claim p50 %.0f µs (%.2f× quiet) p99 %.0f µs (%.2f× quiet), %d cycles; %d sent on %d sockets\n",
+				h.Kind, h.Sockets, h.Claim.P50, h.P50Ratio, h.Claim.P99, h.P99Ratio, h.Cycles, h.Sent, h.Dials)
+			fmt.Fprintf(stdout, "    hub RSS %d → peak %d → %d KiB; sockets ended %v; hub counters %v\n", h.RSSBeforeKB, h.RSSPeakKB, h.RSSAfterKB, h.Ends, h.Hub)
 		}
 		fmt.Fprintf(stdout, "  hub CPU %.0f µs/cycle, %.0f µs/chat (chat p50 %.0f µs); client CPU %.0f µs/cycle, %.0f µs/chat; hub RSS %d KiB\n",
 			res.HubCPUPerCycle, res.HubCPUPerChat, res.Chat.P50, res.ClientCPUPerCycle, res.ClientCPUPerChat, res.HubRSSKB)
@@ -122,7 +150,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 
 // startLoadHub runs this binary's hub on a free loopback port with limits
 // that fit the load, and returns its address, its pid and how to stop it.
-func startLoadHub(sockets int, journalOn bool, stderr io.Writer) (string, int, func(), error) {
+func startLoadHub(sockets int, token string, journalOn bool, stderr io.Writer) (string, int, func(), error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", 0, nil, err
@@ -145,7 +173,7 @@ func startLoadHub(sockets int, journalOn bool, stderr io.Writer) (string, int, f
 		args = append(args, "--no-db")
 	}
 	cmd := exec.Command(self, args...)
-	cmd.Env = append(os.Environ(), "SYNAPSE_TOKEN=")
+	cmd.Env = append(os.Environ(), "SYNAPSE_TOKEN="+token)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return "", 0, nil, err

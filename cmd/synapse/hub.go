@@ -60,7 +60,10 @@ type hubFlags struct {
 	limits                 coord.Limits // the core's limits (registerLimits)
 	malformedRate          float64
 	malformedBurst         int
+	closesRate             float64
+	closesBurst            int
 	sendQueue              int
+	sendQueueKB            int
 	pingInterval           time.Duration
 	pongTimeout            time.Duration
 	authTimeout            time.Duration
@@ -160,13 +163,20 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		MaxFrameBytes: f.maxMsgKB << 10, MaxHistory: f.maxHistory,
 		Limits:          f.limits,
 		LeaseOfflineTTL: time.Duration(f.leaseOfflineTTL * float64(time.Second)),
-		SendQueue:       f.sendQueue,
-		PingInterval:    f.pingInterval, PongTimeout: f.pongTimeout, AuthTimeout: f.authTimeout, PresenceWindow: f.presenceWindow,
+		SendQueue:       f.sendQueue, SendQueueBytes: f.sendQueueKB << 10,
+		PingInterval: f.pingInterval, PongTimeout: f.pongTimeout, AuthTimeout: f.authTimeout, PresenceWindow: f.presenceWindow,
 		MalformedPerSecond: f.malformedRate, MalformedBurst: f.malformedBurst,
+		ClosesPerHostPerSecond: f.closesRate, ClosesPerHostBurst: f.closesBurst,
 		Logger: log,
 	}
 	if f.malformedRate <= 0 {
 		cfg.MalformedPerSecond = -1 // unpaced
+	}
+	if f.closesRate <= 0 {
+		cfg.ClosesPerHostPerSecond = -1 // off
+	}
+	if f.sendQueueKB <= 0 {
+		cfg.SendQueueBytes = -1 // frames only
 	}
 	if cfg.Federation, err = f.federationConfig(); err != nil {
 		fmt.Fprintln(stderr, "synapse hub:", err)
@@ -322,11 +332,14 @@ func (f *hubFlags) registerLimits(fs *flag.FlagSet) {
 	fs.IntVar(&l.MaxNotesPerAuthor, "max-notes-per-author", d.MaxNotesPerAuthor, "progress notes kept per author")
 	fs.IntVar(&l.MaxNotesPerTask, "max-notes-per-task", d.MaxNotesPerTask, "progress notes kept per task")
 	fs.IntVar(&f.sendQueue, "send-queue", hub.DefaultSendQueue, "frames queued to one socket before it is dropped as a slow consumer")
+	fs.IntVar(&f.sendQueueKB, "send-queue-kb", hub.DefaultSendQueueBytes>>10, "KiB queued to one socket before it is dropped as a slow consumer (a reader that stops reading holds at most this), 0 = frames only (--send-queue)")
 	fs.DurationVar(&f.pingInterval, "ping-interval", hub.DefaultPingInterval, "how often each socket is pinged")
 	fs.DurationVar(&f.pongTimeout, "pong-timeout", hub.DefaultPongTimeout, "how long a ping may go unanswered before the socket is reaped")
 	fs.DurationVar(&f.authTimeout, "auth-timeout", hub.DefaultAuthTimeout, "how long a new socket may take to send its first frame (close 4012)")
 	fs.Float64Var(&f.malformedRate, "malformed-per-socket", hub.DefaultMalformedPerSecond, "frames per second a socket may send that fail to decode, past --malformed-burst: its reads are paced to this (docs/security.md), 0 = unpaced")
 	fs.IntVar(&f.malformedBurst, "malformed-burst", hub.DefaultMalformedBurst, "frames failing to decode a socket may send before its reads are paced")
+	fs.Float64Var(&f.closesRate, "closes-per-host", hub.DefaultClosesPerHostPerSecond, "sockets per second one remote host may have closed for cause (oversized frame, wrong token, refused name or takeover, registration timeout, slow consumer) past --closes-burst; beyond, its new sockets wait before the upgrade (docs/security.md), 0 = off")
+	fs.IntVar(&f.closesBurst, "closes-burst", hub.DefaultClosesPerHostBurst, "sockets one remote host may have closed for cause before its new sockets wait")
 	fs.DurationVar(&f.presenceWindow, "presence-window", hub.DefaultPresenceWindow, "presence changes within this of the last presence_update are sent together at its end (docs/protocol.md, Presence)")
 }
 
