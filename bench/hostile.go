@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -81,6 +82,10 @@ type HostileResult struct {
 	RSSBeforeKB int64 `json:"hub_rss_before_kb,omitempty"`
 	RSSPeakKB   int64 `json:"hub_rss_peak_kb,omitempty"`
 	RSSAfterKB  int64 `json:"hub_rss_after_kb,omitempty"`
+	// HubCores and ClientCores are the CPU the hub and this process (the
+	// good agents and the attackers) used through the phase, in cores.
+	HubCores    float64 `json:"hub_cores,omitempty"`
+	ClientCores float64 `json:"client_cores"`
 }
 
 // hostilePhase runs one cycling phase of the workers beside cfg.Hostile
@@ -96,6 +101,7 @@ func hostilePhase(ctx context.Context, cfg LoadConfig, workers []*loadAgent, kin
 	}
 	c0 := hubCounters(cfg.URI)
 	rss := sampleRSS(cfg.HubPID)
+	hub0, cli0, t0 := procCPU(cfg.HubPID), procCPU(os.Getpid()), time.Now()
 	at, err := startAttack(ctx, cfg.URI, cfg.Token, maxMsg, kinds, cfg.Hostile)
 	if err != nil {
 		rss.end()
@@ -104,8 +110,13 @@ func hostilePhase(ctx context.Context, cfg LoadConfig, workers []*loadAgent, kin
 	ph, err := cycle(ctx, cfg, workers, func(n int64, since time.Duration) {
 		progress("%s: %d cycles, %.0f/s, %d sent", hr.Kind, n, float64(n)/since.Seconds(), at.sent.Load())
 	})
+	hub1, cli1, secs := procCPU(cfg.HubPID), procCPU(os.Getpid()), time.Since(t0).Seconds()
 	at.stop()
 	hr.RSSPeakKB = rss.end()
+	if cfg.HubPID > 0 {
+		hr.HubCores = (hub1 - hub0) / secs
+	}
+	hr.ClientCores = (cli1 - cli0) / secs
 	if err != nil {
 		return hr, fmt.Errorf("bench: beside hostile %s: %w", hr.Kind, err)
 	}
@@ -491,7 +502,7 @@ var hostileCounters = []string{
 	"synapse_slow_consumer_disconnects_total", "synapse_dead_sockets_reaped_total",
 	"synapse_auth_failures_total", "synapse_auth_lockout_refusals_total", "synapse_connections_rejected_total",
 	"synapse_rate_limited_total", "synapse_malformed_paced_total", `synapse_messages_total{type="malformed"}`,
-	"synapse_takeovers_total", "synapse_takeover_quarantines_total",
+	"synapse_takeovers_total", "synapse_takeover_quarantines_total", "synapse_upgrades_paced_total",
 }
 
 // hubCounters reads hostileCounters from the hub's /metrics (nil if it

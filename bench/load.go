@@ -40,6 +40,10 @@ type LoadConfig struct {
 	// MaxMsgBytes is the hub's frame limit, which oversized frames pass
 	// (0 = the default 1 MiB).
 	MaxMsgBytes int
+	// CycleRate, if positive, is the most cycles per second each agent
+	// runs (a fleet of agents that think between claims); 0 = as fast as
+	// the hub answers.
+	CycleRate float64
 	// Progress, if set, gets a line now and then while it runs.
 	Progress func(string)
 }
@@ -62,7 +66,7 @@ type LoadResult struct {
 	CyclesPerSecond float64 `json:"cycles_per_s"`
 	Claim           Latency `json:"claim"`
 	Release         Latency `json:"release"`
-	Conflicts       int64   `json:"conflicts_refused"`
+	Conflicts       int64   `json:"conflicts_refused"` // refused claims: conflicts, and errors such as a rate limit
 	// Hostile are the hostile phases (--hostile), each against the
 	// cycling phase above as the quiet baseline.
 	Hostile []HostileResult `json:"hostile,omitempty"`
@@ -302,12 +306,17 @@ func cycle(ctx context.Context, cfg LoadConfig, workers []*loadAgent, tick func(
 			defer wg.Done()
 			var denied bool
 			own, ownPaths := a.name+"/T", []string{a.name}
-			claimOwn, releaseOwn := claimAnswer(a.name, own, &denied), releaseAnswer(own)
+			claimOwn, releaseOwn := claimAnswer(a.name, own, &denied), releaseAnswer(a.name, own)
 			for k := 0; time.Now().Before(deadline) && ctx.Err() == nil; k++ {
+				if cfg.CycleRate > 0 {
+					if d := time.Until(start.Add(time.Duration(float64(k) / cfg.CycleRate * float64(time.Second)))); d > 0 {
+						time.Sleep(d)
+					}
+				}
 				task, paths, claimed, released := own, ownPaths, claimOwn, releaseOwn
 				if cfg.Conflict > 0 && float64(k%100) < cfg.Conflict*100 {
 					task, paths = fmt.Sprintf("%s/C%d", a.name, k), []string{"contended"}
-					claimed, released = claimAnswer(a.name, task, &denied), releaseAnswer(task)
+					claimed, released = claimAnswer(a.name, task, &denied), releaseAnswer(a.name, task)
 				}
 				denied = false
 				s := time.Now()
@@ -342,25 +351,30 @@ func cycle(ctx context.Context, cfg LoadConfig, workers []*loadAgent, tick func(
 }
 
 // claimAnswer matches the hub's answer to owner's claim of task: the grant
-// (a broadcast, so its owner is checked too) or the refusal, which it
-// records in denied.
+// (a broadcast, so its owner is checked too), or the refusal or an error
+// to owner (a rate limit), which it records in denied.
 func claimAnswer(owner, task string, denied *bool) func([]byte) bool {
 	taskID := `"task_id":"` + task + `"`
 	granted := []string{`"type":"claim_granted"`, `"owner":"` + owner + `"`, taskID}
 	refused := []string{`"type":"claim_denied"`, taskID}
+	errored := []string{`"type":"error"`, `"target":"` + owner + `"`}
 	return func(b []byte) bool {
 		if has(b, granted...) {
 			return true
 		}
-		*denied = has(b, refused...)
+		*denied = has(b, refused...) || has(b, errored...)
 		return *denied
 	}
 }
 
-// releaseAnswer matches the hub's answer to a release of task.
-func releaseAnswer(task string) func([]byte) bool {
+// releaseAnswer matches the hub's answer to owner's release of task, an
+// error to owner included.
+func releaseAnswer(owner, task string) func([]byte) bool {
 	granted := []string{`"type":"release_granted"`, `"task_id":"` + task + `"`}
-	return func(b []byte) bool { return has(b, granted...) || has(b, `"type":"release_denied"`) }
+	errored := []string{`"type":"error"`, `"target":"` + owner + `"`}
+	return func(b []byte) bool {
+		return has(b, granted...) || has(b, `"type":"release_denied"`) || has(b, errored...)
+	}
 }
 
 // directedChat runs the directed chat phase: from writes to to, which must
@@ -373,7 +387,13 @@ func directedChat(ctx context.Context, cfg LoadConfig, from, to *loadAgent, res 
 	// One deadline for the phase, not a timer per message.
 	cctx, cancel := context.WithDeadline(ctx, end.Add(5*time.Second))
 	defer cancel()
+	start := time.Now()
 	for k := 0; time.Now().Before(end); k++ {
+		if cfg.CycleRate > 0 { // as paced as the cycles: a rate limit would refuse the rest
+			if d := time.Until(start.Add(time.Duration(float64(k) / cfg.CycleRate * float64(time.Second)))); d > 0 {
+				time.Sleep(d)
+			}
+		}
 		id := "m" + strconv.Itoa(k)
 		msgID := `"client_msg_id":"` + id + `"`
 		w := newWaiter(func(b []byte) bool { return has(b, `"type":"chat"`, msgID) })

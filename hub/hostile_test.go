@@ -409,3 +409,22 @@ func TestHostile_ValidFloodIsRefusedThenPaced(t *testing.T) {
 		t.Fatalf("rate_limited{agent} = %v, want 1 (one refusal, then the reader waits)", n)
 	}
 }
+
+// A large malformed frame costs the pacing its size: 1 + size/16 KiB
+// tokens, so a flood of large garbage is paced by the bytes it makes the
+// hub read, not only by its frames.
+func TestHostile_LargeMalformedFramesCostTheirSize(t *testing.T) {
+	clk := newFakeClock()
+	th := startHub(t, Config{MalformedPerSecond: 0.001, MalformedBurst: 10, Clock: clk.now})
+	flooder := th.connect()
+	big := "{" + strings.Repeat("[", 100<<10) // 7 tokens
+	for range 5 {
+		flooder.sendRaw(big)
+	}
+	flooder.expect("error")
+	flooder.expect("error") // 14 tokens: the burst of 10 is spent by the second
+	flooder.quiet(50 * time.Millisecond)
+	if n := counterValue(t, th.h.m.malformedPaced); n != 1 {
+		t.Fatalf("malformed_paced = %v, want 1 after the second large frame", n)
+	}
+}

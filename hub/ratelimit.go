@@ -122,11 +122,16 @@ func (b *bucket) allow(now float64) bool {
 // reserve spends a token even if there is none, and returns how long,
 // in seconds, until the debt is earned back: 0 while the bucket holds one.
 func (b *bucket) reserve(now float64) float64 {
+	return b.reserveN(now, 1)
+}
+
+// reserveN is reserve for n tokens.
+func (b *bucket) reserveN(now float64, n int) float64 {
 	if b.rate <= 0 {
 		return 0
 	}
 	b.refill(now)
-	b.tokens--
+	b.tokens -= float64(n)
 	if b.tokens >= 0 {
 		return 0
 	}
@@ -285,11 +290,17 @@ func (s *session) replyTarget() string {
 	return "all"
 }
 
-// chargeMalformed charges a frame that failed to decode to the socket's
-// malformed bucket; past the burst it sets the pause the reader owes
-// before its next read (the frame itself is still answered).
-func (s *session) chargeMalformed() {
-	d := s.malformed.reserve(s.h.now())
+// malformedUnit is the size of frame one malformed token pays for: a
+// malformed frame of n bytes costs 1 + n/malformedUnit tokens, so the
+// pacing bounds the bytes a flood makes the hub read (reading is most of
+// its cost), not only its frames.
+const malformedUnit = 16 << 10
+
+// chargeMalformed charges a frame of size bytes that failed to decode to
+// the socket's malformed bucket; past the burst it sets the pause the
+// reader owes before its next read (the frame itself is still answered).
+func (s *session) chargeMalformed(size int) {
+	d := s.malformed.reserveN(s.h.now(), 1+size/malformedUnit)
 	if d <= 0 {
 		return
 	}

@@ -53,7 +53,7 @@ func (s *session) handle(data []byte) {
 		de := wire.ErrMalformedJSON
 		errors.As(err, &de)
 		h.m.framesIn.WithLabelValues("malformed").Inc()
-		s.chargeMalformed()
+		s.chargeMalformed(len(data))
 		// The reference sends decode errors to the offending socket only,
 		// but with target "all" (PROTOCOL.md §10).
 		s.reply(s.frame("error", "all", de.Message).Str("error_code", de.Code).Bytes())

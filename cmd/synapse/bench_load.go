@@ -62,6 +62,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	journalOn := fs.Bool("journal", false, "the started hub keeps a journal (synchronous=FULL for claims) in a temporary folder")
 	duration := fs.Duration("duration", 5*time.Second, "how long each cycling phase runs")
 	conflict := fs.Float64("conflict", 0, "share of claims aimed at one contended scope (0..1)")
+	cycleRate := fs.Float64("cycle-rate", 0, "most claim+release cycles per second per agent (agents that think between claims), 0 = as fast as the hub answers")
 	uri := fs.String("uri", "", "measure the hub at this address instead of starting one (its CPU is read with --hub-pid)")
 	hubPID := fs.Int("hub-pid", 0, "with --uri: the hub's process id, to read its CPU and memory from /proc")
 	asJSON := fs.Bool("json", false, "one JSON object per agent count, one per line")
@@ -111,7 +112,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, n := range counts {
 		cfg := bench.LoadConfig{URI: *uri, HubPID: *hubPID, Agents: n, Idle: *idle, Scoped: *fanout == "scoped",
-			Duration: *duration, Conflict: *conflict, Hostile: *hostile, HostileKinds: kinds, Token: hubToken, Progress: func(s string) { fmt.Fprintf(stderr, "\r  %-60s", s) }}
+			Duration: *duration, Conflict: *conflict, CycleRate: *cycleRate, Hostile: *hostile, HostileKinds: kinds, Token: hubToken, Progress: func(s string) { fmt.Fprintf(stderr, "\r  %-60s", s) }}
 		stop := func() {}
 		if *uri == "" {
 			u, pid, s, err := startLoadHub(n+*idle+2**hostile, hubToken, *journalOn, stderr)
@@ -135,12 +136,13 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		fmt.Fprintf(stdout, "agents %d (+%d idle, %s): connect %.2fs, %d cycles, %.0f cycles/s\n", res.Agents, res.Idle, res.Fanout, res.ConnectSeconds, res.Cycles, res.CyclesPerSecond)
-		fmt.Fprintf(stdout, "  claim p50 %.0f µs p99 %.0f µs max %.0f µs; release p50 %.0f µs p99 %.0f µs; refused (conflict) %d\n",
+		fmt.Fprintf(stdout, "  claim p50 %.0f µs p99 %.0f µs max %.0f µs; release p50 %.0f µs p99 %.0f µs; refused (conflict or error) %d\n",
 			res.Claim.P50, res.Claim.P99, res.Claim.Max, res.Release.P50, res.Release.P99, res.Conflicts)
 		for _, h := range res.Hostile {
 			fmt.Fprintf(stdout, "  hostile %s (%d sockets): claim p50 %.0f µs (%.2f× quiet) p99 %.0f µs (%.2f× quiet), %d cycles; %d sent on %d sockets\n",
 				h.Kind, h.Sockets, h.Claim.P50, h.P50Ratio, h.Claim.P99, h.P99Ratio, h.Cycles, h.Sent, h.Dials)
-			fmt.Fprintf(stdout, "    hub RSS %d → peak %d → %d KiB; sockets ended %v; hub counters %v\n", h.RSSBeforeKB, h.RSSPeakKB, h.RSSAfterKB, h.Ends, h.Hub)
+			fmt.Fprintf(stdout, "    hub %.2f cores, client %.2f cores; hub RSS %d → peak %d → %d KiB; sockets ended %v; hub counters %v\n",
+				h.HubCores, h.ClientCores, h.RSSBeforeKB, h.RSSPeakKB, h.RSSAfterKB, h.Ends, h.Hub)
 		}
 		fmt.Fprintf(stdout, "  hub CPU %.0f µs/cycle, %.0f µs/chat (chat p50 %.0f µs); client CPU %.0f µs/cycle, %.0f µs/chat; hub RSS %d KiB\n",
 			res.HubCPUPerCycle, res.HubCPUPerChat, res.Chat.P50, res.ClientCPUPerCycle, res.ClientCPUPerChat, res.HubRSSKB)
