@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -86,6 +87,9 @@ type HostileResult struct {
 	// good agents and the attackers) used through the phase, in cores.
 	HubCores    float64 `json:"hub_cores,omitempty"`
 	ClientCores float64 `json:"client_cores"`
+	// AttackerCores is the attackers' process's CPU, when they run apart
+	// (LoadConfig.Attackers); else their CPU is in ClientCores.
+	AttackerCores float64 `json:"attacker_cores,omitempty"`
 }
 
 // hostilePhase runs one cycling phase of the workers beside cfg.Hostile
@@ -102,17 +106,29 @@ func hostilePhase(ctx context.Context, cfg LoadConfig, workers []*loadAgent, kin
 	c0 := hubCounters(cfg.URI)
 	rss := sampleRSS(cfg.HubPID)
 	hub0, cli0, t0 := procCPU(cfg.HubPID), procCPU(os.Getpid()), time.Now()
-	at, err := startAttack(ctx, cfg.URI, cfg.Token, maxMsg, kinds, cfg.Hostile)
+	var stop func() (AttackStats, error)
+	var err error
+	if cfg.Attackers != nil {
+		stop, err = cfg.Attackers(kinds, maxMsg)
+	} else {
+		var at *attack
+		if at, err = startAttack(ctx, cfg.URI, cfg.Token, maxMsg, kinds, cfg.Hostile); err == nil {
+			stop = func() (AttackStats, error) { at.stop(); return at.stats(), nil }
+		}
+	}
 	if err != nil {
 		rss.end()
-		return hr, err
+		return hr, fmt.Errorf("bench: hostile %s: %w", hr.Kind, err)
 	}
-	ph, err := cycle(ctx, cfg, workers, func(n int64, since time.Duration) {
-		progress("%s: %d cycles, %.0f/s, %d sent", hr.Kind, n, float64(n)/since.Seconds(), at.sent.Load())
+	ph, cycleErr := cycle(ctx, cfg, workers, func(n int64, since time.Duration) {
+		progress("%s: %d cycles, %.0f/s", hr.Kind, n, float64(n)/since.Seconds())
 	})
 	hub1, cli1, secs := procCPU(cfg.HubPID), procCPU(os.Getpid()), time.Since(t0).Seconds()
-	at.stop()
+	st, stopErr := stop()
 	hr.RSSPeakKB = rss.end()
+	if err = cycleErr; err == nil {
+		err = stopErr
+	}
 	if cfg.HubPID > 0 {
 		hr.HubCores = (hub1 - hub0) / secs
 	}
@@ -124,12 +140,45 @@ func hostilePhase(ctx context.Context, cfg LoadConfig, workers []*loadAgent, kin
 	if quiet.P50 > 0 && quiet.P99 > 0 {
 		hr.P50Ratio, hr.P99Ratio = ph.claim.P50/quiet.P50, ph.claim.P99/quiet.P99
 	}
-	hr.Sent, hr.Dials, hr.Ends = at.sent.Load(), at.dials.Load(), at.ends
+	hr.Sent, hr.Dials, hr.Ends = st.Sent, st.Dials, st.Ends
+	hr.AttackerCores = st.CPUSeconds / secs
 	if c0 != nil {
 		hr.Hub = counterDeltas(c0, hubCounters(cfg.URI))
 	}
 	hr.RSSAfterKB = procRSS(cfg.HubPID)
 	return hr, nil
+}
+
+// AttackStats is what a set of attackers did: frames (or attempts) sent,
+// sockets opened, how the hub ended them, and the CPU the attackers' own
+// process used (when they run apart: RunAttack).
+type AttackStats struct {
+	Sent       int64          `json:"sent"`
+	Dials      int64          `json:"dials"`
+	Ends       map[string]int `json:"ends"`
+	CPUSeconds float64        `json:"cpu_s,omitempty"`
+}
+
+// RunAttack runs n attackers of kinds against uri until ctx is done (the
+// body of 'synapse bench attack', the attackers' own process, so that they
+// do not share a Go scheduler with the good agents they are measured
+// against).
+func RunAttack(ctx context.Context, uri, token string, maxMsg int, kinds []string, n int) (AttackStats, error) {
+	at, err := startAttack(ctx, uri, token, maxMsg, kinds, n)
+	if err != nil {
+		return AttackStats{}, err
+	}
+	<-ctx.Done()
+	at.stop()
+	st := at.stats()
+	st.CPUSeconds = procCPU(os.Getpid())
+	return st, nil
+}
+
+func (a *attack) stats() AttackStats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return AttackStats{Sent: a.sent.Load(), Dials: a.dials.Load(), Ends: maps.Clone(a.ends)}
 }
 
 // attack is a running set of attackers.
@@ -502,7 +551,7 @@ var hostileCounters = []string{
 	"synapse_slow_consumer_disconnects_total", "synapse_dead_sockets_reaped_total",
 	"synapse_auth_failures_total", "synapse_auth_lockout_refusals_total", "synapse_connections_rejected_total",
 	"synapse_rate_limited_total", "synapse_malformed_paced_total", `synapse_messages_total{type="malformed"}`,
-	"synapse_takeovers_total", "synapse_takeover_quarantines_total", "synapse_upgrades_paced_total",
+	"synapse_takeovers_total", "synapse_takeover_quarantines_total", "synapse_upgrades_paced_total", "synapse_frames_paced_total",
 }
 
 // hubCounters reads hostileCounters from the hub's /metrics (nil if it

@@ -35,6 +35,11 @@ type LoadConfig struct {
 	// sockets of its kinds (default: malformed).
 	Hostile      int
 	HostileKinds [][]string
+	// Attackers, if set, starts the attackers of a hostile phase apart
+	// (synapse bench load runs them as a child process, 'synapse bench
+	// attack') and returns how to stop them and collect what they did;
+	// nil runs them in this process.
+	Attackers func(kinds []string, maxMsg int) (stop func() (AttackStats, error), err error)
 	// Token is the hub's connect token, sent by every agent ("" = open).
 	Token string
 	// MaxMsgBytes is the hub's frame limit, which oversized frames pass

@@ -428,3 +428,42 @@ func TestHostile_LargeMalformedFramesCostTheirSize(t *testing.T) {
 		t.Fatalf("malformed_paced = %v, want 1 after the second large frame", n)
 	}
 }
+
+// A socket flooding valid frames is read at FramesPerSocket past its
+// burst (`synapse hub` paces every socket by default): the frame that
+// spends the burst is answered, then the reader waits, so the rest of the
+// flood is neither read nor answered and takes nothing from the agents
+// beside it; nothing is refused.
+func TestHostile_ValidFloodIsPacedPerSocket(t *testing.T) {
+	clk := newFakeClock()
+	th := startHub(t, Config{FramesPerSocket: 0.001, FramesPerSocketBurst: 6, Clock: clk.now})
+	good := th.join("p/good")
+	flood := th.join("p/flood") // its registration spends one
+	for range 20 {
+		flood.send(map[string]any{"sender": "p/flood", "type": "who_request", "target": "System"})
+	}
+	for range 6 { // five of the burst, and the frame that overspends it
+		flood.expect("who_snapshot")
+	}
+	good.send(f("claim", "sender", "p/good", "task_id", "T1", "paths", []string{"a.go"}))
+	good.expect("claim_granted")
+	good.send(f("claim", "sender", "p/good", "task_id", "T2", "paths", []string{"b.go"}))
+	good.expect("claim_granted")
+	for wait := time.After(50 * time.Millisecond); ; {
+		select {
+		case m := <-flood.frames:
+			if m["type"] != "claim_granted" {
+				t.Fatalf("the paced socket was answered: %v", m)
+			}
+			continue
+		case <-wait:
+		}
+		break
+	}
+	if n := counterValue(t, th.h.m.framesPaced); n != 1 {
+		t.Fatalf("frames_paced = %v, want 1", n)
+	}
+	if n := counterValue(t, th.h.m.rateLimited.WithLabelValues("agent")); n != 0 {
+		t.Fatalf("%v frames refused; pacing refuses none", n)
+	}
+}

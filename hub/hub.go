@@ -118,6 +118,19 @@ type Config struct {
 	// MalformedBurst is how many malformed frames a socket may send at
 	// once; 0 = DefaultMalformedBurst (--malformed-burst).
 	MalformedBurst int
+	// FramesPerSocket paces the frames one socket sends, of every kind,
+	// once FramesPerSocketBurst are spent: after each frame past the burst
+	// the socket's reader waits its share of a second before the next
+	// read, so a socket flooding valid frames is read at this rate and
+	// takes no more of the registry lock than that; nothing is refused.
+	// Sockets of peer hubs are exempt. 0 = off (the zero Config, for
+	// tests); `synapse hub` defaults to DefaultFramesPerSocket
+	// (--frames-per-socket).
+	FramesPerSocket float64
+	// FramesPerSocketBurst is how many frames a socket may send at once
+	// before its reads are paced; 0 = twice FramesPerSocket
+	// (--frames-burst).
+	FramesPerSocketBurst int
 	// ClosesPerHostPerSecond paces new sockets from a remote host whose
 	// sockets the hub keeps closing for cause (an oversized frame, a
 	// wrong token, a refused takeover or name, a registration timeout, a
@@ -293,6 +306,9 @@ func New(cfg Config) (*Hub, error) {
 	}
 	if cfg.AuthFailuresPerMinute == 0 {
 		cfg.AuthFailuresPerMinute = DefaultAuthFailuresPerMinute
+	}
+	if cfg.FramesPerSocket > 0 && cfg.FramesPerSocketBurst <= 0 {
+		cfg.FramesPerSocketBurst = int(2 * cfg.FramesPerSocket)
 	}
 	if cfg.ClosesPerHostPerSecond == 0 {
 		cfg.ClosesPerHostPerSecond = DefaultClosesPerHostPerSecond

@@ -59,6 +59,19 @@ const (
 // its further attempts are refused unchecked (--auth-fail-limit).
 const DefaultAuthFailuresPerMinute = 10
 
+// The frames of one socket are paced past a burst by `synapse hub` (the
+// zero Config leaves them unpaced): 100 a second, burst 200, which an
+// agent driven by a model never reaches, while a socket flooding valid
+// frames (who_request, chat, heartbeats) is read a hundred frames a second
+// instead of as fast as it writes. Every frame the hub reads from a bound
+// socket takes the registry lock (its identity gates), so an unpaced flood
+// from a few dozen sockets queues every agent's claims behind it on that
+// lock (docs/benchmarks.md, "Hostile clients").
+const (
+	DefaultFramesPerSocket      = 100
+	DefaultFramesPerSocketBurst = 200
+)
+
 // Sockets closed for cause are charged to their remote host: past a burst
 // of DefaultClosesPerHostBurst, each costs it 1/DefaultClosesPerHostPerSecond
 // s, and its next upgrade waits that out (at most the auth timeout) before
@@ -319,6 +332,19 @@ func (s *session) chargeMalformed(size int) {
 func (s *session) owePause(d float64) {
 	if d > 0 && s.conn != nil {
 		s.pause = max(s.pause, time.Duration(d*float64(time.Second)))
+	}
+}
+
+// chargeFrame charges a frame read to the socket's pace (Config.
+// FramesPerSocket); past the burst the reader owes its share of a second
+// before the next read. A peer hub's socket is exempt.
+func (s *session) chargeFrame() {
+	if s.pace.rate <= 0 || s.peer != nil {
+		return
+	}
+	if d := s.pace.reserve(s.h.now()); d > 0 {
+		s.h.m.framesPaced.Inc()
+		s.owePause(d)
 	}
 }
 

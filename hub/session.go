@@ -61,6 +61,7 @@ type session struct {
 	// bucket, the pause owed before the next read, and whether the
 	// pacing was logged (once per socket).
 	malformed bucket
+	pace      bucket // every frame (Config.FramesPerSocket)
 	pause     time.Duration
 	paced     bool
 
@@ -124,6 +125,9 @@ func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.cfg.MalformedPerSecond > 0 {
 		s.malformed = newBucket(h.cfg.MalformedPerSecond, h.cfg.MalformedBurst, h.now())
+	}
+	if h.cfg.FramesPerSocket > 0 {
+		s.pace = newBucket(h.cfg.FramesPerSocket, h.cfg.FramesPerSocketBurst, h.now())
 	}
 	h.conns.Add(1)
 	// The socket is served on a goroutine of its own and the HTTP handler
@@ -197,6 +201,7 @@ func (s *session) readLoop() {
 			continue
 		}
 		s.h.m.bytesIn.Add(float64(len(data)))
+		s.chargeFrame()
 		s.conn.Hold()
 		s.handle(data)
 		s.conn.Release()

@@ -50,6 +50,9 @@ const (
 	StatusProtocolError   = 1002
 	StatusPolicyViolation = 1008
 	StatusMessageTooBig   = 1009
+	// StatusAbnormalClosure is never sent: CloseStatus reports it for a
+	// connection dropped because a write failed.
+	StatusAbnormalClosure = 1006
 )
 
 var (
@@ -499,7 +502,7 @@ func (c *Conn) Release() {
 	case err != nil:
 		c.mu.Unlock()
 		c.giveBack(bp, buf, batch)
-		c.Kill()
+		c.lost()
 		c.end() // the writer ends the socket it killed
 		return
 	case !whole: // too big to write inline: requeue it for the writer goroutine
@@ -629,7 +632,7 @@ func (c *Conn) writeLoop() {
 		batch := c.takeLocked()
 		c.mu.Unlock()
 		if err := c.writeBlocking(rest, batch); err != nil {
-			c.Kill()
+			c.lost()
 			c.end() // the writer ends the socket it killed
 			return
 		}
@@ -705,6 +708,16 @@ func (c *Conn) Kill() {
 	c.mu.Unlock()
 	_ = c.nc.Close()
 	c.endIfIdle()
+}
+
+// lost drops a connection whose write failed (the peer is gone or took
+// nothing for WriteTimeout): as Kill, with 1006, which is never sent.
+func (c *Conn) lost() {
+	c.closeOnce.Do(func() {
+		c.closeCode, c.closeReason = StatusAbnormalClosure, "connection lost"
+		close(c.closing)
+	})
+	c.Kill()
 }
 
 // endIfIdle ends a killed socket when no writer runs; a running writer

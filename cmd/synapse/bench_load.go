@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -35,7 +37,9 @@ hub CPU per operation is the figure to compare), the client's CPU µs per cycle
 and per chat, and the hub's resident memory. --json prints one object per
 agent count, one per line. A progress line goes to stderr.
 
-With --hostile N, the cycling phase is the quiet baseline, and one more
+With --hostile N, the cycling phase is the quiet baseline (each agent at
+--cycle-rate, 20 cycles/s unless given: the started hub keeps its default
+pacing of 100 frames/s per socket, which a throughput run turns off), and one more
 cycling phase follows per --hostile-kind, beside N sockets attacking the hub
 that way: malformed (garbage, deep nesting, 64 KiB garbage), oversized
 (frames over the hub's limit), nested (100,000 open arrays), halfopen (TCP
@@ -62,7 +66,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	journalOn := fs.Bool("journal", false, "the started hub keeps a journal (synchronous=FULL for claims) in a temporary folder")
 	duration := fs.Duration("duration", 5*time.Second, "how long each cycling phase runs")
 	conflict := fs.Float64("conflict", 0, "share of claims aimed at one contended scope (0..1)")
-	cycleRate := fs.Float64("cycle-rate", 0, "most claim+release cycles per second per agent (agents that think between claims), 0 = as fast as the hub answers")
+	cycleRate := fs.Float64("cycle-rate", 0, "most claim+release cycles per second per agent (agents that think between claims), 0 = as fast as the hub answers (with --hostile: 20, under the hub's default --frames-per-socket)")
 	uri := fs.String("uri", "", "measure the hub at this address instead of starting one (its CPU is read with --hub-pid)")
 	hubPID := fs.Int("hub-pid", 0, "with --uri: the hub's process id, to read its CPU and memory from /proc")
 	asJSON := fs.Bool("json", false, "one JSON object per agent count, one per line")
@@ -89,6 +93,11 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	if *uri == "" && *hostile > 0 && slices.ContainsFunc(kinds, func(k []string) bool { return slices.Contains(k, "bruteforce") }) {
 		hubToken = "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	}
+	if *hostile > 0 && *cycleRate == 0 {
+		// The hub paces each socket (--frames-per-socket, 100/s): agents
+		// cycling faster would be measured against that, not the attack.
+		*cycleRate = hostileCycleRate
+	}
 	var counts []int
 	for _, s := range strings.Split(*agentsFlag, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -113,14 +122,16 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	for _, n := range counts {
 		cfg := bench.LoadConfig{URI: *uri, HubPID: *hubPID, Agents: n, Idle: *idle, Scoped: *fanout == "scoped",
 			Duration: *duration, Conflict: *conflict, CycleRate: *cycleRate, Hostile: *hostile, HostileKinds: kinds, Token: hubToken, Progress: func(s string) { fmt.Fprintf(stderr, "\r  %-60s", s) }}
+		cfg.Attackers = attackProcess(cfg.URI, hubToken, *hostile)
 		stop := func() {}
 		if *uri == "" {
-			u, pid, s, err := startLoadHub(n+*idle+2**hostile, hubToken, *journalOn, stderr)
+			u, pid, s, err := startLoadHub(n+*idle+2**hostile, hubToken, *hostile > 0, *journalOn, stderr)
 			if err != nil {
 				fmt.Fprintln(stderr, "synapse bench load:", err)
 				return 1
 			}
 			cfg.URI, cfg.HubPID, stop = u, pid, s
+			cfg.Attackers = attackProcess(u, hubToken, *hostile)
 		}
 		fmt.Fprintf(stderr, "bench load: %d agents (+%d idle), %s fan-out, journal %v\n", n, *idle, *fanout, *journalOn)
 		res, err := bench.RunLoad(context.Background(), cfg)
@@ -141,8 +152,8 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 		for _, h := range res.Hostile {
 			fmt.Fprintf(stdout, "  hostile %s (%d sockets): claim p50 %.0f µs (%.2f× quiet) p99 %.0f µs (%.2f× quiet), %d cycles; %d sent on %d sockets\n",
 				h.Kind, h.Sockets, h.Claim.P50, h.P50Ratio, h.Claim.P99, h.P99Ratio, h.Cycles, h.Sent, h.Dials)
-			fmt.Fprintf(stdout, "    hub %.2f cores, client %.2f cores; hub RSS %d → peak %d → %d KiB; sockets ended %v; hub counters %v\n",
-				h.HubCores, h.ClientCores, h.RSSBeforeKB, h.RSSPeakKB, h.RSSAfterKB, h.Ends, h.Hub)
+			fmt.Fprintf(stdout, "    hub %.2f cores, agents %.2f cores, attackers %.2f cores; hub RSS %d → peak %d → %d KiB; sockets ended %v; hub counters %v\n",
+				h.HubCores, h.ClientCores, h.AttackerCores, h.RSSBeforeKB, h.RSSPeakKB, h.RSSAfterKB, h.Ends, h.Hub)
 		}
 		fmt.Fprintf(stdout, "  hub CPU %.0f µs/cycle, %.0f µs/chat (chat p50 %.0f µs); client CPU %.0f µs/cycle, %.0f µs/chat; hub RSS %d KiB\n",
 			res.HubCPUPerCycle, res.HubCPUPerChat, res.Chat.P50, res.ClientCPUPerCycle, res.ClientCPUPerChat, res.HubRSSKB)
@@ -150,9 +161,14 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// hostileCycleRate is each agent's cycles per second beside hostile
+// sockets, unless --cycle-rate says otherwise: 40 frames a second, under
+// the hub's default pace of 100 per socket.
+const hostileCycleRate = 20
+
 // startLoadHub runs this binary's hub on a free loopback port with limits
 // that fit the load, and returns its address, its pid and how to stop it.
-func startLoadHub(sockets int, token string, journalOn bool, stderr io.Writer) (string, int, func(), error) {
+func startLoadHub(sockets int, token string, hostile, journalOn bool, stderr io.Writer) (string, int, func(), error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", 0, nil, err
@@ -165,6 +181,11 @@ func startLoadHub(sockets int, token string, journalOn bool, stderr io.Writer) (
 	ln.Close()
 	args := []string{"hub", "--port", strconv.Itoa(port), "--no-mcp", "--max-clients", strconv.Itoa(sockets + 16),
 		"--max-connections-per-host", "0", "--max-claims-per-agent", "1000000"}
+	if !hostile {
+		// Throughput: agents that cycle as fast as the hub answers are
+		// not paced (a hub under attack keeps its default pacing).
+		args = append(args, "--frames-per-socket", "0")
+	}
 	dir := ""
 	if journalOn {
 		if dir, err = os.MkdirTemp("", "synapse-bench-load-"); err != nil {
@@ -205,6 +226,63 @@ func startLoadHub(sockets int, token string, journalOn bool, stderr io.Writer) (
 		return "", 0, nil, errors.New("the hub did not start within 30 s")
 	}
 	return "ws://127.0.0.1:" + strconv.Itoa(port), cmd.Process.Pid, stop, nil
+}
+
+// attackProcess starts a hostile phase's attackers as a child process
+// ('synapse bench attack'), so that they do not share a Go scheduler with
+// the good agents measured beside them; its stop interrupts the child and
+// reads what it did from its stdout.
+func attackProcess(uri, token string, n int) func(kinds []string, maxMsg int) (func() (bench.AttackStats, error), error) {
+	return func(kinds []string, maxMsg int) (func() (bench.AttackStats, error), error) {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(self, "bench", "attack", "--uri", uri, "--kinds", strings.Join(kinds, ","),
+			"--sockets", strconv.Itoa(n), "--max-msg-bytes", strconv.Itoa(maxMsg))
+		cmd.Env = append(os.Environ(), "SYNAPSE_TOKEN="+token)
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, os.Stderr
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		return func() (bench.AttackStats, error) {
+			_ = cmd.Process.Signal(os.Interrupt)
+			var st bench.AttackStats
+			if err := cmd.Wait(); err != nil {
+				return st, fmt.Errorf("attackers: %w", err)
+			}
+			if err := json.Unmarshal([]byte(out.String()), &st); err != nil {
+				return st, fmt.Errorf("attackers: %w", err)
+			}
+			return st, nil
+		}, nil
+	}
+}
+
+// runAttack is 'synapse bench attack' (bench load --hostile's child): the
+// attackers of one hostile phase, until interrupted; then what they did,
+// as JSON on stdout. The hub's token, if any, is in SYNAPSE_TOKEN.
+func runAttack(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench attack", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	uri := fs.String("uri", "", "the hub")
+	kinds := fs.String("kinds", "malformed", "attacks, comma-separated")
+	n := fs.Int("sockets", 1, "attackers")
+	maxMsg := fs.Int("max-msg-bytes", 1<<20, "the hub's frame limit")
+	if err := fs.Parse(args); err != nil || *uri == "" {
+		fmt.Fprintln(stderr, "synapse bench attack --uri URI --kinds K --sockets N: bench load --hostile's attackers")
+		return 2
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
+	st, err := bench.RunAttack(ctx, *uri, os.Getenv("SYNAPSE_TOKEN"), *maxMsg, strings.Split(*kinds, ","), *n)
+	if err != nil {
+		fmt.Fprintln(stderr, "synapse bench attack:", err)
+		return 1
+	}
+	printJSON(stdout, st)
+	return 0
 }
 
 // measureFloor runs this binary's bare echo server as a child process and

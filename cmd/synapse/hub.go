@@ -61,6 +61,8 @@ type hubFlags struct {
 	malformedRate          float64
 	malformedBurst         int
 	closesRate             float64
+	framesRate             float64
+	framesBurst            int
 	closesBurst            int
 	sendQueue              int
 	sendQueueKB            int
@@ -167,6 +169,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		PingInterval: f.pingInterval, PongTimeout: f.pongTimeout, AuthTimeout: f.authTimeout, PresenceWindow: f.presenceWindow,
 		MalformedPerSecond: f.malformedRate, MalformedBurst: f.malformedBurst,
 		ClosesPerHostPerSecond: f.closesRate, ClosesPerHostBurst: f.closesBurst,
+		FramesPerSocket: f.framesRate, FramesPerSocketBurst: f.framesBurst,
 		Logger: log,
 	}
 	if f.malformedRate <= 0 {
@@ -338,6 +341,8 @@ func (f *hubFlags) registerLimits(fs *flag.FlagSet) {
 	fs.DurationVar(&f.authTimeout, "auth-timeout", hub.DefaultAuthTimeout, "how long a new socket may take to send its first frame (close 4012)")
 	fs.Float64Var(&f.malformedRate, "malformed-per-socket", hub.DefaultMalformedPerSecond, "frames per second a socket may send that fail to decode, past --malformed-burst: its reads are paced to this (docs/security.md), 0 = unpaced")
 	fs.IntVar(&f.malformedBurst, "malformed-burst", hub.DefaultMalformedBurst, "frames failing to decode a socket may send before its reads are paced")
+	fs.Float64Var(&f.framesRate, "frames-per-socket", hub.DefaultFramesPerSocket, "frames per second one socket is read at, of every kind, past --frames-burst: its reads are paced, nothing refused; peer hubs exempt (docs/security.md), 0 = unpaced")
+	fs.IntVar(&f.framesBurst, "frames-burst", hub.DefaultFramesPerSocketBurst, "frames a socket may send at once before its reads are paced")
 	fs.Float64Var(&f.closesRate, "closes-per-host", hub.DefaultClosesPerHostPerSecond, "sockets per second one remote host may have closed for cause (oversized frame, wrong token, refused name or takeover, registration timeout, slow consumer) past --closes-burst; beyond, its new sockets wait before the upgrade (docs/security.md), 0 = off")
 	fs.IntVar(&f.closesBurst, "closes-burst", hub.DefaultClosesPerHostBurst, "sockets one remote host may have closed for cause before its new sockets wait")
 	fs.DurationVar(&f.presenceWindow, "presence-window", hub.DefaultPresenceWindow, "presence changes within this of the last presence_update are sent together at its end (docs/protocol.md, Presence)")

@@ -63,7 +63,8 @@ func TestHub_EveryLimitHasAFlag(t *testing.T) {
 	if f.limits != coord.DefaultLimits() || f.sendQueue != hub.DefaultSendQueue || f.sendQueueKB<<10 != hub.DefaultSendQueueBytes || f.pingInterval != hub.DefaultPingInterval ||
 		f.pongTimeout != hub.DefaultPongTimeout || f.authTimeout != hub.DefaultAuthTimeout || f.presenceWindow != hub.DefaultPresenceWindow ||
 		f.malformedRate != hub.DefaultMalformedPerSecond || f.malformedBurst != hub.DefaultMalformedBurst ||
-		f.closesRate != hub.DefaultClosesPerHostPerSecond || f.closesBurst != hub.DefaultClosesPerHostBurst {
+		f.closesRate != hub.DefaultClosesPerHostPerSecond || f.closesBurst != hub.DefaultClosesPerHostBurst ||
+		f.framesRate != hub.DefaultFramesPerSocket || f.framesBurst != hub.DefaultFramesPerSocketBurst {
 		t.Fatalf("defaults %+v differ from the hub's", f)
 	}
 	cases := []struct {
@@ -92,6 +93,8 @@ func TestHub_EveryLimitHasAFlag(t *testing.T) {
 		{"auth-timeout", "5s", func() any { return f.authTimeout }, 5 * time.Second},
 		{"malformed-per-socket", "2.5", func() any { return f.malformedRate }, 2.5},
 		{"malformed-burst", "7", func() any { return f.malformedBurst }, 7},
+		{"frames-per-socket", "50", func() any { return f.framesRate }, 50.0},
+		{"frames-burst", "60", func() any { return f.framesBurst }, 60},
 		{"closes-per-host", "3.5", func() any { return f.closesRate }, 3.5},
 		{"closes-burst", "8", func() any { return f.closesBurst }, 8},
 		{"presence-window", "250ms", func() any { return f.presenceWindow }, 250 * time.Millisecond},
