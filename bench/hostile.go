@@ -465,36 +465,28 @@ func (a *attack) slowReader(ctx context.Context, i int) bool {
 // bruteForce sends a first frame with a random token, waits for the
 // refusal, and again, as fast as the hub answers.
 func (a *attack) bruteForce(ctx context.Context, i int) bool {
-	c, err := a.dial(ctx, "bruteforce", true)
-	if err != nil {
-		return pause(ctx, 10*time.Millisecond)
-	}
-	defer a.untrack(c.nc)
 	var tok [16]byte
 	_, _ = rand.Read(tok[:])
-	if c.sendText(a.register(fmt.Sprintf("brute/b%d", i), hex.EncodeToString(tok[:]))) == nil {
-		a.sent.Add(1)
-	}
-	select {
-	case <-c.done:
-		a.ended(ctx, endOf(c))
-	case <-ctx.Done():
-	}
-	return true
+	return a.once(ctx, "bruteforce", a.register(fmt.Sprintf("brute/b%d", i), hex.EncodeToString(tok[:])))
 }
 
 // takeover binds name with takeover:true and holds it until the hub ends
 // the socket (superseded by the next one, or refused: cooldown,
 // quarantine); then again.
 func (a *attack) takeover(ctx context.Context, name string) bool {
-	c, err := a.dial(ctx, "takeover", true)
+	b := a.register(name, "")
+	return a.once(ctx, "takeover", append(b[:len(b)-1], `,"takeover":true}`...))
+}
+
+// once opens a socket, sends frame and waits for the hub to end the
+// socket; it reports that the attacker goes on.
+func (a *attack) once(ctx context.Context, kind string, frame []byte) bool {
+	c, err := a.dial(ctx, kind, true)
 	if err != nil {
 		return pause(ctx, 10*time.Millisecond)
 	}
 	defer a.untrack(c.nc)
-	b := a.register(name, "")
-	b = append(b[:len(b)-1], `,"takeover":true}`...)
-	if c.sendText(b) == nil {
+	if c.sendText(frame) == nil {
 		a.sent.Add(1)
 	}
 	select {

@@ -195,6 +195,11 @@ func (hb *hostBuckets) allow(host string, now float64) bool {
 	}
 	hb.mu.Lock()
 	defer hb.mu.Unlock()
+	return hb.bucketLocked(host, now).allow(now)
+}
+
+// bucketLocked is host's bucket, made full if it has none.
+func (hb *hostBuckets) bucketLocked(host string, now float64) *bucket {
 	b := hb.m[host]
 	if b == nil {
 		hb.sweepLocked(now)
@@ -202,7 +207,7 @@ func (hb *hostBuckets) allow(host string, now float64) bool {
 		b = &nb
 		hb.m[host] = b
 	}
-	return b.allow(now)
+	return b
 }
 
 // empty reports, without spending, whether host has no token left.
@@ -228,13 +233,7 @@ func (hb *hostBuckets) owe(host string, now float64) {
 	}
 	hb.mu.Lock()
 	defer hb.mu.Unlock()
-	b := hb.m[host]
-	if b == nil {
-		hb.sweepLocked(now)
-		nb := newBucket(hb.rate, hb.burst, now)
-		b = &nb
-		hb.m[host] = b
-	}
+	b := hb.bucketLocked(host, now)
 	b.reserve(now)
 	b.tokens = max(b.tokens, -maxCloseDebt*b.rate)
 }
