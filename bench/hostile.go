@@ -543,6 +543,7 @@ var hostileCounters = []string{
 	"synapse_slow_consumer_disconnects_total", "synapse_dead_sockets_reaped_total",
 	"synapse_auth_failures_total", "synapse_auth_lockout_refusals_total", "synapse_connections_rejected_total",
 	"synapse_rate_limited_total", "synapse_malformed_paced_total", `synapse_messages_total{type="malformed"}`,
+	`synapse_messages_total{type="who_request"}`, `synapse_messages_total{type="heartbeat"}`,
 	"synapse_takeovers_total", "synapse_takeover_quarantines_total", "synapse_upgrades_paced_total", "synapse_frames_paced_total",
 }
 
