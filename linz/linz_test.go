@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -227,7 +228,7 @@ func (w *worker) claim(ctx context.Context, t Input) {
 	out := answer(err)
 	switch out.Outcome {
 	case Granted:
-		out.Epoch, out.Expires, out.Version = cl.Epoch, int64(cl.LeaseExpiresAt*1e9), cl.Version
+		out.Epoch, out.Expires, out.Version, out.Checkpoint = cl.Epoch, int64(cl.LeaseExpiresAt*1e9), cl.Version, cl.Checkpoint
 		w.held[t.Task] = &holding{cl.Epoch, cl.Version}
 		w.idems = append(w.idems, idemGrant{w.name, key, t, ttl, cl.Epoch})
 	case Unknown:
@@ -276,11 +277,13 @@ func (w *worker) update(ctx context.Context, t Input, hd *holding, cas bool) {
 // checkpoint is a fenced checkpoint. The verb takes no idem key, so a
 // lost connection is not retried: its outcome stays unknown.
 func (w *worker) checkpoint(ctx context.Context, t Input, hd *holding) {
+	w.seq++
 	in := w.at(t, VerbCheckpoint, hd.epoch)
+	in.Checkpoint = fmt.Sprintf("%s-cp%d", w.name, w.seq)
 	var v int64
 	var err error
 	in.Call, in.Return, err = w.call(ctx, 1, func(cctx context.Context) (e error) {
-		v, e = w.c.Checkpoint(cctx, t.Task, fmt.Sprintf("cp-%d", in.Call), hd.epoch)
+		v, e = w.c.Checkpoint(cctx, t.Task, in.Checkpoint, hd.epoch)
 		return e
 	})
 	out := answer(err)
@@ -304,7 +307,7 @@ func (w *worker) handoff(ctx context.Context, t Input, hd *holding) {
 	out := answer(err)
 	out.Offline = out.Code == "TARGET_OFFLINE"
 	if out.Outcome == Granted {
-		out.Epoch, out.Expires = cl.Epoch, int64(cl.LeaseExpiresAt*1e9)
+		out.Epoch, out.Expires, out.Checkpoint = cl.Epoch, int64(cl.LeaseExpiresAt*1e9), cl.Checkpoint
 	}
 	delete(w.held, t.Task)
 	w.h.add(w.id, in, out)
@@ -452,7 +455,7 @@ func (r *run) execute(t *testing.T) {
 	}
 	live := map[string]Output{}
 	for _, cl := range st.ActiveClaims {
-		live[cl.TaskID] = Output{Holder: cl.Owner, Epoch: cl.Epoch, Version: cl.Version}
+		live[cl.TaskID] = Output{Holder: cl.Owner, Epoch: cl.Epoch, Version: cl.Version, Checkpoint: cl.Checkpoint}
 	}
 	rounds := int(time.Since(began)/roundLength) + 1
 	for round := 0; round < rounds; round++ {
@@ -474,7 +477,7 @@ func (r *run) execute(t *testing.T) {
 	}
 	r.result, r.info = porcupine.CheckOperationsVerbose(Model.ToModel(), h.ops, checkTimeout)
 	r.took = time.Since(began).Round(time.Second)
-	t.Logf("refusals by code: %v", refusalCodes(r.ops))
+	t.Logf("refusals by code: %v; grants carrying another agent's checkpoint (a lapse taken over, INV-CR-3, or a handed-off claim renewed): %d", refusalCodes(r.ops), resumes(r.ops))
 	t.Logf("%s: %d operations (%d unknown outcomes, %d resent after a lost connection) on %d tasks (%d rounds), %d crashes, %d pauses, %d idem replays after recovery, %d accounting problems, %s",
 		r.result, len(r.ops), countUnknown(r.ops), r.retries, tasks*rounds, rounds, r.crashes, r.pauses, r.replays, len(r.problems), r.took)
 }
@@ -529,6 +532,19 @@ func refusalCodes(ops []porcupine.Operation) map[string]int {
 	for _, op := range ops {
 		if out := op.Output.(Output); out.Outcome == Denied {
 			n[out.Code]++
+		}
+	}
+	return n
+}
+
+// resumes counts the grants carrying a checkpoint another agent saved: a
+// lapsed claim's work taken over (INV-CR-3), or a handed-off claim renewed.
+func resumes(ops []porcupine.Operation) int {
+	n := 0
+	for _, op := range ops {
+		in, out := op.Input.(Input), op.Output.(Output)
+		if in.Verb == VerbClaim && out.Outcome == Granted && out.Checkpoint != "" && !strings.HasPrefix(out.Checkpoint, in.Agent+"-") {
+			n++
 		}
 	}
 	return n

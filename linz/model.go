@@ -59,7 +59,9 @@ type Input struct {
 	// Expected is task_update's expected_version; -1 sends none.
 	Expected int64
 	To       string // handoff: the recipient
-	Call     int64
+	// Checkpoint is what a checkpoint call saves (unique per call).
+	Checkpoint string
+	Call       int64
 	Return   int64
 }
 
@@ -70,6 +72,9 @@ type Output struct {
 	Expires int64  // claim or handoff granted: lease deadline, unix nanoseconds
 	Version int64  // claim, update or checkpoint granted: the claim's version
 	Holder  string // read: the holder, "" when free (and the claim's Epoch and Version)
+	// Checkpoint is the claim's checkpoint: of a claim or handoff granted,
+	// and of the holder's claim in a read.
+	Checkpoint string
 	Code    string // denied: the hub's reason code, for the reader of a violation
 	// Offline marks a handoff refused because the recipient was not
 	// connected, which the model cannot know (it was reconnecting).
@@ -84,6 +89,20 @@ type State struct {
 	Expires int64  // the holder's lease deadline; 0 when unknown
 	Version int64  // the holder's claim version; -1 when unknown
 	Max     int64  // every epoch granted on this task so far is ≤ Max (a lower bound)
+	// Checkpoint is the holder's checkpoint; Retained, when the task is
+	// free, the checkpoint its last claim lapsed with, which the next
+	// claimant resumes from (INV-CR-3). A release drops it.
+	Checkpoint, Retained string
+}
+
+// lapsed is the task after its lease lapses: free, keeping the claim's
+// checkpoint, if it had one, for the next claimant (INV-LL-2, INV-CR-3).
+func lapsed(s State) State {
+	f := State{Max: s.Max, Retained: s.Retained}
+	if s.Checkpoint != "" {
+		f.Retained = s.Checkpoint
+	}
+	return f
 }
 
 // GroupSize is how many tasks one worktree holds at most.
@@ -124,7 +143,7 @@ func possible(s State, in Input) []State {
 	if s.Holder == "" {
 		return []State{s}
 	}
-	free := State{Max: s.Max}
+	free := lapsed(s)
 	switch {
 	case s.Expires == 0 || in.Return == 0: // deadline or decision time unknown
 		return []State{s, free}
@@ -180,14 +199,16 @@ func step(g Group, in Input, out Output) (Group, bool) {
 			if held || scope || out.Epoch <= s.Max {
 				return g, false
 			}
-			v := int64(0) // a new claim starts at version 0; a renewal keeps it
+			// A new claim starts at version 0 and resumes from the
+			// retained checkpoint (INV-CR-3); a renewal keeps both.
+			v, cp := int64(0), s.Retained
 			if s.Holder == in.Agent {
-				v = s.Version
+				v, cp = s.Version, s.Checkpoint
 			}
-			if v >= 0 && out.Version != v {
+			if (v >= 0 && out.Version != v) || out.Checkpoint != cp {
 				return g, false
 			}
-			return set(State{Holder: in.Agent, Path: in.Path, Epoch: out.Epoch, Expires: out.Expires, Version: out.Version, Max: out.Epoch}), true
+			return set(State{Holder: in.Agent, Path: in.Path, Epoch: out.Epoch, Expires: out.Expires, Version: out.Version, Max: out.Epoch, Checkpoint: cp}), true
 		case Denied:
 			return g, held || scope
 		}
@@ -206,6 +227,9 @@ func step(g Group, in Input, out Output) (Group, bool) {
 				return g, false
 			}
 			s.Version = out.Version
+			if in.Verb == VerbCheckpoint {
+				s.Checkpoint = in.Checkpoint
+			}
 			return set(s), true
 		case Denied:
 			return g, !sure || (cas && (s.Version < 0 || s.Version != in.Expected))
@@ -216,10 +240,10 @@ func step(g Group, in Input, out Output) (Group, bool) {
 		scope := mine && conflicts(&g, in.Slot, s.Path, in.To)
 		switch out.Outcome {
 		case Granted: // INV-CR-2: straight to the recipient, fresh epoch, version reset
-			if !mine || scope || out.Epoch <= s.Max {
+			if !mine || scope || out.Epoch <= s.Max || out.Checkpoint != s.Checkpoint {
 				return g, false
 			}
-			return set(State{Holder: in.To, Path: s.Path, Epoch: out.Epoch, Expires: out.Expires, Max: out.Epoch}), true
+			return set(State{Holder: in.To, Path: s.Path, Epoch: out.Epoch, Expires: out.Expires, Max: out.Epoch, Checkpoint: s.Checkpoint}), true
 		case Denied:
 			return g, !sure || out.Offline || scope
 		}
@@ -227,7 +251,7 @@ func step(g Group, in Input, out Output) (Group, bool) {
 		if s.Holder != out.Holder {
 			return g, false
 		}
-		return g, s.Holder == "" || ((s.Epoch == 0 || s.Epoch == out.Epoch) && (s.Version < 0 || s.Version == out.Version))
+		return g, s.Holder == "" || ((s.Epoch == 0 || s.Epoch == out.Epoch) && (s.Version < 0 || s.Version == out.Version) && s.Checkpoint == out.Checkpoint)
 	}
 	return g, false
 }
@@ -253,9 +277,9 @@ func next(g Group, in Input, out Output) []Group {
 			}
 			switch s.Holder {
 			case "":
-				applied(State{Holder: in.Agent, Path: in.Path, Version: 0, Max: s.Max})
+				applied(State{Holder: in.Agent, Path: in.Path, Version: 0, Max: s.Max, Checkpoint: s.Retained})
 			case in.Agent:
-				applied(State{Holder: in.Agent, Path: in.Path, Version: s.Version, Max: s.Max})
+				applied(State{Holder: in.Agent, Path: in.Path, Version: s.Version, Max: s.Max, Checkpoint: s.Checkpoint})
 			}
 		case VerbRelease:
 			if n, ok := step(p, in, Output{Outcome: Granted}); ok {
@@ -266,11 +290,14 @@ func next(g Group, in Input, out Output) []Group {
 				if s.Version >= 0 {
 					s.Version++
 				}
+				if in.Verb == VerbCheckpoint {
+					s.Checkpoint = in.Checkpoint
+				}
 				applied(s)
 			}
 		case VerbHandoff:
 			if mine && !conflicts(&p, in.Slot, s.Path, in.To) {
-				applied(State{Holder: in.To, Path: s.Path, Max: s.Max})
+				applied(State{Holder: in.To, Path: s.Path, Max: s.Max, Checkpoint: s.Checkpoint})
 			}
 		}
 	}
@@ -328,7 +355,7 @@ var Model = porcupine.NondeterministicModel{
 			if out.Outcome == Granted {
 				res = fmt.Sprintf("v%d", out.Version)
 			}
-			return fmt.Sprintf("checkpoint(%s, %s, epoch %d) → %s", in.Agent, in.Task, in.Epoch, res)
+			return fmt.Sprintf("checkpoint(%s, %s, %q, epoch %d) → %s", in.Agent, in.Task, in.Checkpoint, in.Epoch, res)
 		case VerbHandoff:
 			if out.Outcome == Granted {
 				res = fmt.Sprintf("epoch %d", out.Epoch)
@@ -342,10 +369,10 @@ var Model = porcupine.NondeterministicModel{
 		var parts []string
 		for i, s := range state.(Group) {
 			if s.Holder == "" {
-				parts = append(parts, fmt.Sprintf("[%d] free (max epoch %d)", i, s.Max))
+				parts = append(parts, fmt.Sprintf("[%d] free (max epoch %d, retained cp %q)", i, s.Max, s.Retained))
 				continue
 			}
-			parts = append(parts, fmt.Sprintf("[%d] %s holds %q @%d v%d until %d (max %d)", i, s.Holder, s.Path, s.Epoch, s.Version, s.Expires, s.Max))
+			parts = append(parts, fmt.Sprintf("[%d] %s holds %q @%d v%d cp %q until %d (max %d)", i, s.Holder, s.Path, s.Epoch, s.Version, s.Checkpoint, s.Expires, s.Max))
 		}
 		return strings.Join(parts, "; ")
 	},

@@ -42,6 +42,10 @@ func scopedOp(client int, call, ret int64, in Input, tree string, slot int, path
 	return op(client, call, ret, in, out)
 }
 
+func cpOp(client int, call, ret int64, agent string, epoch int64, cp string, out Output) porcupine.Operation {
+	return op(client, call, ret, Input{Verb: VerbCheckpoint, Task: "T", Agent: agent, Epoch: epoch, Checkpoint: cp}, out)
+}
+
 func readOp(call, ret int64, holder string) porcupine.Operation {
 	return readVersionOp(call, ret, holder, 0, 0)
 }
@@ -101,6 +105,18 @@ func TestModel_AcceptsLegalAndRefusesIllegalHistories(t *testing.T) {
 			claimOp(0, 0, 1, "a", granted(1, 10*sec)), updateOp(0, 2, 3, "a", 1, -1, Output{Version: 1}), readVersionOp(4, 5, "a", 1, 1)}},
 		{"INV-CR-2: a handoff leaves a window for a third agent", false, []porcupine.Operation{
 			claimOp(0, 0, 1, "a", granted(1, 10*sec)), handoffOp(0, 2, 3, "a", "b", 1, granted(3, 10*sec)), claimOp(2, 4, 5, "c", granted(4, 10*sec))}},
+		{"INV-CR-3: a claim after a lapse resumes from the checkpoint", true, []porcupine.Operation{
+			claimOp(0, 0, 1, "a", granted(1, 2*sec)), cpOp(0, 2, 3, "a", 1, "x", Output{Version: 1}),
+			claimOp(1, 3*sec, 3*sec+1, "b", Output{Epoch: 2, Expires: 10 * sec, Checkpoint: "x"})}},
+		{"INV-CR-3: a claim after a lapse starts over", false, []porcupine.Operation{
+			claimOp(0, 0, 1, "a", granted(1, 2*sec)), cpOp(0, 2, 3, "a", 1, "x", Output{Version: 1}),
+			claimOp(1, 3*sec, 3*sec+1, "b", granted(2, 10*sec))}},
+		{"INV-CR-3: a claim after a release resumes a dropped checkpoint", false, []porcupine.Operation{
+			claimOp(0, 0, 1, "a", granted(1, 10*sec)), cpOp(0, 2, 3, "a", 1, "x", Output{Version: 1}),
+			releaseOp(0, 4, 5, "a", 1, Output{}), claimOp(1, 6, 7, "b", Output{Epoch: 2, Expires: 10 * sec, Checkpoint: "x"})}},
+		{"INV-CR-2: a handoff loses the checkpoint", false, []porcupine.Operation{
+			claimOp(0, 0, 1, "a", granted(1, 10*sec)), cpOp(0, 2, 3, "a", 1, "x", Output{Version: 1}),
+			handoffOp(0, 4, 5, "a", "b", 1, granted(2, 10*sec))}},
 		{"INV-ME-2: a claim on an ancestor of a held path is refused", true, []porcupine.Operation{
 			scopedOp(0, 0, 1, claimA, "w", 0, "a/b", granted(1, 10*sec)), scopedOp(1, 2, 3, claimB, "w", 1, "a", denied)}},
 		{"INV-ME-2: a claim on an ancestor of a held path is granted", false, []porcupine.Operation{
