@@ -62,7 +62,7 @@ type Input struct {
 	// Checkpoint is what a checkpoint call saves (unique per call).
 	Checkpoint string
 	Call       int64
-	Return   int64
+	Return     int64
 }
 
 // Output is the hub's answer.
@@ -75,7 +75,7 @@ type Output struct {
 	// Checkpoint is the claim's checkpoint: of a claim or handoff granted,
 	// and of the holder's claim in a read.
 	Checkpoint string
-	Code    string // denied: the hub's reason code, for the reader of a violation
+	Code       string // denied: the hub's reason code, for the reader of a violation
 	// Offline marks a handoff refused because the recipient was not
 	// connected, which the model cannot know (it was reconnecting).
 	Offline bool
