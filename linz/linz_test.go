@@ -69,6 +69,16 @@ type worker struct {
 
 	mu    sync.Mutex
 	spans []span // the worker's connections, for checking TARGET_OFFLINE refusals
+
+	mail []sentMail // directed chats the hub acknowledged with a journal seq
+}
+
+// sentMail is an acknowledged directed chat: durable once the echo carries
+// its journal seq, so the recipient's mailbox must replay it after any
+// crash (INV-JA-1, INV-DG-3).
+type sentMail struct {
+	to, id string
+	seq    int64
 }
 
 // span is one connection of a worker: from its registration (Dial
@@ -313,6 +323,23 @@ func (w *worker) handoff(ctx context.Context, t Input, hd *holding) {
 	w.h.add(w.id, in, out)
 }
 
+// send sends a directed chat to another agent, connected or not. Chat is
+// at-least-once and carries no idem key (INV-DG-1), so a lost connection
+// is not retried; only an acknowledged chat is recorded.
+func (w *worker) send(ctx context.Context) {
+	w.seq++
+	to := fmt.Sprintf("linz/agent%d", (w.id+1+w.rng.IntN(agents-1))%agents)
+	id := fmt.Sprintf("%s-m%d", w.name, w.seq)
+	var sent *client.Sent
+	_, _, err := w.call(ctx, 1, func(cctx context.Context) (e error) {
+		sent, e = w.c.Send(cctx, to, "linz "+id, client.SendOptions{ClientMsgID: id})
+		return e
+	})
+	if err == nil && sent.Seq > 0 {
+		w.mail = append(w.mail, sentMail{to, id, sent.Seq})
+	}
+}
+
 // settle updates what we hold after a fenced call: a grant runs onGrant,
 // anything else means we may no longer hold the task as we think.
 func (w *worker) settle(task string, out Output, onGrant func()) {
@@ -329,6 +356,10 @@ func (w *worker) settle(task string, out Output, onGrant func()) {
 // version that must be refused (INV-EF-2, INV-EF-3).
 func (w *worker) run(ctx context.Context) {
 	for ctx.Err() == nil {
+		if w.rng.IntN(10) == 0 {
+			w.send(ctx)
+			continue
+		}
 		task := scoped(int(time.Since(w.began)/roundLength), w.rng.IntN(tasks), Input{})
 		hd, mine := w.held[task.Task]
 		switch r := w.rng.IntN(20); {
@@ -402,6 +433,7 @@ type run struct {
 	crashes, pauses int
 	retries         int
 	replays         int
+	mailSent        int // acknowledged directed chats, each found in its recipient's mailbox after recovery
 	problems        []string // zero-loss accounting outside the model
 	result          porcupine.CheckResult
 	info            porcupine.LinearizationInfo
@@ -472,14 +504,17 @@ func (r *run) execute(t *testing.T) {
 	var idemProblems []string
 	r.replays, idemProblems = checkIdemReplays(rctx, hub.uri(), workers)
 	r.problems = append(r.problems, idemProblems...)
+	var mailProblems []string
+	r.mailSent, mailProblems = checkMailboxes(rctx, hub.uri(), workers)
+	r.problems = append(r.problems, mailProblems...)
 	for _, w := range workers {
 		r.retries += w.retries
 	}
 	r.result, r.info = porcupine.CheckOperationsVerbose(Model.ToModel(), h.ops, checkTimeout)
 	r.took = time.Since(began).Round(time.Second)
 	t.Logf("refusals by code: %v; grants carrying another agent's checkpoint (a lapse taken over, INV-CR-3, or a handed-off claim renewed): %d", refusalCodes(r.ops), resumes(r.ops))
-	t.Logf("%s: %d operations (%d unknown outcomes, %d resent after a lost connection) on %d tasks (%d rounds), %d crashes, %d pauses, %d idem replays after recovery, %d accounting problems, %s",
-		r.result, len(r.ops), countUnknown(r.ops), r.retries, tasks*rounds, rounds, r.crashes, r.pauses, r.replays, len(r.problems), r.took)
+	t.Logf("%s: %d operations (%d unknown outcomes, %d resent after a lost connection) on %d tasks (%d rounds), %d crashes, %d pauses, %d idem replays after recovery, %d acknowledged directed chats checked in the recovered mailboxes, %d accounting problems, %s",
+		r.result, len(r.ops), countUnknown(r.ops), r.retries, tasks*rounds, rounds, r.crashes, r.pauses, r.replays, r.mailSent, len(r.problems), r.took)
 }
 
 // The claim registry of a real hub process stays linearizable while a
@@ -666,6 +701,50 @@ func checkIdemReplays(ctx context.Context, uri string, workers []*worker) (n int
 			}
 		}
 		c.Close()
+	}
+	return n, problems
+}
+
+// checkMailboxes reads, after recovery, each agent's whole mailbox (no
+// agent ever acks, so its replay starts at the beginning): every directed
+// chat the hub acknowledged with a journal seq must be in its recipient's
+// replay, with that seq (INV-JA-1, INV-DG-3).
+func checkMailboxes(ctx context.Context, uri string, workers []*worker) (n int, problems []string) {
+	want := map[string][]sentMail{}
+	for _, w := range workers {
+		for _, m := range w.mail {
+			want[m.to] = append(want[m.to], m)
+			n++
+		}
+	}
+	for _, w := range workers {
+		c, err := client.Dial(ctx, client.Options{URI: uri, Name: w.name, NoReconnect: true})
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("redial %s for its mailbox: %v", w.name, err))
+			continue
+		}
+		frames, err := c.Inbox(ctx)
+		c.Close()
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("mailbox of %s: %v", w.name, err))
+			continue
+		}
+		got := map[string]int64{}
+		for _, f := range frames {
+			got[f.String("client_msg_id")] = f.Seq()
+		}
+		lost := 0
+		for _, m := range want[w.name] {
+			if seq, ok := got[m.id]; !ok || seq != m.seq {
+				if lost < 3 {
+					problems = append(problems, fmt.Sprintf("INV-JA-1/INV-DG-3: directed chat %s to %s (seq %d) acknowledged, not in its mailbox after recovery (found seq %d)", m.id, w.name, m.seq, seq))
+				}
+				lost++
+			}
+		}
+		if lost > 3 {
+			problems = append(problems, fmt.Sprintf("INV-JA-1/INV-DG-3: %d more acknowledged directed chats to %s lost", lost-3, w.name))
+		}
 	}
 	return n, problems
 }
