@@ -31,15 +31,29 @@ type jhub struct {
 
 func openJournalHub(t *testing.T, path string) *jhub {
 	t.Helper()
+	return openJournalHubWith(t, path, Config{})
+}
+
+// openJournalHubWith opens a journalled hub on path with cfg's other
+// fields. Opening a second one on the path while the first still runs is
+// a restart after SIGKILL: nothing of the first hub's shutdown has run
+// when the second replays the file (both close at the test's end).
+func openJournalHubWith(t *testing.T, path string, cfg Config) *jhub {
+	t.Helper()
 	st, err := journal.Open(path, journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := journal.Replay(st, coord.DefaultLimits(), nowTS(), journal.ReplayOptions{Logger: quietLogger()})
+	now := nowTS()
+	if cfg.Clock != nil {
+		now = cfg.Clock()
+	}
+	rec, err := journal.Replay(st, coord.DefaultLimits(), now, journal.ReplayOptions{Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(Config{Journal: st, State: rec.State, Logger: quietLogger(), HubID: "syn-0000test"})
+	cfg.Journal, cfg.State, cfg.Logger, cfg.HubID = st, rec.State, quietLogger(), "syn-0000test"
+	h, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

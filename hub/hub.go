@@ -276,7 +276,7 @@ func New(cfg Config) (*Hub, error) {
 	}
 	h.epoch = configEpoch(cfg)
 	h.policy = policy
-	h.verifier = newVerifier(keys)
+	h.verifier = newVerifier(keys, h.started)
 	h.hostRates = newHostBuckets(cfg.RateLimits.HostPerSecond, cfg.RateLimits.HostBurst)
 	h.authFails = newHostBuckets(float64(cfg.AuthFailuresPerMinute)/60, cfg.AuthFailuresPerMinute)
 	h.reg.init()
