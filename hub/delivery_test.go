@@ -459,3 +459,57 @@ func TestChat_AtLeastOnceIdemKeyNotConsumed_INV_DG_1(t *testing.T) {
 		})
 	}
 }
+
+// PROTOCOL.md §4.6 and INV-DG-3 across a SIGKILL: a dead letter clears
+// when its target binds, and stays cleared after the hub restarts on the
+// same file without a clean shutdown (the ledger is rebuilt from the
+// directed chats still marked dead). The backlog itself is untouched: the
+// target's mailbox still replays it. Another target's dead letter, never
+// cleared, comes back.
+func TestDeadLetter_ClearedOnBindStaysClearedAfterSIGKILL_INV_DG_3(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.db")
+	j := openJournalHub(t, path)
+	a := j.join("p/a")
+	seqs := sendAll(t, a, "p/a", "p/d", 2, "dl")
+	sendAll(t, a, "p/a", "p/e", 1, "other")
+	deadLetters := func(c *tconn) map[string]float64 {
+		t.Helper()
+		c.send(map[string]any{"sender": c.name, "type": "state_request", "target": "System"})
+		dl, _ := c.expect("state_snapshot")["snapshot"].(map[string]any)["dead_letters"].([]any)
+		out := map[string]float64{}
+		for _, e := range dl {
+			m := e.(map[string]any)
+			out[m["target"].(string)] = num(t, m["count"])
+		}
+		return out
+	}
+	if got := deadLetters(a); got["p/d"] != 2 || got["p/e"] != 1 {
+		t.Fatalf("dead letters before the bind = %v", got)
+	}
+	d := j.join("p/d")
+	d.sync("p/d") // the bind's frame is served, its clear committed
+	if got := deadLetters(a); len(got) != 1 || got["p/e"] != 1 {
+		t.Fatalf("dead letters after p/d bound = %v", got)
+	}
+	// p/d goes away and a new chat to it dead-letters again: counted from
+	// the clear on, after the restart as before it.
+	d.close()
+	late := sendAll(t, a, "p/a", "p/d", 1, "late")
+
+	j2 := openJournalHub(t, path) // j is never closed: SIGKILL
+	a2 := j2.join("p/a")
+	if got := deadLetters(a2); len(got) != 2 || got["p/e"] != 1 || got["p/d"] != 1 {
+		t.Fatalf("dead letters after the restart = %v, want p/e 1 and p/d 1 (only the chat after the clear)", got)
+	}
+	d2 := j2.join("p/d", map[string]any{"mailbox": true, "since_seq": 0})
+	for _, s := range append(seqs, late...) {
+		if m := d2.expect("chat"); seqOf(t, m) != s {
+			t.Fatalf("replay = %v, want seq %d", m, s)
+		}
+	}
+	d2.sync("p/d")
+	j3 := openJournalHub(t, path) // and again, after the second clear
+	if got := deadLetters(j3.join("p/a")); len(got) != 1 || got["p/e"] != 1 {
+		t.Fatalf("dead letters after the second restart = %v", got)
+	}
+}

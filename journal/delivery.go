@@ -17,12 +17,16 @@ import (
 
 // Event kinds of directed delivery (PROTOCOL.md §4.2).
 const (
-	KindChat               = "chat"
-	KindMailboxWatermark   = "mailbox_watermark"
-	KindReceiptRequested   = "delivery_receipt_requested"
-	KindReceiptImmediate   = "delivery_receipt_immediate"
-	KindReceiptDeferred    = "delivery_receipt_deferred"
-	KindReceiptExpired     = "delivery_receipt_expired"
+	KindChat             = "chat"
+	KindMailboxWatermark = "mailbox_watermark"
+	KindReceiptRequested = "delivery_receipt_requested"
+	KindReceiptImmediate = "delivery_receipt_immediate"
+	KindReceiptDeferred  = "delivery_receipt_deferred"
+	KindReceiptExpired   = "delivery_receipt_expired"
+	// KindDeadLetterCleared is ours: the target bound, so its dead
+	// letters up to through_seq are no longer dead (the reference keeps
+	// dead letters in memory only and skips the kind).
+	KindDeadLetterCleared  = "dead_letter_cleared"
 	receiptKindPhasePrefix = "delivery_receipt_"
 )
 
@@ -33,10 +37,13 @@ const (
 // replay pages through it in seq order and reads the payload from events
 // by primary key, so a page costs its own rows whatever the log holds
 // besides; dead is 1 when no live recipient matched at send time.
-// mailbox_watermarks holds each identity's highest through_seq.
+// mailbox_watermarks holds each identity's highest through_seq. The
+// partial index finds a target's dead chats when it binds
+// (ClearDeadLetters) without reading the live ones.
 const deliverySchema = `
 CREATE TABLE IF NOT EXISTS directed_chats (seq INTEGER PRIMARY KEY, ts REAL NOT NULL,
                      sender TEXT NOT NULL, target TEXT NOT NULL, dead INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS directed_chats_dead_idx ON directed_chats(target) WHERE dead = 1;
 CREATE TABLE IF NOT EXISTS mailbox_watermarks (identity TEXT PRIMARY KEY, through_seq INTEGER NOT NULL);
 `
 
@@ -111,6 +118,13 @@ func (s *Store) migrateDelivery(ctx context.Context) error {
 func InsertDirectedChat(seq int64, ts float64, sender, target string, dead bool) Statement {
 	return Statement{`INSERT INTO directed_chats(seq, ts, sender, target, dead) VALUES(?, ?, ?, ?, ?)`,
 		[]any{seq, ts, sender, target, boolInt(dead)}}
+}
+
+// ClearDeadLetters unmarks target's dead directed chats with seq <=
+// through (a dead_letter_cleared row's statement).
+func ClearDeadLetters(target string, through int64) Statement {
+	return Statement{`UPDATE directed_chats SET dead = 0 WHERE target = ? AND dead = 1 AND seq <= ?`,
+		[]any{target, through}}
 }
 
 // AdvanceWatermark raises identity's watermark to through (never lowers it).
