@@ -168,6 +168,7 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 		h.deliverLocked(c, seq)
 		h.mu.Unlock()
 	}); !ok {
+		h.chatFailed(rcpt)
 		return
 	}
 	switch {
@@ -176,6 +177,10 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 		h.markOutbox(rcpt.id, ok)
 	case c.receipt:
 		s.sendReceipt(h.immediateReceipt(c, rcpt.chatSeq, ""))
+	}
+	if rcpt.expired != nil { // the receipt this one evicted from the pending window
+		h.m.receiptsExpired.Inc()
+		h.deliverReceipt(rcpt.expired, rcpt.evicted.Sender)
 	}
 }
 
