@@ -81,6 +81,9 @@ func (s *session) handle(data []byte) {
 	if !s.tokenGate(sender, in) || !s.register(sender, in, typ) {
 		return
 	}
+	if s.deadCleared > 0 {
+		s.journalDeadLetterClear(sender)
+	}
 	if !s.allowAgentFrame(sender, typ) || !s.verifyMessage(sender, typ, in) {
 		return
 	}

@@ -61,6 +61,7 @@ type hubFlags struct {
 	malformedRate          float64
 	malformedBurst         int
 	sendQueue              int
+	pendingReceipts        int
 	pingInterval           time.Duration
 	pongTimeout            time.Duration
 	authTimeout            time.Duration
@@ -160,8 +161,8 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		MaxFrameBytes: f.maxMsgKB << 10, MaxHistory: f.maxHistory,
 		Limits:          f.limits,
 		LeaseOfflineTTL: time.Duration(f.leaseOfflineTTL * float64(time.Second)),
-		SendQueue:       f.sendQueue,
-		PingInterval:    f.pingInterval, PongTimeout: f.pongTimeout, AuthTimeout: f.authTimeout, PresenceWindow: f.presenceWindow,
+		SendQueue:       f.sendQueue, PendingReceiptWindow: f.pendingReceipts,
+		PingInterval: f.pingInterval, PongTimeout: f.pongTimeout, AuthTimeout: f.authTimeout, PresenceWindow: f.presenceWindow,
 		MalformedPerSecond: f.malformedRate, MalformedBurst: f.malformedBurst,
 		Logger: log,
 	}
@@ -322,6 +323,7 @@ func (f *hubFlags) registerLimits(fs *flag.FlagSet) {
 	fs.IntVar(&l.MaxNotesPerAuthor, "max-notes-per-author", d.MaxNotesPerAuthor, "progress notes kept per author")
 	fs.IntVar(&l.MaxNotesPerTask, "max-notes-per-task", d.MaxNotesPerTask, "progress notes kept per task")
 	fs.IntVar(&f.sendQueue, "send-queue", hub.DefaultSendQueue, "frames queued to one socket before it is dropped as a slow consumer")
+	fs.IntVar(&f.pendingReceipts, "pending-receipt-window", hub.DefaultPendingReceiptWindow, "delivery receipts awaiting the recipient's ack; one more expires the oldest, and its sender gets an expired delivery_receipt")
 	fs.DurationVar(&f.pingInterval, "ping-interval", hub.DefaultPingInterval, "how often each socket is pinged")
 	fs.DurationVar(&f.pongTimeout, "pong-timeout", hub.DefaultPongTimeout, "how long a ping may go unanswered before the socket is reaped")
 	fs.DurationVar(&f.authTimeout, "auth-timeout", hub.DefaultAuthTimeout, "how long a new socket may take to send its first frame (close 4012)")
