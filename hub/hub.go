@@ -85,8 +85,13 @@ type Config struct {
 	// mutations are refused (PROTOCOL.md §1.4 step 14) and /health says
 	// degraded.
 	Degraded string
-	Clock    func() float64 // unix seconds; default time.Now
-	Logger   *slog.Logger
+	// JournalFault, when not nil, is why Journal could only be opened
+	// read-only at startup (it wraps journal.ErrReadOnly): the hub serves
+	// reads, refuses every gated mutation with journal_unavailable and
+	// says degraded on /health, until restarted on a writable journal.
+	JournalFault error
+	Clock        func() float64 // unix seconds; default time.Now
+	Logger       *slog.Logger
 
 	// Security (auth.go, ratelimit.go, docs/security.md).
 

@@ -196,8 +196,8 @@ func (h *Hub) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	if h.cfg.Degraded != "" {
 		status, reason = "degraded", h.cfg.Degraded
 	}
-	if err := h.seq.Err(); err != nil {
-		status, reason = "degraded", err.Error()
+	if err := h.journalErr(); err != nil {
+		status, reason = "degraded", h.journalHealth(err)
 	}
 	corrupt := 0
 	if h.cfg.Degraded != "" {

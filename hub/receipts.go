@@ -260,7 +260,7 @@ func (s *session) submitRecords(sender string, recs []journal.Record, committed 
 	case err == errClosing:
 		s.fail(sender, "shutting_down", "Hub is shutting down.")
 	default:
-		s.fail(sender, "journal_unavailable", "Chat was not journalled (journal unavailable); it was not delivered.")
+		s.fail(sender, "journal_unavailable", s.h.journalRefusal("The chat", err)+" It was not delivered.")
 	}
 	return 0, false
 }

@@ -91,6 +91,10 @@ func (s *session) handle(data []byte) {
 		s.fail(sender, "journal_recovery_required", "Mutation refused: durable journal recovery is required. Inspect the journal and run `synapse compact --drop-corrupt` ("+h.cfg.Degraded+").")
 		return
 	}
+	if err := h.cfg.JournalFault; gated[typ] && err != nil {
+		s.fail(sender, "journal_unavailable", h.journalRefusal("The "+typ, err))
+		return
+	}
 	in.Set("sender", sender)
 	in.Set("type", typ)
 	if !s.receiptsFlushed { // first bind: undelivered receipts (PROTOCOL.md §1.4 step 11)
@@ -237,11 +241,11 @@ func (s *session) submit(sender, typ, task string, in *wire.Inbound, cmd coord.C
 		s.fail(sender, "idempotency_conflict", "Idempotency key was already used for a different request.")
 		return reply, false
 	case errors.Is(err, sequencer.ErrJournal):
-		what := "Mutation"
+		what := "The " + typ
 		if task != "" {
-			what = "Task '" + task + "'"
+			what += " of task '" + task + "'"
 		}
-		s.fail(sender, "journal_unavailable", what+" was not journalled (journal unavailable); mutation rolled back.")
+		s.fail(sender, "journal_unavailable", h.journalRefusal(what, err))
 		return reply, false
 	case errors.Is(err, sequencer.ErrClosed):
 		s.fail(sender, "shutting_down", "Hub is shutting down.")

@@ -54,6 +54,11 @@ type Options struct {
 	// file further fails with SQLITE_FULL and rolls back, as on a full disk.
 	// For fault-injection tests; a hub leaves it 0 (SQLite's default cap).
 	MaxPageCount int
+	// MaxBytes, when positive, caps the file the same way, in bytes
+	// (rounded down to whole pages, never below the file's current size):
+	// `synapse hub --journal-max-kb`. An append beyond it fails with
+	// ErrDiskFull.
+	MaxBytes int64
 }
 
 // Errors callers may compare against.
@@ -119,17 +124,20 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.KeepSnapshots <= 0 {
 		opts.KeepSnapshots = 2
 	}
+	if err := checkWhole(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("journal: open %s: %w", path, classify(err))
+	}
 	if !opts.ReadOnly {
 		// Create the file ourselves so SQLite never creates it with the
 		// umask's mode; SQLite gives the -wal and -shm files the mode of
 		// the database file.
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
-			return nil, fmt.Errorf("journal: open %s: %w", path, err)
+			return nil, fmt.Errorf("journal: open %s: %w", path, classify(err))
 		}
 		f.Close()
 		if err := tightenMode(path); err != nil {
-			return nil, fmt.Errorf("journal: open %s: %w", path, err)
+			return nil, fmt.Errorf("journal: open %s: %w", path, classify(err))
 		}
 	} else if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("journal: open %s: %w", path, err)
@@ -137,7 +145,7 @@ func Open(path string, opts Options) (*Store, error) {
 	s := &Store{path: path, opts: opts}
 	if err := s.open(); err != nil {
 		s.closeAll()
-		return nil, fmt.Errorf("journal: open %s: %w", path, err)
+		return nil, fmt.Errorf("journal: open %s: %w", path, classify(err))
 	}
 	return s, nil
 }
@@ -177,6 +185,15 @@ func (s *Store) open() error {
 	s.db.SetConnMaxLifetime(0)
 	if s.wc, err = s.db.Conn(ctx); err != nil {
 		return err
+	}
+	if s.opts.MaxBytes > 0 {
+		var pageSize int64
+		if err = s.wc.QueryRowContext(ctx, "PRAGMA page_size").Scan(&pageSize); err != nil {
+			return err
+		}
+		if _, err = s.wc.ExecContext(ctx, fmt.Sprintf("PRAGMA max_page_count = %d", max(s.opts.MaxBytes/pageSize, 1))); err != nil {
+			return err
+		}
 	}
 	if !s.opts.ReadOnly {
 		if err = s.createSchema(ctx); err != nil {
@@ -330,7 +347,7 @@ func (s *Store) Append(ctx context.Context, b *Batch) (firstSeq int64, err error
 	}
 	first, err := s.appendLocked(context.WithoutCancel(ctx), b, ops)
 	if err != nil {
-		return 0, fmt.Errorf("journal: append batch: %w", err)
+		return 0, fmt.Errorf("journal: append batch: %w", classify(s.probeWritable(err)))
 	}
 	return first, nil
 }

@@ -58,6 +58,7 @@ type hubFlags struct {
 	leaseOfflineTTL        float64
 	logJSON                bool
 	limits                 coord.Limits // the core's limits (registerLimits)
+	journalMaxKB           int64        // the journal file's cap (--journal-max-kb)
 	malformedRate          float64
 	malformedBurst         int
 	sendQueue              int
@@ -220,17 +221,21 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "synapse hub: cannot create the journal's folder: %v. Choose another with --db PATH.\n", err)
 			return 1
 		}
-		store, err = journal.Open(f.db, journal.Options{HubID: f.hubID})
+		store, cfg.JournalFault, err = openHubJournal(f.db, journal.Options{HubID: f.hubID, MaxBytes: f.journalMaxKB << 10})
 		if err != nil {
-			fmt.Fprintf(stderr, "synapse hub: cannot open the journal %s: %v. Is another hub using it? Choose another with --db PATH, or run 'synapse journal check %s'.\n", f.db, err, f.db)
+			fmt.Fprintln(stderr, "synapse hub:", journalOpenFailure(f.db, err))
 			return 1
 		}
 		defer store.Close()
+		if cfg.JournalFault != nil {
+			log.Error("the journal cannot be written: serving reads, refusing every mutation until it is writable and the hub restarts",
+				"db", f.db, "err", cfg.JournalFault)
+		}
 		start := time.Now()
 		progress := func(done, total int64) { log.Info("replaying the journal", "rows", done, "of", total) }
 		rec, err := journal.Replay(store, cfg.Limits, float64(time.Now().UnixNano())/1e9, journal.ReplayOptions{Logger: log, Progress: progress})
 		if err != nil {
-			fmt.Fprintf(stderr, "synapse hub: cannot replay the journal %s: %v. Run 'synapse journal check %s' to see what is wrong.\n", f.db, err, f.db)
+			fmt.Fprintf(stderr, "synapse hub: cannot replay the journal %s: %v.\nThe hub did not start, so nothing was changed. Run 'synapse journal check %s' to see what is wrong; if the file is damaged, restore it from a backup or a complete copy (docs/journal.md, Disk faults).\n", f.db, err, f.db)
 			return 1
 		}
 		cfg.State, cfg.Journal = rec.State, store
@@ -329,7 +334,42 @@ func (f *hubFlags) registerLimits(fs *flag.FlagSet) {
 	fs.DurationVar(&f.authTimeout, "auth-timeout", hub.DefaultAuthTimeout, "how long a new socket may take to send its first frame (close 4012)")
 	fs.Float64Var(&f.malformedRate, "malformed-per-socket", hub.DefaultMalformedPerSecond, "frames per second a socket may send that fail to decode, past --malformed-burst: its reads are paced to this (docs/security.md), 0 = unpaced")
 	fs.IntVar(&f.malformedBurst, "malformed-burst", hub.DefaultMalformedBurst, "frames failing to decode a socket may send before its reads are paced")
+	fs.Int64Var(&f.journalMaxKB, "journal-max-kb", 0, "largest the journal file may grow, in KiB, 0 = no cap: past it every mutation is refused as on a full disk until the hub restarts with room (docs/journal.md, Disk faults)")
 	fs.DurationVar(&f.presenceWindow, "presence-window", hub.DefaultPresenceWindow, "presence changes within this of the last presence_update are sent together at its end (docs/protocol.md, Presence)")
+}
+
+// openHubJournal opens the hub's journal for writing. When the file, its
+// folder or its file system is read-only it opens it read-only instead and
+// returns why as fault: the hub then serves reads and refuses mutations
+// (hub.Config.JournalFault) rather than not starting at all.
+func openHubJournal(path string, opts journal.Options) (store *journal.Store, fault, err error) {
+	store, err = journal.Open(path, opts)
+	if !errors.Is(err, journal.ErrReadOnly) {
+		return store, nil, err
+	}
+	ro := opts
+	ro.ReadOnly = true
+	store, roErr := journal.Open(path, ro)
+	if roErr != nil {
+		return nil, nil, err // the first error says why it cannot be written
+	}
+	return store, err, nil
+}
+
+// journalOpenFailure explains why the hub's journal could not be opened
+// and what to do.
+func journalOpenFailure(path string, err error) string {
+	switch {
+	case errors.Is(err, journal.ErrDamaged):
+		return fmt.Sprintf("the journal %s is damaged: %v.\nThe hub did not start, so nothing was changed. It was cut short or corrupted (a torn copy, a bad disk). "+
+			"Run 'synapse journal check %s', then restore the file from a backup or a complete copy (copy it with its -wal file, the hub stopped); "+
+			"do not start a hub on it (docs/journal.md, Disk faults).", path, err, path)
+	case errors.Is(err, journal.ErrDiskFull):
+		return fmt.Sprintf("cannot open the journal %s: %v.\nFree space on its disk, then start the hub again.", path, err)
+	case errors.Is(err, journal.ErrReadOnly):
+		return fmt.Sprintf("cannot open the journal %s, even read-only: %v.\nMake the file and its folder readable and writable by the hub, then start it again.", path, err)
+	}
+	return fmt.Sprintf("cannot open the journal %s: %v. Is another hub using it? Choose another with --db PATH, or run 'synapse journal check %s'.", path, err, path)
 }
 
 // checkExposure refuses to serve off loopback without a token unless told.

@@ -92,6 +92,7 @@ func TestHub_EveryLimitHasAFlag(t *testing.T) {
 		{"auth-timeout", "5s", func() any { return f.authTimeout }, 5 * time.Second},
 		{"malformed-per-socket", "2.5", func() any { return f.malformedRate }, 2.5},
 		{"malformed-burst", "7", func() any { return f.malformedBurst }, 7},
+		{"journal-max-kb", "64", func() any { return f.journalMaxKB }, int64(64)},
 		{"presence-window", "250ms", func() any { return f.presenceWindow }, 250 * time.Millisecond},
 	}
 	for _, c := range cases {

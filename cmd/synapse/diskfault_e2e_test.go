@@ -1,0 +1,403 @@
+package main
+
+// Disk faults under a real `synapse hub` process, seen over its socket and
+// /health (docs/journal.md, "Disk faults"; docs/testing.md). In every case
+// the hub either refuses mutations with a journal_unavailable error frame
+// saying what is wrong and what to do, keeps serving reads and says
+// degraded on /health — or refuses to start, naming 'synapse journal
+// check'. Once the fault is cleared and the hub restarted, every grant it
+// acknowledged is there and nothing it refused is (INV-JA-1, INV-JA-2).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/synapse-hub/synapse/client"
+	"github.com/synapse-hub/synapse/internal/hubproc"
+	"github.com/synapse-hub/synapse/internal/testbin"
+)
+
+// faultHub is one `synapse hub` child of a disk-fault test.
+type faultHub struct {
+	cmd    *exec.Cmd
+	uri    string
+	health string
+	stderr *lockedBuffer
+	exited chan struct{}
+}
+
+// lockedBuffer collects a child's stderr while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// hubCommand is `synapse hub` on db and port, run through prefix (nsenter
+// into a test's mount namespace) when given.
+func hubCommand(t *testing.T, prefix []string, db string, port int, extra ...string) *exec.Cmd {
+	args := append([]string{testbin.Synapse(t), "hub", "--db", db, "--port", strconv.Itoa(port), "--no-mcp",
+		"--max-claims-per-agent", "100000"}, extra...)
+	args = append(append([]string{}, prefix...), args...)
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), "SYNAPSE_TOKEN=")
+	return cmd
+}
+
+// startFaultHub starts a hub and returns once it is listening.
+func startFaultHub(t *testing.T, prefix []string, db string, port int, extra ...string) *faultHub {
+	t.Helper()
+	h := &faultHub{
+		cmd:    hubCommand(t, prefix, db, port, extra...),
+		uri:    "ws://127.0.0.1:" + strconv.Itoa(port),
+		health: "http://127.0.0.1:" + strconv.Itoa(port) + "/health",
+		stderr: &lockedBuffer{},
+		exited: make(chan struct{}),
+	}
+	h.cmd.Stderr = h.stderr
+	out, err := h.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	up := hubproc.Listening(out)
+	go func() { h.cmd.Wait(); close(h.exited) }()
+	t.Cleanup(h.kill)
+	select {
+	case <-up:
+		return h
+	case <-h.exited:
+		t.Fatalf("the hub exited before listening:\n%s", h.stderr)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the hub did not start within 60 s:\n%s", h.stderr)
+	}
+	return nil
+}
+
+// kill SIGKILLs the hub and waits for it: every test restart is a crash,
+// so what survives is what the journal held, not what a clean stop wrote.
+func (h *faultHub) kill() {
+	h.cmd.Process.Signal(syscall.SIGKILL)
+	<-h.exited
+}
+
+// stop ends the hub cleanly (SIGTERM), so its WAL is checkpointed into the
+// database file.
+func (h *faultHub) stop(t *testing.T) {
+	h.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-h.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the hub did not stop within 60 s of SIGTERM")
+	}
+}
+
+// healthOf reads /health.
+func (h *faultHub) healthOf(t *testing.T) map[string]any {
+	t.Helper()
+	resp, err := http.Get(h.health)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+func (h *faultHub) dial(t *testing.T, ctx context.Context, name string) *client.Client {
+	t.Helper()
+	c, err := client.Dial(ctx, client.Options{URI: h.uri, Name: name, NoReconnect: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// ledger is what the hub answered: acknowledged grants (task → epoch) and
+// refused claims.
+type ledger struct {
+	acked   map[string]int64
+	refused []string
+}
+
+func newLedger() *ledger { return &ledger{acked: map[string]int64{}} }
+
+// claim asks for task; a grant goes into the ledger, a journal refusal is
+// returned, anything else fails the test.
+func (l *ledger) claim(t *testing.T, ctx context.Context, c *client.Client, task string) *client.Refused {
+	t.Helper()
+	cl, err := c.Claim(ctx, client.ClaimRequest{TaskID: task, Paths: []string{"src/" + task}})
+	if err == nil {
+		l.acked[task] = cl.Epoch
+		return nil
+	}
+	var ref *client.Refused
+	if errors.As(err, &ref) && ref.Code == "journal_unavailable" {
+		l.refused = append(l.refused, task)
+		return ref
+	}
+	t.Fatalf("claim %s: %v; want a grant or journal_unavailable", task, err)
+	return nil
+}
+
+// claimUntilRefused claims fresh tasks until the journal refuses one.
+func (l *ledger) claimUntilRefused(t *testing.T, ctx context.Context, c *client.Client, prefix string, limit int) *client.Refused {
+	t.Helper()
+	for i := range limit {
+		if ref := l.claim(t, ctx, c, fmt.Sprintf("%s%d", prefix, i)); ref != nil {
+			return ref
+		}
+	}
+	t.Fatalf("%d claims were all granted; the fault never showed", limit)
+	return nil
+}
+
+// checkFaulted pins what a hub whose journal cannot be written looks like
+// from outside (INV-JA-2): mutations refused with a sentence that says why
+// and what to do, reads served and showing only acknowledged grants,
+// /health degraded with the reason.
+func (l *ledger) checkFaulted(t *testing.T, ctx context.Context, h *faultHub, c *client.Client, ref *client.Refused, cause string) {
+	t.Helper()
+	for _, want := range []string{cause, "nothing was applied", "restart the hub"} {
+		if !strings.Contains(ref.Message, want) {
+			t.Errorf("the refusal %q does not say %q", ref.Message, want)
+		}
+	}
+	if ref := l.claim(t, ctx, c, "after-fault"); ref == nil {
+		t.Fatal("a claim was granted after the journal failed")
+	}
+	for task := range l.acked {
+		_, err := c.Release(ctx, task, client.ReleaseOptions{})
+		var rel *client.Refused
+		if !errors.As(err, &rel) || rel.Code != "journal_unavailable" {
+			t.Fatalf("release of %s while the journal cannot be written: %v; want journal_unavailable", task, err)
+		}
+		break
+	}
+	if _, err := c.Who(ctx); err != nil {
+		t.Fatalf("who while degraded: %v", err)
+	}
+	l.checkState(t, ctx, c, "while degraded")
+	body := h.healthOf(t)
+	if body["status"] != "degraded" || !strings.Contains(fmt.Sprint(body["degraded_reason"]), cause) {
+		t.Fatalf("/health = %v; want degraded saying %q", body, cause)
+	}
+}
+
+// checkState: the hub's claims are exactly the acknowledged grants, at
+// their epochs; no refused claim is visible (INV-JA-1, INV-JA-2).
+func (l *ledger) checkState(t *testing.T, ctx context.Context, c *client.Client, when string) {
+	t.Helper()
+	st, err := c.State(ctx)
+	if err != nil {
+		t.Fatalf("state %s: %v", when, err)
+	}
+	have := map[string]int64{}
+	for _, cl := range st.ActiveClaims {
+		have[cl.TaskID] = cl.Epoch
+	}
+	for task, epoch := range l.acked {
+		if have[task] != epoch {
+			t.Errorf("%s: acknowledged grant %s (epoch %d) is %v", when, task, epoch, have[task])
+		}
+	}
+	for _, task := range l.refused {
+		if _, ok := have[task]; ok {
+			t.Errorf("%s: refused claim %s is visible", when, task)
+		}
+	}
+	if len(have) != len(l.acked) {
+		t.Errorf("%s: %d claims, %d acknowledged", when, len(have), len(l.acked))
+	}
+}
+
+// checkRecovered: after the fault is cleared and the hub restarted, it is
+// healthy, holds every acknowledged grant and none refused, and grants
+// again.
+func (l *ledger) checkRecovered(t *testing.T, ctx context.Context, h *faultHub) {
+	t.Helper()
+	if body := h.healthOf(t); body["status"] != "ok" {
+		t.Fatalf("/health after recovery = %v; want ok", body)
+	}
+	c := h.dial(t, ctx, "proj/recovered")
+	l.checkState(t, ctx, c, "after recovery")
+	if len(l.refused) > 0 {
+		if ref := l.claim(t, ctx, c, l.refused[0]); ref != nil {
+			t.Fatalf("claim after recovery refused: %s", ref.Message)
+		}
+	}
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// The journal reaches its size cap (--journal-max-kb, SQLITE_FULL exactly
+// as on a full disk): runs wherever the tests run, root or not.
+func TestHubProcess_JournalCapReached_RefusesMutationsKeepsAcknowledged_INV_JA_2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	ctx := testContext(t)
+	db := filepath.Join(t.TempDir(), "hub.db")
+	port := testbin.FreePort(t)
+	l := newLedger()
+	h := startFaultHub(t, nil, db, port)
+	alpha := h.dial(t, ctx, "proj/alpha")
+	for i := range 3 {
+		l.claim(t, ctx, alpha, fmt.Sprintf("before%d", i))
+	}
+	h.stop(t)
+	fi, err := os.Stat(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	capKB := fi.Size()/1024 + 16
+	h = startFaultHub(t, nil, db, port, "--journal-max-kb", strconv.FormatInt(capKB, 10))
+	alpha = h.dial(t, ctx, "proj/alpha")
+	ref := l.claimUntilRefused(t, ctx, alpha, "fill", 5000)
+	t.Logf("%d grants acknowledged before the %d KiB cap; refusal: %s", len(l.acked), capKB, ref.Message)
+	l.checkFaulted(t, ctx, h, alpha, ref, "out of space")
+	if !strings.Contains(h.stderr.String(), "journal append failed") {
+		t.Errorf("the hub's log does not report the failed append:\n%s", h.stderr)
+	}
+	h.kill()
+
+	h = startFaultHub(t, nil, db, port) // room again: no cap
+	l.checkRecovered(t, ctx, h)
+}
+
+// mountNamespace is a private mount namespace (unshare -rm, which needs no
+// root where user namespaces are allowed) holding a small tmpfs at dir: a
+// real file system a test can fill, or put read-only, without touching the
+// machine's. Processes join it with prefix; the test reaches its files at
+// root+dir.
+type mountNamespace struct {
+	dir, root string
+	prefix    []string
+}
+
+func newMountNamespace(t *testing.T, size string) *mountNamespace {
+	t.Helper()
+	for _, tool := range []string{"unshare", "nsenter", "mount"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("no %s here: %v", tool, err)
+		}
+	}
+	dir := t.TempDir()
+	holder := exec.Command("unshare", "-rm", "sh", "-c", `mount -t tmpfs -o size=$1 tmpfs "$0" && echo mounted && exec sleep 3600`, dir, size)
+	out, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr lockedBuffer
+	holder.Stderr = &stderr
+	if err := holder.Start(); err != nil {
+		t.Skipf("cannot make a mount namespace here: %v", err)
+	}
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	line := make([]byte, len("mounted\n"))
+	if _, err := out.Read(line); err != nil || string(line) != "mounted\n" {
+		t.Skipf("cannot mount a tmpfs in a user namespace here (%v %q): %s", err, line, stderr.String())
+	}
+	pid := strconv.Itoa(holder.Process.Pid)
+	return &mountNamespace{dir: dir, root: "/proc/" + pid + "/root",
+		prefix: []string{"nsenter", "-t", pid, "-U", "-m", "--preserve-credentials", "--"}}
+}
+
+// path is where the test reaches name in the namespace's tmpfs.
+func (m *mountNamespace) path(name string) string { return m.root + filepath.Join(m.dir, name) }
+
+// run runs a shell command inside the namespace.
+func (m *mountNamespace) run(t *testing.T, script string) {
+	t.Helper()
+	args := append(append([]string{}, m.prefix...), "sh", "-c", script, m.dir)
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, out)
+	}
+}
+
+// fill writes a file until the file system has no space left.
+func fill(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("filling %s: %v", path, err)
+			}
+			break
+		}
+	}
+	for len(chunk) > 1 { // the last pages too
+		chunk = chunk[:len(chunk)/2]
+		f.Write(chunk)
+	}
+}
+
+// A real full file system: the journal on an 8 MiB tmpfs that a filler
+// file then fills (ENOSPC, SQLITE_FULL). Freeing the space and restarting
+// brings the hub back with every acknowledged grant.
+func TestHubProcess_FullFileSystem_RefusesMutationsKeepsAcknowledged_INV_JA_2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	ns := newMountNamespace(t, "8m")
+	ctx := testContext(t)
+	db := filepath.Join(ns.dir, "hub.db")
+	port := testbin.FreePort(t)
+	l := newLedger()
+	h := startFaultHub(t, ns.prefix, db, port)
+	alpha := h.dial(t, ctx, "proj/alpha")
+	for i := range 3 {
+		l.claim(t, ctx, alpha, fmt.Sprintf("before%d", i))
+	}
+	fill(t, ns.path("filler"))
+	ref := l.claimUntilRefused(t, ctx, alpha, "fill", 5000)
+	t.Logf("%d grants acknowledged before the disk filled; refusal: %s", len(l.acked), ref.Message)
+	l.checkFaulted(t, ctx, h, alpha, ref, "out of space")
+	if err := os.Remove(ns.path("filler")); err != nil {
+		t.Fatal(err)
+	}
+	h.kill()
+
+	h = startFaultHub(t, ns.prefix, db, port)
+	l.checkRecovered(t, ctx, h)
+}
