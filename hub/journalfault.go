@@ -53,5 +53,5 @@ func (h *Hub) journalRefusal(what string, err error) string {
 // written.
 func (h *Hub) journalHealth(err error) string {
 	cause, todo := h.journalFault(err)
-	return fmt.Sprintf("%s: mutations are refused, reads work; every acknowledged change is in the journal. To recover: %s. (%v)", cause, todo, err)
+	return fmt.Sprintf("%s: mutations are refused, reads work. To recover: %s. (%v)", cause, todo, err)
 }

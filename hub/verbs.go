@@ -92,7 +92,11 @@ func (s *session) handle(data []byte) {
 		return
 	}
 	if err := h.cfg.JournalFault; gated[typ] && err != nil {
-		s.fail(sender, "journal_unavailable", h.journalRefusal("The "+typ, err))
+		what := "The " + typ
+		if task := in.Str("task_id"); task != "" {
+			what += " of task '" + task + "'"
+		}
+		s.fail(sender, "journal_unavailable", h.journalRefusal(what, err))
 		return
 	}
 	in.Set("sender", sender)

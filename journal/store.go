@@ -503,15 +503,17 @@ func (s *Store) Scan(after int64, fn func(seq int64, ts float64, kind string, pa
 	for {
 		rows, err := s.rdb.Query(`SELECT seq, ts, kind, payload FROM events WHERE seq > ? ORDER BY seq LIMIT ?`, after, scanBatch)
 		if err != nil {
-			return fmt.Errorf("journal: scan: %w", err)
+			return fmt.Errorf("journal: scan: %w", classify(err))
 		}
 		n := 0
 		for rows.Next() {
 			var seq int64
 			var ts float64
 			if err := rows.Scan(&seq, &ts, &kindBuf, &payload); err != nil {
+				// Every column is NOT NULL: a row that does not scan is a
+				// damaged page (SQLite reads a cut-off page as zeros).
 				rows.Close()
-				return fmt.Errorf("journal: scan: %w", err)
+				return fmt.Errorf("journal: scan: %w: the row after seq %d: %w", ErrDamaged, after, err)
 			}
 			kind, ok := kinds[string(kindBuf)]
 			if !ok {
@@ -528,7 +530,7 @@ func (s *Store) Scan(after int64, fn func(seq int64, ts float64, kind string, pa
 		err = rows.Err()
 		rows.Close()
 		if err != nil {
-			return fmt.Errorf("journal: scan: %w", err)
+			return fmt.Errorf("journal: scan: %w", classify(err))
 		}
 		if n < scanBatch {
 			return nil

@@ -11,6 +11,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,6 +72,17 @@ func hubCommand(t *testing.T, prefix []string, db string, port int, extra ...str
 // startFaultHub starts a hub and returns once it is listening.
 func startFaultHub(t *testing.T, prefix []string, db string, port int, extra ...string) *faultHub {
 	t.Helper()
+	h, exited := tryStartFaultHub(t, prefix, db, port, extra...)
+	if h == nil {
+		t.Fatalf("the hub exited before listening:\n%s", exited)
+	}
+	return h
+}
+
+// tryStartFaultHub starts a hub and returns it once it is listening, or
+// nil and its stderr if it exited first.
+func tryStartFaultHub(t *testing.T, prefix []string, db string, port int, extra ...string) (*faultHub, string) {
+	t.Helper()
 	h := &faultHub{
 		cmd:    hubCommand(t, prefix, db, port, extra...),
 		uri:    "ws://127.0.0.1:" + strconv.Itoa(port),
@@ -91,13 +103,13 @@ func startFaultHub(t *testing.T, prefix []string, db string, port int, extra ...
 	t.Cleanup(h.kill)
 	select {
 	case <-up:
-		return h
+		return h, ""
 	case <-h.exited:
-		t.Fatalf("the hub exited before listening:\n%s", h.stderr)
+		return nil, h.stderr.String()
 	case <-time.After(60 * time.Second):
 		t.Fatalf("the hub did not start within 60 s:\n%s", h.stderr)
 	}
-	return nil
+	return nil, ""
 }
 
 // kill SIGKILLs the hub and waits for it: every test restart is a crash,
@@ -400,4 +412,325 @@ func TestHubProcess_FullFileSystem_RefusesMutationsKeepsAcknowledged_INV_JA_2(t 
 
 	h = startFaultHub(t, ns.prefix, db, port)
 	l.checkRecovered(t, ctx, h)
+}
+
+// chattr runs chattr on the journal's files that exist (root only: the
+// immutable attribute is what stops root, whom file modes do not).
+func chattr(t *testing.T, flag string, paths ...string) error {
+	t.Helper()
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		if out, err := exec.Command("chattr", flag, p).CombinedOutput(); err != nil {
+			return fmt.Errorf("chattr %s %s: %v %s", flag, p, err, out)
+		}
+	}
+	return nil
+}
+
+// makeReadOnly makes the journal file unwritable and returns the undo:
+// chmod 0400 for a user, chattr +i for root (file modes do not stop root).
+func makeReadOnly(t *testing.T, paths ...string) (undo func()) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		for _, p := range paths {
+			if err := os.Chmod(p, 0o400); err != nil && !errors.Is(err, os.ErrNotExist) {
+				t.Fatal(err)
+			}
+		}
+		return func() {
+			for _, p := range paths {
+				os.Chmod(p, 0o600)
+			}
+		}
+	}
+	if err := chattr(t, "+i", paths...); err != nil {
+		chattr(t, "-i", paths...)
+		t.Skipf("running as root, where only the immutable attribute makes a file read-only, and it is not available here: %v", err)
+	}
+	undo = func() { chattr(t, "-i", paths...) }
+	t.Cleanup(undo) // t.TempDir cannot remove an immutable file
+	return undo
+}
+
+// A journal that cannot be written at startup — a read-only file, or the
+// whole file system mounted read-only — after a crash left its WAL: the
+// hub starts, serves reads (every acknowledged grant, from the WAL too),
+// refuses every mutation and says degraded; made writable again and
+// restarted, it is healthy with every grant (INV-JA-1, INV-JA-2).
+func TestHubProcess_ReadOnlyJournalAtStartup_ServesReadsRefusesMutations_INV_JA_2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	t.Run("file", func(t *testing.T) {
+		db := filepath.Join(t.TempDir(), "hub.db")
+		readOnlyAtStartup(t, nil, db, func() func() { return makeReadOnly(t, db) })
+	})
+	t.Run("file system", func(t *testing.T) {
+		ns := newMountNamespace(t, "8m")
+		readOnlyAtStartup(t, ns.prefix, filepath.Join(ns.dir, "hub.db"), func() func() {
+			ns.run(t, `mount --bind "$0" "$0" && mount -o remount,bind,ro "$0"`)
+			return func() { ns.run(t, `umount "$0"`) }
+		})
+	})
+}
+
+func readOnlyAtStartup(t *testing.T, prefix []string, db string, makeRO func() (undo func())) {
+	ctx := testContext(t)
+	port := testbin.FreePort(t)
+	l := newLedger()
+	h := startFaultHub(t, prefix, db, port)
+	alpha := h.dial(t, ctx, "proj/alpha")
+	for i := range 3 {
+		l.claim(t, ctx, alpha, fmt.Sprintf("before%d", i))
+	}
+	h.kill() // the grants are in the WAL, not yet in the database file
+	undo := makeRO()
+
+	h = startFaultHub(t, prefix, db, port)
+	if !strings.Contains(h.stderr.String(), "the journal cannot be written") {
+		t.Errorf("the hub's log does not say the journal is read-only:\n%s", h.stderr)
+	}
+	alpha = h.dial(t, ctx, "proj/alpha")
+	ref := l.claim(t, ctx, alpha, "refused")
+	if ref == nil {
+		t.Fatal("a hub on a read-only journal granted a claim")
+	}
+	t.Logf("refusal: %s\n/health: %v", ref.Message, h.healthOf(t)["degraded_reason"])
+	l.checkFaulted(t, ctx, h, alpha, ref, "cannot be written")
+	h.kill()
+	undo()
+
+	h = startFaultHub(t, prefix, db, port)
+	l.checkRecovered(t, ctx, h)
+}
+
+// The journal's files become unwritable under a running hub. Only a write
+// refused on the open file shows: chattr +i as root (SQLITE_IOERR_WRITE,
+// which the journal diagnoses as read-only). File modes, and a read-only
+// mount over the folder, do not reach a file already open — the hub keeps
+// committing, durably, and meets the fault at its next start (the test
+// above) — so as a user this test has nothing to inject and skips.
+func TestHubProcess_JournalTurnsReadOnlyUnderARunningHub_INV_JA_2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("not root: no way to make an open file unwritable (chmod does not affect open descriptors); the startup case is tested")
+	}
+	ctx := testContext(t)
+	db := filepath.Join(t.TempDir(), "hub.db")
+	port := testbin.FreePort(t)
+	l := newLedger()
+	h := startFaultHub(t, nil, db, port)
+	alpha := h.dial(t, ctx, "proj/alpha")
+	for i := range 3 {
+		l.claim(t, ctx, alpha, fmt.Sprintf("before%d", i))
+	}
+	undo := makeReadOnly(t, db, db+"-wal")
+	ref := l.claim(t, ctx, alpha, "refused")
+	if ref == nil {
+		t.Fatal("a claim was granted on an immutable journal")
+	}
+	t.Logf("refusal: %s\n/health: %v", ref.Message, h.healthOf(t)["degraded_reason"])
+	l.checkFaulted(t, ctx, h, alpha, ref, "cannot be written")
+	h.kill()
+	undo()
+
+	h = startFaultHub(t, nil, db, port)
+	l.checkRecovered(t, ctx, h)
+}
+
+// copyFile copies src to dst (a backup the test restores).
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runSynapse runs the binary to its end and returns its exit code and
+// combined output.
+func runSynapse(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testbin.Synapse(t), args...)
+	cmd.Env = append(os.Environ(), "SYNAPSE_TOKEN=")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(out)
+	case errors.As(err, &exit):
+		return exit.ExitCode(), string(out)
+	}
+	t.Fatalf("synapse %v: %v\n%s", args, err, out)
+	return 0, ""
+}
+
+// A journal file cut short (a torn copy, a bad disk): the hub refuses to
+// start, says the file is damaged and names 'synapse journal check', which
+// says the same and exits 1; nothing is served from a file missing part of
+// what was acknowledged. The complete copy restored, the hub starts with
+// every grant (INV-JA-1).
+func TestHubProcess_JournalCutShort_RefusesToStart_INV_JA_1(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	ctx := testContext(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "hub.db")
+	port := testbin.FreePort(t)
+	l := newLedger()
+	h := startFaultHub(t, nil, db, port)
+	alpha := h.dial(t, ctx, "proj/alpha")
+	for i := range 40 {
+		l.claim(t, ctx, alpha, fmt.Sprintf("T%d", i))
+	}
+	h.stop(t) // clean: the WAL is checkpointed into the file and removed
+	if _, err := os.Stat(db + "-wal"); err == nil {
+		t.Fatal("a clean stop left a WAL")
+	}
+	whole := filepath.Join(dir, "whole.db")
+	copyFile(t, db, whole)
+	fi, err := os.Stat(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		size int64
+	}{
+		{"inside the last page", fi.Size() - 100},
+		{"inside an earlier page", fi.Size() - 4096 - 2048},
+		{"at a page boundary", fi.Size() - 2*4096},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			copyFile(t, whole, db)
+			if err := os.Truncate(db, c.size); err != nil {
+				t.Fatal(err)
+			}
+			code, out := runSynapse(t, "hub", "--db", db, "--port", strconv.Itoa(port), "--no-mcp")
+			if code != 1 || !strings.Contains(out, "damaged") || !strings.Contains(out, "synapse journal check "+db) {
+				t.Fatalf("a hub on a journal cut to %d of %d bytes: exit %d\n%s\nwant exit 1 naming the damage and 'synapse journal check'", c.size, fi.Size(), code, out)
+			}
+			t.Logf("synapse hub: %s", out)
+			code, out = runSynapse(t, "journal", "check", db)
+			if code != 1 || !strings.Contains(out, "damaged") {
+				t.Fatalf("journal check on the cut file: exit %d\n%s\nwant exit 1 saying it is damaged", code, out)
+			}
+		})
+	}
+	copyFile(t, whole, db)
+	h = startFaultHub(t, nil, db, port)
+	l.checkRecovered(t, ctx, h)
+
+	// After a crash, with a WAL beside the file, a page the WAL holds a
+	// newer copy of may be cut without harm; any other refuses the start.
+	// Either way nothing acknowledged goes missing while the hub says ok.
+	alpha = h.dial(t, ctx, "proj/alpha")
+	for i := range 5 {
+		l.claim(t, ctx, alpha, fmt.Sprintf("W%d", i))
+	}
+	h.kill()
+	copyFile(t, db, whole)
+	copyFile(t, db+"-wal", whole+"-wal")
+	fi, err = os.Stat(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cut := range []int64{100, 2048, 4096 + 2048, 2 * 4096, 8 * 4096} {
+		t.Run(fmt.Sprintf("after a crash, %d bytes cut", cut), func(t *testing.T) {
+			copyFile(t, whole, db)
+			copyFile(t, whole+"-wal", db+"-wal")
+			os.Remove(db + "-shm")
+			if err := os.Truncate(db, fi.Size()-cut); err != nil {
+				t.Fatal(err)
+			}
+			h, exited := tryStartFaultHub(t, nil, db, port)
+			if h == nil {
+				if !strings.Contains(exited, "damaged") || !strings.Contains(exited, "synapse journal check "+db) {
+					t.Fatalf("the hub refused to start without naming the damage and 'synapse journal check':\n%s", exited)
+				}
+				t.Logf("refused to start: %s", exited)
+				return
+			}
+			defer h.kill()
+			if body := h.healthOf(t); body["status"] != "ok" {
+				t.Fatalf("/health = %v", body)
+			}
+			l.checkState(t, ctx, h.dial(t, ctx, "proj/reader"), "started on the cut file")
+			t.Log("started: the cut pages had newer copies in the WAL")
+		})
+	}
+}
+
+// walFrames returns the byte offsets of the valid frames of a WAL file
+// (those carrying its header's salts) and which of them end a commit.
+func walFrames(t *testing.T, wal []byte) (offsets []int64, commits []bool) {
+	t.Helper()
+	if len(wal) < 32 {
+		t.Fatalf("WAL of %d bytes", len(wal))
+	}
+	pageSize := int64(binary.BigEndian.Uint32(wal[8:12]))
+	salt := wal[16:24]
+	for off := int64(32); off+24+pageSize <= int64(len(wal)); off += 24 + pageSize {
+		if !bytes.Equal(wal[off+8:off+16], salt) {
+			break
+		}
+		offsets = append(offsets, off)
+		commits = append(commits, binary.BigEndian.Uint32(wal[off+4:off+8]) != 0)
+	}
+	return offsets, commits
+}
+
+// The normal crash: the hub is SIGKILLed and the last transaction in its
+// WAL is torn, cut inside its commit frame — what a power cut does to a
+// commit still being written, before its fsync and so before its grant
+// was acknowledged. SQLite drops the torn transaction on open; the hub
+// starts healthy with every earlier grant (INV-JA-1) and without the torn
+// one, which was never acknowledged.
+func TestHubProcess_TornWALTail_KeepsEveryEarlierCommit_INV_JA_1(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	ctx := testContext(t)
+	db := filepath.Join(t.TempDir(), "hub.db")
+	port := testbin.FreePort(t)
+	l := newLedger()
+	h := startFaultHub(t, nil, db, port)
+	alpha := h.dial(t, ctx, "proj/alpha")
+	for i := range 5 {
+		l.claim(t, ctx, alpha, fmt.Sprintf("T%d", i))
+	}
+	l.claim(t, ctx, alpha, "torn") // its commit is the one the cut tears
+	h.kill()
+
+	wal, err := os.ReadFile(db + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	offsets, commits := walFrames(t, wal)
+	last := len(offsets) - 1
+	if last < 1 || !commits[last] {
+		t.Fatalf("WAL of %d frames (commits %v): want a commit frame last", len(offsets), commits)
+	}
+	if err := os.Truncate(db+"-wal", offsets[last]+24+100); err != nil { // 100 bytes into its page
+		t.Fatal(err)
+	}
+	delete(l.acked, "torn")
+	l.refused = append(l.refused, "torn") // must not be visible
+
+	h = startFaultHub(t, nil, db, port)
+	l.checkRecovered(t, ctx, h)
+	h.stop(t)
+	if code, out := runSynapse(t, "journal", "check", db); code != 0 {
+		t.Fatalf("journal check after a torn WAL tail: exit %d\n%s", code, out)
+	}
 }

@@ -234,8 +234,12 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		start := time.Now()
 		progress := func(done, total int64) { log.Info("replaying the journal", "rows", done, "of", total) }
 		rec, err := journal.Replay(store, cfg.Limits, float64(time.Now().UnixNano())/1e9, journal.ReplayOptions{Logger: log, Progress: progress})
+		if errors.Is(err, journal.ErrDamaged) {
+			fmt.Fprintln(stderr, "synapse hub:", journalOpenFailure(f.db, err))
+			return 1
+		}
 		if err != nil {
-			fmt.Fprintf(stderr, "synapse hub: cannot replay the journal %s: %v.\nThe hub did not start, so nothing was changed. Run 'synapse journal check %s' to see what is wrong; if the file is damaged, restore it from a backup or a complete copy (docs/journal.md, Disk faults).\n", f.db, err, f.db)
+			fmt.Fprintf(stderr, "synapse hub: cannot replay the journal %s: %v.\nThe hub did not start, so nothing was changed. Run 'synapse journal check %s' to see what is wrong.\n", f.db, err, f.db)
 			return 1
 		}
 		cfg.State, cfg.Journal = rec.State, store
