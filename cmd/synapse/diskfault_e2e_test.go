@@ -405,10 +405,27 @@ func TestHubProcess_FullFileSystem_RefusesMutationsKeepsAcknowledged_INV_JA_2(t 
 	ref := l.claimUntilRefused(t, ctx, alpha, "fill", 5000)
 	t.Logf("%d grants acknowledged before the disk filled; refusal: %s", len(l.acked), ref.Message)
 	l.checkFaulted(t, ctx, h, alpha, ref, "out of space")
+	h.kill()
+
+	// Restarted while the disk is still full: it refuses to start saying
+	// so, or starts and refuses the first mutation as above.
+	if h, exited := tryStartFaultHub(t, ns.prefix, db, port); h == nil {
+		if !strings.Contains(exited, "Free space") {
+			t.Fatalf("a hub on a full disk exited without saying to free space:\n%s", exited)
+		}
+		t.Logf("on a full disk the hub did not start: %s", exited)
+	} else {
+		alpha = h.dial(t, ctx, "proj/alpha")
+		ref := l.claim(t, ctx, alpha, "still-full")
+		if ref == nil {
+			t.Fatal("a claim was granted on a full disk")
+		}
+		l.checkFaulted(t, ctx, h, alpha, ref, "out of space")
+		h.kill()
+	}
 	if err := os.Remove(ns.path("filler")); err != nil {
 		t.Fatal(err)
 	}
-	h.kill()
 
 	h = startFaultHub(t, ns.prefix, db, port)
 	l.checkRecovered(t, ctx, h)
