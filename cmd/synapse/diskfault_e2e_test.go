@@ -525,10 +525,10 @@ func readOnlyAtStartup(t *testing.T, prefix []string, db string, makeRO func() (
 
 // The journal's files become unwritable under a running hub. Only a write
 // refused on the open file shows: chattr +i as root (SQLITE_IOERR_WRITE,
-// which the journal diagnoses as read-only). File modes, and a read-only
-// mount over the folder, do not reach a file already open — the hub keeps
-// committing, durably, and meets the fault at its next start (the test
-// above) — so as a user this test has nothing to inject and skips.
+// which the journal diagnoses as read-only). File modes do not reach a
+// file already open — the hub keeps committing, durably, and meets the
+// fault at its next start (the test above) — so as a user this test has
+// nothing to inject and skips.
 func TestHubProcess_JournalTurnsReadOnlyUnderARunningHub_INV_JA_2(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process test")
