@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"syscall"
 
 	"modernc.org/sqlite"
@@ -77,6 +78,9 @@ func checkWhole(path string) error {
 	if wal, err := os.Stat(path + "-wal"); err == nil && wal.Size() > walHeaderSize {
 		return nil
 	}
+	if hot, err := os.Stat(path + "-journal"); err == nil && hot.Size() > 0 {
+		return nil // a rollback journal (the reference's files) restores the file on open
+	}
 	var h [100]byte
 	if _, err := io.ReadFull(f, h[:]); err != nil {
 		return fmt.Errorf("%w: %d bytes, shorter than SQLite's 100-byte header", ErrDamaged, fi.Size())
@@ -124,6 +128,26 @@ func (s *Store) probeWritable(err error) error {
 		if errors.Is(classify(oerr), ErrReadOnly) {
 			return fmt.Errorf("%w: %w (%v)", ErrReadOnly, err, oerr)
 		}
+	}
+	return err
+}
+
+// probeFolder wraps Open's SQLITE_CANTOPEN with ErrReadOnly when the
+// file's folder refuses a new file: SQLite could not create the -wal or
+// -shm beside the database, and says only that it cannot open it.
+func probeFolder(path string, err error) error {
+	var se *sqlite.Error
+	if !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_CANTOPEN {
+		return err
+	}
+	f, perr := os.CreateTemp(filepath.Dir(path), ".synapse-probe-*")
+	if perr == nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	if errors.Is(classify(perr), ErrReadOnly) {
+		return fmt.Errorf("%w: %w (the folder: %v)", ErrReadOnly, err, perr)
 	}
 	return err
 }

@@ -117,3 +117,30 @@ func TestOpen_ReadOnlyFileIsErrReadOnly(t *testing.T) {
 		t.Fatalf("%d rows; want 1", len(rows))
 	}
 }
+
+// A folder that refuses new files (as a user: mode 0500) gives ErrReadOnly:
+// SQLite cannot create the -wal and -shm beside the file. After a clean
+// close there are none, so only an immutable read-only open reads it.
+func TestOpen_UnwritableFolderIsErrReadOnly(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root ignores folder modes; the process tests use a read-only mount instead")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "journal.db")
+	fillJournal(t, path, 1)
+	if err := os.Chmod(dir, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(dir, 0o700) })
+	if _, err := Open(path, Options{}); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("Open in a 0500 folder = %v; want ErrReadOnly", err)
+	}
+	st, err := Open(path, Options{ReadOnly: true, Immutable: true})
+	if err != nil {
+		t.Fatalf("immutable read-only Open in a 0500 folder: %v", err)
+	}
+	defer st.Close()
+	if rows := scanAll(t, st, 0); len(rows) != 1 {
+		t.Fatalf("%d rows; want 1", len(rows))
+	}
+}

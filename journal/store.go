@@ -44,8 +44,15 @@ type Options struct {
 	// existing file keeps its own. Empty means a random "syn-xxxxxxxx".
 	HubID string
 	// ReadOnly opens the file with mode=ro: reads and replay work, Append
-	// fails. For inspection tools and fault-injection tests.
+	// fails. For inspection tools, fault-injection tests, and a hub whose
+	// journal cannot be written.
 	ReadOnly bool
+	// Immutable, with ReadOnly, also tells SQLite nothing will change the
+	// file (immutable=1: no locks, no -shm). It is how a WAL-mode file is
+	// read on a read-only file system where its -shm cannot be created;
+	// since SQLite then ignores any WAL, Open refuses it when a WAL with
+	// frames is beside the file.
+	Immutable bool
 	// KeepSnapshots is how many snapshots WriteSnapshot keeps (default 2).
 	KeepSnapshots int
 	// MaxPageCount, when positive, caps the file at that many pages on the
@@ -142,21 +149,32 @@ func Open(path string, opts Options) (*Store, error) {
 	} else if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("journal: open %s: %w", path, err)
 	}
+	if opts.Immutable {
+		if !opts.ReadOnly {
+			return nil, fmt.Errorf("journal: open %s: Immutable needs ReadOnly", path)
+		}
+		if wal, err := os.Stat(path + "-wal"); err == nil && wal.Size() > walHeaderSize {
+			return nil, fmt.Errorf("journal: open %s: not immutable: its WAL holds commits the file does not", path)
+		}
+	}
 	s := &Store{path: path, opts: opts}
 	if err := s.open(); err != nil {
 		s.closeAll()
-		return nil, fmt.Errorf("journal: open %s: %w", path, classify(err))
+		return nil, fmt.Errorf("journal: open %s: %w", path, classify(probeFolder(path, err)))
 	}
 	return s, nil
 }
 
 // dsn builds a modernc.org/sqlite URI: the _pragma parameters run on every
 // new connection of the pool.
-func dsn(path string, readOnly bool, busy time.Duration, pragmas ...string) string {
+func dsn(path string, readOnly, immutable bool, busy time.Duration, pragmas ...string) string {
 	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 	q := []string{fmt.Sprintf("_pragma=busy_timeout(%d)", busy.Milliseconds())}
 	if readOnly {
 		q = append(q, "mode=ro")
+	}
+	if immutable {
+		q = append(q, "immutable=1")
 	}
 	for _, p := range pragmas {
 		q = append(q, "_pragma="+p)
@@ -174,7 +192,7 @@ func (s *Store) open() error {
 	if s.opts.MaxPageCount > 0 {
 		wp = append(wp, fmt.Sprintf("max_page_count(%d)", s.opts.MaxPageCount))
 	}
-	if s.db, err = sql.Open("sqlite", dsn(s.path, s.opts.ReadOnly, s.opts.BusyTimeout, wp...)); err != nil {
+	if s.db, err = sql.Open("sqlite", dsn(s.path, s.opts.ReadOnly, s.opts.Immutable, s.opts.BusyTimeout, wp...)); err != nil {
 		return err
 	}
 	// One writer connection: SQLite admits one writer anyway, and pragmas
@@ -208,7 +226,7 @@ func (s *Store) open() error {
 	if s.insert, err = s.wc.PrepareContext(ctx, `INSERT INTO events(seq, ts, kind, payload) VALUES(?, ?, ?, ?)`); err != nil {
 		return err
 	}
-	if s.rdb, err = sql.Open("sqlite", dsn(s.path, false, s.opts.BusyTimeout, "query_only(1)")); err != nil {
+	if s.rdb, err = sql.Open("sqlite", dsn(s.path, false, s.opts.Immutable, s.opts.BusyTimeout, "query_only(1)")); err != nil {
 		return err
 	}
 	s.rdb.SetMaxOpenConns(4)

@@ -480,20 +480,25 @@ func TestHubProcess_ReadOnlyJournalAtStartup_ServesReadsRefusesMutations_INV_JA_
 	if testing.Short() {
 		t.Skip("process test")
 	}
-	t.Run("file", func(t *testing.T) {
-		db := filepath.Join(t.TempDir(), "hub.db")
-		readOnlyAtStartup(t, nil, db, func() func() { return makeReadOnly(t, db) })
-	})
-	t.Run("file system", func(t *testing.T) {
-		ns := newMountNamespace(t, "8m")
-		readOnlyAtStartup(t, ns.prefix, filepath.Join(ns.dir, "hub.db"), func() func() {
-			ns.run(t, `mount --bind "$0" "$0" && mount -o remount,bind,ro "$0"`)
-			return func() { ns.run(t, `umount "$0"`) }
+	for _, stop := range []string{"crash", "clean stop"} {
+		t.Run("file after a "+stop, func(t *testing.T) {
+			db := filepath.Join(t.TempDir(), "hub.db")
+			readOnlyAtStartup(t, nil, db, stop == "crash", func() func() { return makeReadOnly(t, db) })
 		})
-	})
+		t.Run("file system after a "+stop, func(t *testing.T) {
+			ns := newMountNamespace(t, "8m")
+			readOnlyAtStartup(t, ns.prefix, filepath.Join(ns.dir, "hub.db"), stop == "crash", func() func() {
+				ns.run(t, `mount --bind "$0" "$0" && mount -o remount,bind,ro "$0"`)
+				return func() { ns.run(t, `umount "$0"`) }
+			})
+		})
+	}
 }
 
-func readOnlyAtStartup(t *testing.T, prefix []string, db string, makeRO func() (undo func())) {
+// readOnlyAtStartup acknowledges three grants, stops the hub (a crash
+// leaves them in the WAL; a clean stop checkpoints them and removes it),
+// makes the journal read-only and checks the hub that starts on it.
+func readOnlyAtStartup(t *testing.T, prefix []string, db string, crash bool, makeRO func() (undo func())) {
 	ctx := testContext(t)
 	port := testbin.FreePort(t)
 	l := newLedger()
@@ -502,7 +507,11 @@ func readOnlyAtStartup(t *testing.T, prefix []string, db string, makeRO func() (
 	for i := range 3 {
 		l.claim(t, ctx, alpha, fmt.Sprintf("before%d", i))
 	}
-	h.kill() // the grants are in the WAL, not yet in the database file
+	if crash {
+		h.kill() // the grants are in the WAL, not yet in the database file
+	} else {
+		h.stop(t)
+	}
 	undo := makeRO()
 
 	h = startFaultHub(t, prefix, db, port)

@@ -252,6 +252,9 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		}
 		journalDesc = fmt.Sprintf("%s (seq %d; %d claims restored from snapshot %d + %d events in %s)",
 			f.db, rec.LastSeq, rec.State.ClaimCount(), rec.SnapshotSeq, rec.Events, time.Since(start).Round(time.Millisecond))
+		if cfg.JournalFault != nil {
+			journalDesc += "; READ-ONLY: every mutation is refused until it is writable and the hub restarts"
+		}
 	}
 	h, err := hub.New(cfg)
 	if err != nil {
@@ -345,7 +348,10 @@ func (f *hubFlags) registerLimits(fs *flag.FlagSet) {
 // openHubJournal opens the hub's journal for writing. When the file, its
 // folder or its file system is read-only it opens it read-only instead and
 // returns why as fault: the hub then serves reads and refuses mutations
-// (hub.Config.JournalFault) rather than not starting at all.
+// (hub.Config.JournalFault) rather than not starting at all. On a
+// read-only file system after a clean stop there is no -shm and none can
+// be made, so it is then opened immutable (journal refuses that when a WAL
+// holds commits).
 func openHubJournal(path string, opts journal.Options) (store *journal.Store, fault, err error) {
 	store, err = journal.Open(path, opts)
 	if !errors.Is(err, journal.ErrReadOnly) {
@@ -354,6 +360,10 @@ func openHubJournal(path string, opts journal.Options) (store *journal.Store, fa
 	ro := opts
 	ro.ReadOnly = true
 	store, roErr := journal.Open(path, ro)
+	if roErr != nil {
+		ro.Immutable = true
+		store, roErr = journal.Open(path, ro)
+	}
 	if roErr != nil {
 		return nil, nil, err // the first error says why it cannot be written
 	}
