@@ -33,6 +33,9 @@ import (
 
 // faultHub is one `synapse hub` child of a disk-fault test.
 type faultHub struct {
+	prefix []string // nsenter into the test's mount namespace, when one
+	db     string
+	port   int
 	cmd    *exec.Cmd
 	uri    string
 	health string
@@ -84,6 +87,7 @@ func startFaultHub(t *testing.T, prefix []string, db string, port int, extra ...
 func tryStartFaultHub(t *testing.T, prefix []string, db string, port int, extra ...string) (*faultHub, string) {
 	t.Helper()
 	h := &faultHub{
+		prefix: prefix, db: db, port: port,
 		cmd:    hubCommand(t, prefix, db, port, extra...),
 		uri:    "ws://127.0.0.1:" + strconv.Itoa(port),
 		health: "http://127.0.0.1:" + strconv.Itoa(port) + "/health",
@@ -110,6 +114,13 @@ func tryStartFaultHub(t *testing.T, prefix []string, db string, port int, extra 
 		t.Fatalf("the hub did not start within 60 s:\n%s", h.stderr)
 	}
 	return nil, ""
+}
+
+// restart starts another hub on the same journal and port (the previous
+// one stopped).
+func (h *faultHub) restart(t *testing.T, extra ...string) *faultHub {
+	t.Helper()
+	return startFaultHub(t, h.prefix, h.db, h.port, extra...)
 }
 
 // kill SIGKILLs the hub and waits for it: every test restart is a crash,
@@ -270,10 +281,19 @@ func (l *ledger) checkRecovered(t *testing.T, ctx context.Context, h *faultHub) 
 	}
 }
 
-func testContext(t *testing.T) context.Context {
+// beginFaultRun starts a hub on db (through prefix) and has proj/alpha
+// claim n tasks T0..T(n-1), every grant acknowledged into the ledger.
+func beginFaultRun(t *testing.T, prefix []string, db string, n int) (context.Context, *ledger, *faultHub, *client.Client) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	return ctx
+	l := newLedger()
+	h := startFaultHub(t, prefix, db, testbin.FreePort(t))
+	alpha := h.dial(t, ctx, "proj/alpha")
+	for i := range n {
+		l.claim(t, ctx, alpha, fmt.Sprintf("T%d", i))
+	}
+	return ctx, l, h, alpha
 }
 
 // The journal reaches its size cap (--journal-max-kb, SQLITE_FULL exactly
@@ -282,22 +302,15 @@ func TestHubProcess_JournalCapReached_RefusesMutationsKeepsAcknowledged_INV_JA_2
 	if testing.Short() {
 		t.Skip("process test")
 	}
-	ctx := testContext(t)
 	db := filepath.Join(t.TempDir(), "hub.db")
-	port := testbin.FreePort(t)
-	l := newLedger()
-	h := startFaultHub(t, nil, db, port)
-	alpha := h.dial(t, ctx, "proj/alpha")
-	for i := range 3 {
-		l.claim(t, ctx, alpha, fmt.Sprintf("before%d", i))
-	}
+	ctx, l, h, alpha := beginFaultRun(t, nil, db, 3)
 	h.stop(t)
 	fi, err := os.Stat(db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	capKB := fi.Size()/1024 + 16
-	h = startFaultHub(t, nil, db, port, "--journal-max-kb", strconv.FormatInt(capKB, 10))
+	h = h.restart(t, "--journal-max-kb", strconv.FormatInt(capKB, 10))
 	alpha = h.dial(t, ctx, "proj/alpha")
 	ref := l.claimUntilRefused(t, ctx, alpha, "fill", 5000)
 	t.Logf("%d grants acknowledged before the %d KiB cap; refusal: %s", len(l.acked), capKB, ref.Message)
@@ -307,7 +320,7 @@ func TestHubProcess_JournalCapReached_RefusesMutationsKeepsAcknowledged_INV_JA_2
 	}
 	h.kill()
 
-	h = startFaultHub(t, nil, db, port) // room again: no cap
+	h = h.restart(t) // room again: no cap
 	l.checkRecovered(t, ctx, h)
 }
 
@@ -392,15 +405,8 @@ func TestHubProcess_FullFileSystem_RefusesMutationsKeepsAcknowledged_INV_JA_2(t 
 		t.Skip("process test")
 	}
 	ns := newMountNamespace(t, "8m")
-	ctx := testContext(t)
 	db := filepath.Join(ns.dir, "hub.db")
-	port := testbin.FreePort(t)
-	l := newLedger()
-	h := startFaultHub(t, ns.prefix, db, port)
-	alpha := h.dial(t, ctx, "proj/alpha")
-	for i := range 3 {
-		l.claim(t, ctx, alpha, fmt.Sprintf("before%d", i))
-	}
+	ctx, l, h, alpha := beginFaultRun(t, ns.prefix, db, 3)
 	fill(t, ns.path("filler"))
 	ref := l.claimUntilRefused(t, ctx, alpha, "fill", 5000)
 	t.Logf("%d grants acknowledged before the disk filled; refusal: %s", len(l.acked), ref.Message)
@@ -409,7 +415,7 @@ func TestHubProcess_FullFileSystem_RefusesMutationsKeepsAcknowledged_INV_JA_2(t 
 
 	// Restarted while the disk is still full: it refuses to start saying
 	// so, or starts and refuses the first mutation as above.
-	if h, exited := tryStartFaultHub(t, ns.prefix, db, port); h == nil {
+	if h, exited := tryStartFaultHub(t, h.prefix, db, h.port); h == nil {
 		if !strings.Contains(exited, "Free space") {
 			t.Fatalf("a hub on a full disk exited without saying to free space:\n%s", exited)
 		}
@@ -427,7 +433,7 @@ func TestHubProcess_FullFileSystem_RefusesMutationsKeepsAcknowledged_INV_JA_2(t 
 		t.Fatal(err)
 	}
 
-	h = startFaultHub(t, ns.prefix, db, port)
+	h = h.restart(t)
 	l.checkRecovered(t, ctx, h)
 }
 
@@ -499,14 +505,7 @@ func TestHubProcess_ReadOnlyJournalAtStartup_ServesReadsRefusesMutations_INV_JA_
 // leaves them in the WAL; a clean stop checkpoints them and removes it),
 // makes the journal read-only and checks the hub that starts on it.
 func readOnlyAtStartup(t *testing.T, prefix []string, db string, crash bool, makeRO func() (undo func())) {
-	ctx := testContext(t)
-	port := testbin.FreePort(t)
-	l := newLedger()
-	h := startFaultHub(t, prefix, db, port)
-	alpha := h.dial(t, ctx, "proj/alpha")
-	for i := range 3 {
-		l.claim(t, ctx, alpha, fmt.Sprintf("before%d", i))
-	}
+	ctx, l, h, _ := beginFaultRun(t, prefix, db, 3)
 	if crash {
 		h.kill() // the grants are in the WAL, not yet in the database file
 	} else {
@@ -514,22 +513,11 @@ func readOnlyAtStartup(t *testing.T, prefix []string, db string, crash bool, mak
 	}
 	undo := makeRO()
 
-	h = startFaultHub(t, prefix, db, port)
+	h = h.restart(t)
 	if !strings.Contains(h.stderr.String(), "the journal cannot be written") {
 		t.Errorf("the hub's log does not say the journal is read-only:\n%s", h.stderr)
 	}
-	alpha = h.dial(t, ctx, "proj/alpha")
-	ref := l.claim(t, ctx, alpha, "refused")
-	if ref == nil {
-		t.Fatal("a hub on a read-only journal granted a claim")
-	}
-	t.Logf("refusal: %s\n/health: %v", ref.Message, h.healthOf(t)["degraded_reason"])
-	l.checkFaulted(t, ctx, h, alpha, ref, "cannot be written")
-	h.kill()
-	undo()
-
-	h = startFaultHub(t, prefix, db, port)
-	l.checkRecovered(t, ctx, h)
+	l.refusedThenRecovered(t, ctx, h, h.dial(t, ctx, "proj/alpha"), undo)
 }
 
 // The journal's files become unwritable under a running hub. Only a write
@@ -545,27 +533,25 @@ func TestHubProcess_JournalTurnsReadOnlyUnderARunningHub_INV_JA_2(t *testing.T) 
 	if os.Geteuid() != 0 {
 		t.Skip("not root: no way to make an open file unwritable (chmod does not affect open descriptors); the startup case is tested")
 	}
-	ctx := testContext(t)
 	db := filepath.Join(t.TempDir(), "hub.db")
-	port := testbin.FreePort(t)
-	l := newLedger()
-	h := startFaultHub(t, nil, db, port)
-	alpha := h.dial(t, ctx, "proj/alpha")
-	for i := range 3 {
-		l.claim(t, ctx, alpha, fmt.Sprintf("before%d", i))
-	}
-	undo := makeReadOnly(t, db, db+"-wal")
-	ref := l.claim(t, ctx, alpha, "refused")
+	ctx, l, h, alpha := beginFaultRun(t, nil, db, 3)
+	l.refusedThenRecovered(t, ctx, h, alpha, makeReadOnly(t, db, db+"-wal"))
+}
+
+// refusedThenRecovered: on a hub whose journal cannot be written, a claim
+// is refused and the hub looks faulted (checkFaulted); killed, the fault
+// undone and restarted, it has recovered (checkRecovered).
+func (l *ledger) refusedThenRecovered(t *testing.T, ctx context.Context, h *faultHub, c *client.Client, undo func()) {
+	t.Helper()
+	ref := l.claim(t, ctx, c, "refused")
 	if ref == nil {
-		t.Fatal("a claim was granted on an immutable journal")
+		t.Fatal("a claim was granted on a journal that cannot be written")
 	}
 	t.Logf("refusal: %s\n/health: %v", ref.Message, h.healthOf(t)["degraded_reason"])
-	l.checkFaulted(t, ctx, h, alpha, ref, "cannot be written")
+	l.checkFaulted(t, ctx, h, c, ref, "cannot be written")
 	h.kill()
 	undo()
-
-	h = startFaultHub(t, nil, db, port)
-	l.checkRecovered(t, ctx, h)
+	l.checkRecovered(t, ctx, h.restart(t))
 }
 
 // copyFile copies src to dst (a backup the test restores).
@@ -609,16 +595,9 @@ func TestHubProcess_JournalCutShort_RefusesToStart_INV_JA_1(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process test")
 	}
-	ctx := testContext(t)
 	dir := t.TempDir()
 	db := filepath.Join(dir, "hub.db")
-	port := testbin.FreePort(t)
-	l := newLedger()
-	h := startFaultHub(t, nil, db, port)
-	alpha := h.dial(t, ctx, "proj/alpha")
-	for i := range 40 {
-		l.claim(t, ctx, alpha, fmt.Sprintf("T%d", i))
-	}
+	ctx, l, h, alpha := beginFaultRun(t, nil, db, 40)
 	h.stop(t) // clean: the WAL is checkpointed into the file and removed
 	if _, err := os.Stat(db + "-wal"); err == nil {
 		t.Fatal("a clean stop left a WAL")
@@ -642,7 +621,7 @@ func TestHubProcess_JournalCutShort_RefusesToStart_INV_JA_1(t *testing.T) {
 			if err := os.Truncate(db, c.size); err != nil {
 				t.Fatal(err)
 			}
-			code, out := runSynapse(t, "hub", "--db", db, "--port", strconv.Itoa(port), "--no-mcp")
+			code, out := runSynapse(t, "hub", "--db", db, "--port", strconv.Itoa(h.port), "--no-mcp")
 			if code != 1 || !strings.Contains(out, "damaged") || !strings.Contains(out, "synapse journal check "+db) {
 				t.Fatalf("a hub on a journal cut to %d of %d bytes: exit %d\n%s\nwant exit 1 naming the damage and 'synapse journal check'", c.size, fi.Size(), code, out)
 			}
@@ -654,7 +633,7 @@ func TestHubProcess_JournalCutShort_RefusesToStart_INV_JA_1(t *testing.T) {
 		})
 	}
 	copyFile(t, whole, db)
-	h = startFaultHub(t, nil, db, port)
+	h = h.restart(t)
 	l.checkRecovered(t, ctx, h)
 
 	// After a crash, with a WAL beside the file, a page the WAL holds a
@@ -679,7 +658,7 @@ func TestHubProcess_JournalCutShort_RefusesToStart_INV_JA_1(t *testing.T) {
 			if err := os.Truncate(db, fi.Size()-cut); err != nil {
 				t.Fatal(err)
 			}
-			h, exited := tryStartFaultHub(t, nil, db, port)
+			h, exited := tryStartFaultHub(t, h.prefix, db, h.port)
 			if h == nil {
 				if !strings.Contains(exited, "damaged") || !strings.Contains(exited, "synapse journal check "+db) {
 					t.Fatalf("the hub refused to start without naming the damage and 'synapse journal check':\n%s", exited)
@@ -726,15 +705,8 @@ func TestHubProcess_TornWALTail_KeepsEveryEarlierCommit_INV_JA_1(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process test")
 	}
-	ctx := testContext(t)
 	db := filepath.Join(t.TempDir(), "hub.db")
-	port := testbin.FreePort(t)
-	l := newLedger()
-	h := startFaultHub(t, nil, db, port)
-	alpha := h.dial(t, ctx, "proj/alpha")
-	for i := range 5 {
-		l.claim(t, ctx, alpha, fmt.Sprintf("T%d", i))
-	}
+	ctx, l, h, alpha := beginFaultRun(t, nil, db, 5)
 	l.claim(t, ctx, alpha, "torn") // its commit is the one the cut tears
 	h.kill()
 
@@ -753,7 +725,7 @@ func TestHubProcess_TornWALTail_KeepsEveryEarlierCommit_INV_JA_1(t *testing.T) {
 	delete(l.acked, "torn")
 	l.refused = append(l.refused, "torn") // must not be visible
 
-	h = startFaultHub(t, nil, db, port)
+	h = h.restart(t)
 	l.checkRecovered(t, ctx, h)
 	h.stop(t)
 	if code, out := runSynapse(t, "journal", "check", db); code != 0 {
