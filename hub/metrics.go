@@ -174,6 +174,12 @@ func newMetrics(h *Hub) *metrics {
 		}
 		return 0
 	})
+	gaugeFunc("synapse_journal_unwritable", "1 when the journal cannot be written (disk full, read-only, damaged): mutations are refused until the hub restarts.", func() float64 {
+		if h.journalErr() != nil {
+			return 1
+		}
+		return 0
+	})
 	gaugeFunc("synapse_sequencer_batches", "Batches the sequencer decided.", func() float64 { return float64(h.seq.Stats().Batches) })
 	gaugeFunc("synapse_socket_frames_written", "Frames written to sockets (control frames included).", func() float64 { return float64(transport.Stats().Frames) })
 	gaugeFunc("synapse_socket_writes", "Write system calls to sockets by writer goroutines.", func() float64 { return float64(transport.Stats().Writes) })

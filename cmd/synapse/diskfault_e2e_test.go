@@ -235,6 +235,27 @@ func (l *ledger) checkFaulted(t *testing.T, ctx context.Context, h *faultHub, c 
 	if body["status"] != "degraded" || !strings.Contains(fmt.Sprint(body["degraded_reason"]), cause) {
 		t.Fatalf("/health = %v; want degraded saying %q", body, cause)
 	}
+	if m := h.metric(t, "synapse_journal_unwritable"); m != "1" {
+		t.Fatalf("synapse_journal_unwritable = %q; want 1", m)
+	}
+}
+
+// metric reads one unlabelled sample from /metrics.
+func (h *faultHub) metric(t *testing.T, name string) string {
+	t.Helper()
+	resp, err := http.Get(strings.TrimSuffix(h.health, "/health") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	for _, line := range strings.Split(b.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // checkState: the hub's claims are exactly the acknowledged grants, at
@@ -269,8 +290,8 @@ func (l *ledger) checkState(t *testing.T, ctx context.Context, c *client.Client,
 // again.
 func (l *ledger) checkRecovered(t *testing.T, ctx context.Context, h *faultHub) {
 	t.Helper()
-	if body := h.healthOf(t); body["status"] != "ok" {
-		t.Fatalf("/health after recovery = %v; want ok", body)
+	if body := h.healthOf(t); body["status"] != "ok" || h.metric(t, "synapse_journal_unwritable") != "0" {
+		t.Fatalf("/health after recovery = %v, synapse_journal_unwritable %q; want ok, 0", body, h.metric(t, "synapse_journal_unwritable"))
 	}
 	c := h.dial(t, ctx, "proj/recovered")
 	l.checkState(t, ctx, c, "after recovery")
@@ -358,8 +379,13 @@ func newMountNamespace(t *testing.T, size string) *mountNamespace {
 		t.Skipf("cannot mount a tmpfs in a user namespace here (%v %q): %s", err, line, stderr.String())
 	}
 	pid := strconv.Itoa(holder.Process.Pid)
-	return &mountNamespace{dir: dir, root: "/proc/" + pid + "/root",
+	ns := &mountNamespace{dir: dir, root: "/proc/" + pid + "/root",
 		prefix: []string{"nsenter", "-t", pid, "-U", "-m", "--preserve-credentials", "--"}}
+	probe := append(append([]string{}, ns.prefix...), "true")
+	if out, err := exec.Command(probe[0], probe[1:]...).CombinedOutput(); err != nil {
+		t.Skipf("cannot enter the mount namespace here: %v %s", err, out)
+	}
+	return ns
 }
 
 // path is where the test reaches name in the namespace's tmpfs.
