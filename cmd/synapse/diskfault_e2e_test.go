@@ -227,8 +227,23 @@ func (l *ledger) checkFaulted(t *testing.T, ctx context.Context, h *faultHub, c 
 		}
 		break
 	}
+	short, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := c.TaskDeclare(short, client.TaskDeclaration{TaskID: "board-after-fault", Title: "refused"})
+	var board *client.Refused
+	if !errors.As(err, &board) || board.Code != "journal_unavailable" {
+		t.Fatalf("a board task declared while the journal cannot be written: %v; want journal_unavailable", err)
+	}
+	_, err = c.Send(short, "all", "refused chat", client.SendOptions{})
+	var chat *client.Refused
+	if !errors.As(err, &chat) || chat.Code != "journal_unavailable" || !strings.Contains(chat.Message, cause) {
+		t.Fatalf("a chat sent while the journal cannot be written: %v; want journal_unavailable saying %q", err, cause)
+	}
 	if _, err := c.Who(ctx); err != nil {
 		t.Fatalf("who while degraded: %v", err)
+	}
+	if _, err := c.Board(ctx); err != nil {
+		t.Fatalf("board while degraded: %v", err)
 	}
 	l.checkState(t, ctx, c, "while degraded")
 	body := h.healthOf(t)
@@ -295,6 +310,15 @@ func (l *ledger) checkRecovered(t *testing.T, ctx context.Context, h *faultHub) 
 	}
 	c := h.dial(t, ctx, "proj/recovered")
 	l.checkState(t, ctx, c, "after recovery")
+	b, err := c.Board(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range b.Tasks {
+		if task.TaskID == "board-after-fault" {
+			t.Fatal("the board task refused while the journal could not be written is on the board")
+		}
+	}
 	if len(l.refused) > 0 {
 		if ref := l.claim(t, ctx, c, l.refused[0]); ref != nil {
 			t.Fatalf("claim after recovery refused: %s", ref.Message)
