@@ -13,7 +13,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// Disk faults an Open or Append error may carry (errors.Is), so the hub
+// Disk faults an Open, Append or Scan error may carry (errors.Is), so the hub
 // can tell its operator what to do (docs/journal.md, "Disk faults").
 var (
 	// ErrDiskFull: the file system is full (SQLITE_FULL, ENOSPC), or the
