@@ -433,7 +433,7 @@ type run struct {
 	crashes, pauses int
 	retries         int
 	replays         int
-	mailSent        int // acknowledged directed chats, each found in its recipient's mailbox after recovery
+	mailSent        int      // acknowledged directed chats, each found in its recipient's mailbox after recovery
 	problems        []string // zero-loss accounting outside the model
 	result          porcupine.CheckResult
 	info            porcupine.LinearizationInfo
