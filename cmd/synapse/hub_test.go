@@ -60,7 +60,8 @@ func TestHub_EveryLimitHasAFlag(t *testing.T) {
 	if err := fs.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	if f.limits != coord.DefaultLimits() || f.sendQueue != hub.DefaultSendQueue || f.sendQueueKB<<10 != hub.DefaultSendQueueBytes || f.pingInterval != hub.DefaultPingInterval ||
+	if f.limits != coord.DefaultLimits() || f.sendQueue != hub.DefaultSendQueue || f.sendQueueKB<<10 != hub.DefaultSendQueueBytes ||
+		f.pendingReceipts != hub.DefaultPendingReceiptWindow || f.pingInterval != hub.DefaultPingInterval ||
 		f.pongTimeout != hub.DefaultPongTimeout || f.authTimeout != hub.DefaultAuthTimeout || f.presenceWindow != hub.DefaultPresenceWindow ||
 		f.malformedRate != hub.DefaultMalformedPerSecond || f.malformedBurst != hub.DefaultMalformedBurst ||
 		f.closesRate != hub.DefaultClosesPerHostPerSecond || f.closesBurst != hub.DefaultClosesPerHostBurst ||
@@ -88,6 +89,7 @@ func TestHub_EveryLimitHasAFlag(t *testing.T) {
 		{"max-notes-per-task", "14", func() any { return f.limits.MaxNotesPerTask }, 14},
 		{"send-queue", "99", func() any { return f.sendQueue }, 99},
 		{"send-queue-kb", "512", func() any { return f.sendQueueKB }, 512},
+		{"pending-receipt-window", "17", func() any { return f.pendingReceipts }, 17},
 		{"ping-interval", "3s", func() any { return f.pingInterval }, 3 * time.Second},
 		{"pong-timeout", "4s", func() any { return f.pongTimeout }, 4 * time.Second},
 		{"auth-timeout", "5s", func() any { return f.authTimeout }, 5 * time.Second},
@@ -97,6 +99,7 @@ func TestHub_EveryLimitHasAFlag(t *testing.T) {
 		{"frames-burst", "60", func() any { return f.framesBurst }, 60},
 		{"closes-per-host", "3.5", func() any { return f.closesRate }, 3.5},
 		{"closes-burst", "8", func() any { return f.closesBurst }, 8},
+		{"journal-max-kb", "64", func() any { return f.journalMaxKB }, int64(64)},
 		{"presence-window", "250ms", func() any { return f.presenceWindow }, 250 * time.Millisecond},
 	}
 	for _, c := range cases {
