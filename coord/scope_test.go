@@ -38,6 +38,11 @@ func TestNormalizePath_PROTOCOL_3_4(t *testing.T) {
 		{"unicode is printable", "src/é/ü.go", "src/é/ü.go"},
 		{"case kept", "Src/A", "Src/A"},
 		{"globs are literal", "src/*.go", "src/*.go"},
+		// Found by FuzzPathOverlap: these gave " a" and "a/ ", which a
+		// second pass turns into "a" — not idempotent.
+		{"white space bared by a dot segment is the root", "./ a", ""},
+		{"white space bared by a trailing dot is the root", "a/ /.", ""},
+		{"white space inside a segment is kept", "a/ b /c", "a/ b /c"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
