@@ -26,6 +26,8 @@ type metrics struct {
 	claimsGranted       prometheus.Counter
 	claimsDenied        *prometheus.CounterVec
 	slowConsumers       prometheus.Counter
+	eventStreamsDropped prometheus.Counter
+	dashboardAuthFailed prometheus.Counter
 	reaped              prometheus.Counter
 	authFailures        prometheus.Counter
 	authLockouts        prometheus.Counter
@@ -74,6 +76,8 @@ func newMetrics(h *Hub) *metrics {
 	m.claimsGranted = counter("synapse_claims_granted_total", "Claims granted.")
 	m.claimsDenied = vec("synapse_claims_denied_total", "Claims denied, by reason code.", "reason")
 	m.slowConsumers = counter("synapse_slow_consumer_disconnects_total", "Sockets dropped because their send queue was full.")
+	m.eventStreamsDropped = counter("synapse_event_streams_dropped_total", "Dashboard event streams (/api/events) dropped because their buffer was full.")
+	m.dashboardAuthFailed = counter("synapse_dashboard_auth_failures_total", "Dashboard and /api requests refused for a missing or wrong token.")
 	m.reaped = counter("synapse_dead_sockets_reaped_total", "Sockets dropped for a missed pong.")
 	m.authFailures = counter("synapse_auth_failures_total", "First frames refused by the token gate.")
 	m.authLockouts = counter("synapse_auth_lockout_refusals_total", "First frames refused unchecked because their host failed the token too often.")

@@ -247,6 +247,9 @@ func (s *session) register(sender string, in *wire.Inbound, typ string) bool {
 		if _, ok := h.reg.deadLetters[sender]; ok {
 			delete(h.reg.deadLetters, sender)
 			s.deadCleared = max(h.mb.lastDirected, 1)
+			if h.feed.listening() { // count 0: the target is back, its dead letters forgotten
+				h.feed.publish("dead_letter", APIDeadLetter{Target: sender, LastTS: now})
+			}
 		}
 	}
 	return true
