@@ -22,6 +22,7 @@ type APIState struct {
 	HubID       string  `json:"hub_id"`
 	Version     string  `json:"version"`
 	GeneratedAt float64 `json:"generated_at"` // the hub's clock, unix seconds
+	Secured     bool    `json:"secured"`      // the hub has a token: the page offers to sign out
 	// EventID is the id of the last /api/events event this state reflects:
 	// apply only events with a greater id.
 	EventID     uint64             `json:"event_id"`
@@ -188,8 +189,8 @@ func (h *Hub) State(ctx context.Context) (APIState, error) {
 		return APIState{}, err
 	}
 	r := v.(refs)
-	out := APIState{HubID: h.cfg.HubID, Version: Version, GeneratedAt: r.at, EventID: r.eventID,
-		Refusals: r.refusals, Mailbox: nil}
+	out := APIState{HubID: h.cfg.HubID, Version: Version, GeneratedAt: r.at, Secured: h.cfg.Token != "",
+		EventID: r.eventID, Refusals: r.refusals}
 
 	owned := map[string]int{}
 	out.Claims = make([]APIClaim, 0, len(r.claims))

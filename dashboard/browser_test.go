@@ -1,0 +1,195 @@
+package dashboard_test
+
+// The dashboard in a real browser: Debian's chromium, headless, driven by
+// chromedp against a real hub with a scripted fleet (the Go SDK). CI
+// installs chromium (.ci/run); without it this test fails and says how to
+// install it, rather than skipping.
+
+import (
+	"context"
+	"flag"
+
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/synapse-hub/synapse/client"
+	"github.com/synapse-hub/synapse/hub"
+	"github.com/synapse-hub/synapse/hub/hubtest"
+	"github.com/synapse-hub/synapse/journal"
+)
+
+var updateScreenshot = flag.Bool("update-screenshot", false, "write the browser test's screenshot to docs/dashboard.png")
+
+// liveWithin is how soon the page must show a grant or a release.
+const liveWithin = time.Second
+
+// chromium finds the browser: $SYNAPSE_CHROMIUM, else chromium on PATH.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("SYNAPSE_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no chromium for the dashboard's browser test: install it with `apt-get install -y chromium` (Debian; .ci/run does), or set SYNAPSE_CHROMIUM to a Chrome or Chromium binary")
+	return ""
+}
+
+func TestDashboard_BrowserShowsTheFleetAndFollowsGrantsAndReleases(t *testing.T) {
+	exe := chromium(t)
+	const token = "dashboard-test-token"
+	store, err := journal.Open(filepath.Join(t.TempDir(), "hub.db"), journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	uri := hubtest.Start(t, hub.Config{Token: token, Journal: store, HubID: "syn-dashboard"})
+	base := "http://" + strings.TrimPrefix(uri, "ws://")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	dial := func(name string) *client.Client {
+		c, err := client.Dial(ctx, client.Options{URI: uri, Name: name, Token: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	alpha, bravo, charlie := dial("proj/alpha"), dial("proj/bravo"), dial("proj/charlie")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = alpha.Claim(ctx, client.ClaimRequest{TaskID: "T1", Worktree: "/repo", Paths: []string{"src/core/a.go", "src/core/b.go"}})
+	must(err)
+	_, err = bravo.Claim(ctx, client.ClaimRequest{TaskID: "T2", Worktree: "/repo", Paths: []string{"docs"}})
+	must(err)
+	_, err = charlie.Claim(ctx, client.ClaimRequest{TaskID: "T3", Worktree: "/other", Paths: nil})
+	must(err)
+	if _, err := bravo.Claim(ctx, client.ClaimRequest{TaskID: "T4", Worktree: "/repo", Paths: []string{"src/core"}}); err == nil {
+		t.Fatal("bravo's overlapping claim was granted")
+	}
+	_, err = alpha.TaskDeclare(ctx, client.TaskDeclaration{TaskID: "A", Title: "Design the schema"})
+	must(err)
+	_, err = alpha.TaskDeclare(ctx, client.TaskDeclaration{TaskID: "B", Title: "Write the migration", DependsOn: []string{"A"}})
+	must(err)
+	_, err = alpha.TaskDeclare(ctx, client.TaskDeclaration{TaskID: "C", Title: "Update the docs"})
+	must(err)
+	_, err = alpha.Send(ctx, "proj/offline", "are you there?", client.SendOptions{})
+	must(err)
+	_, err = alpha.Send(ctx, "proj/bravo", "please review T1", client.SendOptions{})
+	must(err)
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe),
+		chromedp.NoSandbox, // CI runs as root
+		chromedp.DisableGPU,
+		chromedp.WindowSize(1280, 900),
+	)
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+
+	// The one-time ?token= sets the session cookie and sends us to /.
+	must(chromedp.Do(bctx,
+		chromedp.Navigate(base+"/?token="+token),
+		chromedp.WaitVisible(chromedp.CSS(`[data-claim="T1"]`)),
+	))
+	loc, err := chromedp.Run(bctx, chromedp.Location())
+	must(err)
+	if strings.Contains(loc, token) {
+		t.Fatalf("the token stayed in the address bar: %s", loc)
+	}
+
+	// What the fleet did is on the page.
+	for sel, want := range map[string]string{
+		`[data-agent="proj/alpha"]`:                      "live",
+		`[data-agent="proj/charlie"]`:                    "proj/charlie",
+		`[data-worktree="/repo"] [data-claim="T1"]`:      "proj/alpha",
+		`[data-worktree="/repo"] [data-claim="T2"]`:      "proj/bravo",
+		`[data-worktree="/other"] [data-claim="T3"]`:     "proj/charlie",
+		`[data-column="ready"] [data-task="A"]`:          "Design the schema",
+		`[data-column="ready"] [data-task="C"]`:          "Update the docs",
+		`[data-column="open"] [data-task="B"]`:           "after A",
+		`#refusals-body [data-refusal="SCOPE_CONFLICT"]`: "proj/bravo → proj/alpha",
+		`[data-dead="proj/offline"]`:                     "proj/alpha",
+		`#health-body`:                                   "sqlite",
+	} {
+		if got := text(t, bctx, sel); !strings.Contains(got, want) {
+			t.Errorf("%s shows %q, want it to contain %q", sel, got, want)
+		}
+	}
+	if got := text(t, bctx, `[data-worktree="/repo"]`); !strings.Contains(got, "core/") || !strings.Contains(got, "a.go") {
+		t.Errorf("the /repo tree shows %q, want the folder core/ and the file a.go", got)
+	}
+
+	// Live: a grant and a release reach the page within a second.
+	_, err = charlie.Claim(ctx, client.ClaimRequest{TaskID: "T9", Worktree: "/repo", Paths: []string{"src/ui/page.go"}})
+	must(err)
+	waitFor(t, bctx, `document.querySelector('[data-claim="T9"]') !== null`, "the grant of T9")
+	_, err = alpha.Release(ctx, "T1", client.ReleaseOptions{})
+	must(err)
+	waitFor(t, bctx, `document.querySelector('[data-claim="T1"]') === null`, "the release of T1")
+	if got := text(t, bctx, `[data-claim="T9"]`); !strings.Contains(got, "proj/charlie") || !strings.Contains(got, "left") {
+		t.Errorf("T9 shows %q, want its owner and its time left", got)
+	}
+
+	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	must(err)
+	dir := os.Getenv("SYNAPSE_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	must(os.MkdirAll(dir, 0o755))
+	shot := filepath.Join(dir, "dashboard.png")
+	must(os.WriteFile(shot, png, 0o644))
+	t.Logf("screenshot: %s", shot)
+	if *updateScreenshot {
+		must(os.WriteFile(filepath.Join("..", "docs", "dashboard.png"), png, 0o644))
+	}
+}
+
+// text returns the text of the first element matching sel, failing the
+// test if there is none within a few seconds.
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("%s: %v", sel, err)
+	}
+	return s
+}
+
+// waitFor polls the page until expr is true, failing after liveWithin.
+func waitFor(t *testing.T, ctx context.Context, expr, what string) {
+	t.Helper()
+	deadline := time.Now().Add(liveWithin)
+	for {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page did not show %s within %v", what, liveWithin)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
