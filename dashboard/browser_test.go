@@ -8,17 +8,20 @@ package dashboard_test
 import (
 	"context"
 	"flag"
+	"fmt"
 
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/synapse-hub/synapse/client"
+	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/hub"
 	"github.com/synapse-hub/synapse/hub/hubtest"
 	"github.com/synapse-hub/synapse/journal"
@@ -178,7 +181,12 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 // waitFor polls the page until expr is true, failing after liveWithin.
 func waitFor(t *testing.T, ctx context.Context, expr, what string) {
 	t.Helper()
-	deadline := time.Now().Add(liveWithin)
+	waitForWithin(t, ctx, expr, what, liveWithin)
+}
+
+func waitForWithin(t *testing.T, ctx context.Context, expr, what string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for {
 		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
 		if err != nil {
@@ -188,8 +196,101 @@ func waitFor(t *testing.T, ctx context.Context, expr, what string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the page did not show %s within %v", what, liveWithin)
+			t.Fatalf("the page did not show %s within %v", what, within)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// At 500 agents and 10,000 claims the page stays responsive: it renders
+// pages of each list, not every row, and still shows a grant and a release
+// within a second.
+func TestDashboard_BrowserStaysResponsiveAt500AgentsAnd10000Claims(t *testing.T) {
+	exe := chromium(t)
+	const agents, claims = 500, 10000
+	now := float64(time.Now().UnixNano()) / 1e9
+	img := coord.Image{Epoch: claims}
+	for i := range claims {
+		img.Claims = append(img.Claims, coord.Claim{
+			TaskID: fmt.Sprintf("T%05d", i), Owner: fmt.Sprintf("proj/agent-%03d", i%agents),
+			Worktree: fmt.Sprintf("/wt-%02d", i%20), Paths: []string{fmt.Sprintf("src/pkg%03d/file%05d.go", i%300, i)},
+			QuotaPrincipal: "open-host:127.0.0.1", ClaimedAt: now, ExpiresAt: now + 3600, Epoch: int64(i + 1),
+		})
+	}
+	lim := coord.DefaultLimits()
+	lim.MaxClaimsPerPrincipal = claims + 10
+	uri := hubtest.Start(t, hub.Config{State: coord.FromImage(lim, img), Limits: lim, MaxClients: agents + 10, MaxConnectionsPerHost: -1})
+	base := "http://" + strings.TrimPrefix(uri, "ws://")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	fleet := make([]*client.Client, agents)
+	var wg sync.WaitGroup
+	errs := make(chan error, agents)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < agents; i += 8 {
+				c, err := client.Dial(ctx, client.Options{URI: uri, Name: fmt.Sprintf("proj/agent-%03d", i), Scoped: true})
+				if err != nil {
+					errs <- err
+					return
+				}
+				fleet[i] = c
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, c := range fleet {
+			c.Close()
+		}
+	})
+
+	actx, acancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 900))...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+	start := time.Now()
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`[data-claim]`))); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first render of %d agents and %d claims: %v", agents, claims, time.Since(start).Round(time.Millisecond))
+	if got := text(t, bctx, "#claims-count"); got != fmt.Sprint(claims) {
+		t.Errorf("claims count shows %q, want %d", got, claims)
+	}
+	waitForWithin(t, bctx, `document.getElementById("agents-count").textContent.startsWith("500 online")`, "500 agents online", 10*time.Second)
+	rows, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("[data-claim], [data-agent]").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows > 1000 {
+		t.Errorf("the page holds %d claim and agent rows at once, want pages of them (at most 1000)", rows)
+	}
+
+	full, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`document.body.dataset.renderMs`))
+	t.Logf("a render of every panel, unfiltered: %s ms", full)
+
+	// With every claim loaded, a grant and a release still show within a
+	// second (filtered, so they are on the page whatever their order).
+	if err := chromedp.Do(bctx, chromedp.SendKeys(chromedp.CSS("#filter"), "zz-live")); err != nil {
+		t.Fatal(err)
+	}
+	c := fleet[7]
+	if _, err := c.Claim(ctx, client.ClaimRequest{TaskID: "zz-live-1", Worktree: "/wt-07", Paths: []string{"web/zz.go"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, bctx, `document.querySelector('[data-claim="zz-live-1"]') !== null`, "the grant among 10,000 claims")
+	if _, err := c.Release(ctx, "zz-live-1", client.ReleaseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, bctx, `document.querySelector('[data-claim="zz-live-1"]') === null`, "the release among 10,000 claims")
+	ms, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`document.body.dataset.renderMs`))
+	t.Logf("a render, filtered: %s ms", ms)
 }
