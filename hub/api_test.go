@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/synapse-hub/synapse/federation"
 )
 
 // The dashboard's JSON API (api.go, docs/api.md), over the hub's real port.
@@ -447,5 +449,22 @@ func TestDashboard_NoDashboardTurnsItOff(t *testing.T) {
 		if resp.StatusCode != http.StatusUpgradeRequired {
 			t.Fatalf("GET %s with NoDashboard = %d, want 426 as before the dashboard", path, resp.StatusCode)
 		}
+	}
+}
+
+// With an ownership map the state lists namespaces with their owner hub.
+func TestDashboard_StateListsNamespacesWithTheirOwner(t *testing.T) {
+	th := startHub(t, Config{HubID: "hub-a", Federation: federation.Config{Owners: []string{"proj=hub-a", "other=hub-b"}}})
+	th.join("proj/alpha")
+	st := th.state(nil)
+	if st.Federation == nil || !st.Federation.Governed {
+		t.Fatalf("federation = %+v, want the governed map", st.Federation)
+	}
+	owners := map[string]string{}
+	for _, ns := range st.Federation.Namespaces {
+		owners[ns.Namespace] = ns.Owner
+	}
+	if owners["proj"] != "hub-a" || owners["other"] != "hub-b" {
+		t.Fatalf("namespaces = %+v", st.Federation.Namespaces)
 	}
 }
