@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/synapse-hub/synapse/client"
@@ -163,6 +165,39 @@ func TestDashboard_BrowserShowsTheFleetAndFollowsGrantsAndReleases(t *testing.T)
 	if *updateScreenshot {
 		must(os.WriteFile(filepath.Join("..", "docs", "dashboard.png"), png, 0o644))
 	}
+
+	// Keyboard: "/" focuses the filter, typing filters, Escape clears it.
+	must(chromedp.Do(bctx, chromedp.KeyEvent("/")))
+	waitForWithin(t, bctx, `document.activeElement && document.activeElement.id === "filter"`, "the filter focused by /", 2*time.Second)
+	must(chromedp.Do(bctx, chromedp.KeyEvent("bravo")))
+	waitForWithin(t, bctx, `document.querySelectorAll("[data-agent]").length === 1 && document.querySelector('[data-agent="proj/bravo"]') !== null`,
+		"only proj/bravo under the filter", 2*time.Second)
+	must(chromedp.Do(bctx, chromedp.KeyEvent("\x1b"))) // Escape
+	waitForWithin(t, bctx, `document.querySelectorAll("[data-agent]").length === 3`, "every agent once the filter is cleared", 2*time.Second)
+
+	// Dark theme when the system asks for it.
+	light, err := chromedp.Run(bctx, chromedp.Evaluate[string](`getComputedStyle(document.documentElement).backgroundColor`))
+	must(err)
+	must(chromedp.Do(bctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
+		return err
+	})))
+	dark, err := chromedp.Run(bctx, chromedp.Evaluate[string](`getComputedStyle(document.documentElement).backgroundColor`))
+	must(err)
+	if dark == light {
+		t.Errorf("the background is %s in both themes", dark)
+	}
+	png, err = chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	must(err)
+	must(os.WriteFile(filepath.Join(dir, "dashboard-dark.png"), png, 0o644))
+
+	// A phone: one column, nothing wider than the screen.
+	must(chromedp.Do(bctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulatePortrait)))
+	waitForWithin(t, bctx, `document.documentElement.scrollWidth <= window.innerWidth`, "a page no wider than a phone", 2*time.Second)
+	png, err = chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	must(err)
+	must(os.WriteFile(filepath.Join(dir, "dashboard-phone.png"), png, 0o644))
 }
 
 // text returns the text of the first element matching sel, failing the
