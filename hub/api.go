@@ -350,12 +350,19 @@ func (h *Hub) Board(ctx context.Context) (APIBoard, error) {
 // deadLetters lists the dead-letter ledger, worst first.
 func (h *Hub) deadLetters() []APIDeadLetter {
 	h.mu.Lock()
+	out := h.deadLettersLocked()
+	h.mu.Unlock()
+	sortDeadLetters(out)
+	return out
+}
+
+// deadLettersLocked copies the dead-letter ledger (at most maxDeadLetters
+// entries), unsorted.
+func (h *Hub) deadLettersLocked() []APIDeadLetter {
 	out := make([]APIDeadLetter, 0, len(h.reg.deadLetters))
 	for t, d := range h.reg.deadLetters {
 		out = append(out, APIDeadLetter{Target: t, Count: d.count, LastTS: d.lastTS, LastSender: d.lastSender})
 	}
-	h.mu.Unlock()
-	sortDeadLetters(out)
 	return out
 }
 

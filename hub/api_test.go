@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -467,4 +468,43 @@ func TestDashboard_StateListsNamespacesWithTheirOwner(t *testing.T) {
 	if owners["proj"] != "hub-a" || owners["other"] != "hub-b" {
 		t.Fatalf("namespaces = %+v", st.Federation.Namespaces)
 	}
+}
+
+// Dead letters and the mailbox backlog, in the state and live.
+func TestDashboard_DeadLettersAndBacklogInStateAndEvents(t *testing.T) {
+	j := openJournalHub(t, filepath.Join(t.TempDir(), "hub.db"))
+	a, b := j.join("p/a"), j.join("p/b")
+	evs := j.events(nil)
+	expectEvent(t, evs, "hello", nil)
+
+	a.send(chatTo("p/a", "p/gone", "anyone?"))
+	expectEvent(t, evs, "dead_letter", func(m map[string]any) bool { return m["target"] == "p/gone" && m["count"] == 1.0 })
+	a.send(chatTo("p/a", "p/b", "please read"))
+	chat := b.expect("chat")
+	expectEvent(t, evs, "mailbox", func(m map[string]any) bool { return m["identity"] == "p/b" })
+
+	st := j.state(nil)
+	if len(st.DeadLetters) != 1 || st.DeadLetters[0].Target != "p/gone" || st.DeadLetters[0].LastSender != "p/a" {
+		t.Fatalf("dead letters = %+v", st.DeadLetters)
+	}
+	if st.Mailbox == nil || st.Mailbox["p/b"] != 1 || st.Health.Journal != "sqlite" {
+		t.Fatalf("mailbox = %v, journal %q; want p/b: 1 on sqlite", st.Mailbox, st.Health.Journal)
+	}
+
+	b.send(map[string]any{"sender": "p/b", "target": "System", "type": "ack", "seq": chat["seq"]})
+	expectEvent(t, evs, "mailbox", func(m map[string]any) bool { return m["identity"] == "p/b" })
+	resp := j.apiGet("/api/mailbox", nil)
+	defer resp.Body.Close()
+	var mb struct {
+		Mailbox     map[string]int64 `json:"mailbox_pending"`
+		DeadLetters []APIDeadLetter  `json:"dead_letters"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&mb); err != nil || mb.Mailbox["p/b"] != 0 || len(mb.DeadLetters) != 1 {
+		t.Fatalf("/api/mailbox after the ack = %+v, %v", mb, err)
+	}
+
+	// The target comes and acts: its dead letters are forgotten.
+	g := j.join("p/gone")
+	g.send(chatTo("p/gone", "p/a", "here"))
+	expectEvent(t, evs, "dead_letter", func(m map[string]any) bool { return m["target"] == "p/gone" && m["count"] == 0.0 })
 }

@@ -175,10 +175,7 @@ func (h *Hub) State(ctx context.Context) (APIState, error) {
 			}
 			r.agents = append(r.agents, a)
 		}
-		r.dead = make([]APIDeadLetter, 0, len(h.reg.deadLetters))
-		for t, d := range h.reg.deadLetters {
-			r.dead = append(r.dead, APIDeadLetter{Target: t, Count: d.count, LastTS: d.lastTS, LastSender: d.lastSender})
-		}
+		r.dead = h.deadLettersLocked()
 		r.clients, r.online = h.liveSocketsLocked(), len(h.reg.byName)
 		h.feed.mu.Lock()
 		r.eventID, r.refusals = h.feed.seq, h.feed.recentLocked()
@@ -245,23 +242,8 @@ func (h *Hub) State(ctx context.Context) (APIState, error) {
 
 // apiHealth is /health's verdict with the sequencer's counters.
 func (h *Hub) apiHealth(now float64, online, clients int) APIHealth {
-	hl := APIHealth{Status: "ok", Journal: "memory", UptimeSeconds: now - h.started, OnlineAgents: online,
-		ConnectedClients: clients, EventStreams: h.feed.streams()}
-	switch {
-	case h.cfg.Journal != nil:
-		hl.Journal = "sqlite"
-	case h.cfg.Store != nil:
-		hl.Journal = "etcd"
-	}
-	if h.cfg.Degraded != "" {
-		hl.Status, hl.Reason = "degraded", h.cfg.Degraded
-	}
-	if err := h.seq.Err(); err != nil {
-		hl.Status, hl.Reason = "degraded", err.Error()
-	}
-	if fl, ok := h.fed.Authority().(federation.Fleet); ok && !fl.Serving() && hl.Status == "ok" {
-		hl.Status, hl.Reason = "fenced", "this hub could not renew its etcd lease in time and serves no namespace until it has re-registered"
-	}
+	hl := APIHealth{UptimeSeconds: now - h.started, OnlineAgents: online, ConnectedClients: clients, EventStreams: h.feed.streams()}
+	hl.Status, hl.Reason, hl.Journal = h.health()
 	st := h.seq.Stats()
 	hl.Commands, hl.Appends, hl.Snapshots, hl.SnapshotErrors = st.Commands, st.Appends, st.Snapshots, st.SnapshotErrors
 	return hl

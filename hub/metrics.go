@@ -202,26 +202,10 @@ func (h *Hub) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	h.mu.Lock()
 	online := len(h.reg.byName)
 	h.mu.Unlock()
-	status, reason := "ok", ""
-	if h.cfg.Degraded != "" {
-		status, reason = "degraded", h.cfg.Degraded
-	}
-	if err := h.journalErr(); err != nil {
-		status, reason = "degraded", h.journalHealth(err)
-	}
+	status, reason, journalKind := h.health()
 	corrupt := 0
 	if h.cfg.Degraded != "" {
 		corrupt = 1
-	}
-	journalKind := "memory"
-	switch {
-	case h.cfg.Journal != nil:
-		journalKind = "sqlite"
-	case h.cfg.Store != nil:
-		journalKind = "etcd"
-	}
-	if fl, ok := h.fed.Authority().(federation.Fleet); ok && !fl.Serving() && status == "ok" {
-		status, reason = "fenced", "this hub could not renew its etcd lease in time and serves no namespace until it has re-registered"
 	}
 	body := map[string]any{
 		"status":                   status,
@@ -241,6 +225,31 @@ func (h *Hub) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(body)
+}
+
+// health is the hub's verdict on itself (/health, /api/state): ok,
+// degraded (replay quarantined rows, or the journal cannot be written:
+// what to do is in the reason) or fenced (a
+// fleet member without its etcd lease), why when not ok, and where its
+// journal is.
+func (h *Hub) health() (status, reason, journal string) {
+	status, journal = "ok", "memory"
+	switch {
+	case h.cfg.Journal != nil:
+		journal = "sqlite"
+	case h.cfg.Store != nil:
+		journal = "etcd"
+	}
+	if h.cfg.Degraded != "" {
+		status, reason = "degraded", h.cfg.Degraded
+	}
+	if err := h.journalErr(); err != nil {
+		status, reason = "degraded", h.journalHealth(err)
+	}
+	if fl, ok := h.fed.Authority().(federation.Fleet); ok && !fl.Serving() && status == "ok" {
+		status, reason = "fenced", "this hub could not renew its etcd lease in time and serves no namespace until it has re-registered"
+	}
+	return status, reason, journal
 }
 
 // configEpoch is an opaque fingerprint of the hub's posture (who_snapshot
