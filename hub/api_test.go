@@ -508,3 +508,24 @@ func TestDashboard_DeadLettersAndBacklogInStateAndEvents(t *testing.T) {
 	g.send(chatTo("p/gone", "p/a", "here"))
 	expectEvent(t, evs, "dead_letter", func(m map[string]any) bool { return m["target"] == "p/gone" && m["count"] == 0.0 })
 }
+
+// A fenced verb's refusal names the claim's owner as the other party.
+func TestDashboard_FencingRefusalsNameTheOwner(t *testing.T) {
+	th := startHub(t, Config{})
+	alpha, bravo := th.join("proj/alpha"), th.join("proj/bravo")
+	alpha.send(claimFrame("proj/alpha", "T1", "/repo", "src"))
+	g := alpha.expect("claim_granted")
+	bravo.send(map[string]any{"sender": "proj/bravo", "type": "release", "task_id": "T1"})
+	bravo.expect("release_denied")
+	alpha.send(map[string]any{"sender": "proj/alpha", "type": "release", "task_id": "T1", "epoch": num(t, g["epoch"]) + 1})
+	alpha.expect("release_denied")
+	st := th.state(nil)
+	if len(st.Refusals) != 2 {
+		t.Fatalf("refusals = %+v", st.Refusals)
+	}
+	stale, notOwner := st.Refusals[0], st.Refusals[1]
+	if stale.Code != "EPOCH_STALE" || stale.Agent != "proj/alpha" || stale.Holder != "proj/alpha" ||
+		notOwner.Code != "NOT_OWNER" || notOwner.Agent != "proj/bravo" || notOwner.Holder != "proj/alpha" || notOwner.Verb != "release_denied" {
+		t.Fatalf("refusals = %+v", st.Refusals)
+	}
+}
