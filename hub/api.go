@@ -381,6 +381,10 @@ func sortDeadLetters(d []APIDeadLetter) {
 // closes, or the stream falls a buffer behind and is dropped (the browser's
 // EventSource then reconnects and reads /api/state again).
 func (h *Hub) serveEvents(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodHead {
+		w.Header().Set("Content-Type", "text/event-stream")
+		return
+	}
 	sub, last := h.feed.subscribe()
 	if sub == nil {
 		w.Header().Set("Retry-After", "5")
@@ -389,6 +393,7 @@ func (h *Hub) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.feed.unsubscribe(sub)
 	rc := http.NewResponseController(w)
+	defer rc.SetWriteDeadline(time.Time{}) // the connection may serve another request after this one
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("X-Accel-Buffering", "no") // a proxy in front must not hold events back
