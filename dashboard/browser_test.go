@@ -101,6 +101,7 @@ func TestDashboard_BrowserShowsTheFleetAndFollowsGrantsAndReleases(t *testing.T)
 		chromedp.ExecPath(exe),
 		chromedp.NoSandbox, // CI runs as root
 		chromedp.DisableGPU,
+		chromedp.Flag("disable-dev-shm-usage", true), // containers give /dev/shm 64 MB
 		chromedp.WindowSize(1280, 900),
 	)
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
@@ -288,7 +289,8 @@ func TestDashboard_BrowserStaysResponsiveAt500AgentsAnd10000Claims(t *testing.T)
 	})
 
 	actx, acancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 900))...)
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1280, 900))...)
 	defer acancel()
 	bctx, bcancel := chromedp.NewContext(actx)
 	defer bcancel()
