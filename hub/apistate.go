@@ -63,9 +63,10 @@ type APIAgent struct {
 	// LastReaction is when an online agent last sent anything but a
 	// heartbeat; ProvenLive says it did within 90 s, or has a waiting
 	// sidecar (who_snapshot.agent_liveness).
-	LastReaction float64 `json:"last_reaction,omitempty"`
-	ProvenLive   bool    `json:"proven_live"`
-	Claims       int     `json:"claims"` // live claims it owns
+	LastReaction  float64 `json:"last_reaction,omitempty"`
+	ProvenLive    bool    `json:"proven_live"`
+	HasLiveWaiter bool    `json:"has_live_waiter,omitempty"`
+	Claims        int     `json:"claims"` // live claims it owns
 }
 
 // APIClaim is one live claim.
@@ -170,8 +171,8 @@ func (h *Hub) State(ctx context.Context) (APIState, error) {
 			a := APIAgent{Name: n, LastSeen: seen}
 			if s := h.reg.byName[n]; s != nil {
 				a.Online, a.Roles, a.LastReaction = true, s.roles, s.lastReaction
-				waiter := h.reg.byName[n+"-rx"] != nil || h.reg.byName[n+"-pane-rx"] != nil
-				a.ProvenLive = r.at-s.lastReaction <= livenessWindow || waiter
+				a.HasLiveWaiter = h.reg.byName[n+"-rx"] != nil || h.reg.byName[n+"-pane-rx"] != nil
+				a.ProvenLive = r.at-s.lastReaction <= livenessWindow || a.HasLiveWaiter
 			}
 			r.agents = append(r.agents, a)
 		}

@@ -96,9 +96,11 @@
 
   // --- Panels -------------------------------------------------------------
 
+  // liveness is who_snapshot's rule, recomputed as time passes: a reaction
+  // within the window, or a waiting -rx sidecar.
   function liveness(a) {
     if (!a.online) return ["offline", "off"];
-    if (a.proven_live || now() - (a.last_reaction || 0) <= LIVENESS_WINDOW) return ["live", "live"];
+    if (a.has_live_waiter || now() - (a.last_reaction || 0) <= LIVENESS_WINDOW) return ["live", "live"];
     return ["idle", "idle"];
   }
 
@@ -353,6 +355,9 @@
     document.body.dataset.rendered = String(S.eventID);
   }
 
+  // Liveness ages with no event: redraw the agents now and then.
+  setInterval(() => { if (S.loaded) render_(); }, 10000);
+
   // Countdowns tick locally; the hub's events say when a claim ends.
   setInterval(() => {
     const t = now();
@@ -420,7 +425,7 @@
 
   function touch(name, at) {
     const a = S.agents.get(name);
-    if (a) { a.last_reaction = at; a.last_seen = at; a.proven_live = true; }
+    if (a) { a.last_reaction = at; a.last_seen = at; }
   }
 
   function apply(ev) {
@@ -443,7 +448,7 @@
         const a = S.agents.get(d.agent) || { name: d.agent, roles: [] };
         a.online = d.online;
         a.last_seen = d.at;
-        if (d.online) { a.last_reaction = d.at; a.proven_live = true; }
+        if (d.online) a.last_reaction = d.at;
         S.agents.set(d.agent, a);
         S.health.online_agents = [...S.agents.values()].filter((x) => x.online).length;
         break;
