@@ -15,7 +15,7 @@ package hub
 // EventSource reconnects and reads the state afresh.
 //
 // Every published event has an id, one more than the last. /api/state
-// reads the state, the registry and the counter at one instant (stateNow),
+// reads the state, the registry and the counter at one instant (Hub.State),
 // so a client that subscribes first and then reads the state applies only
 // the events whose id is above the state's event_id. Events published
 // while no stream is open are not numbered: a stream opened later reads a
@@ -50,7 +50,7 @@ type feed struct {
 	subs     map[*subscriber]struct{}
 	maxSubs  int
 	buffer   int
-	refusals []APIRefusal // ring, oldest at refusalAt when full
+	refusals []APIRefusal // a ring of at most refMax; once full, the oldest is at refAt
 	refAt    int
 	refMax   int
 	dropped  func() // counts a dropped subscriber (metrics)
