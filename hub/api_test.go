@@ -529,3 +529,26 @@ func TestDashboard_FencingRefusalsNameTheOwner(t *testing.T) {
 		t.Fatalf("refusals = %+v", st.Refusals)
 	}
 }
+
+// Closing the hub ends every event stream (and refuses new ones).
+func TestDashboard_CloseEndsEventStreams(t *testing.T) {
+	th := startHub(t, Config{})
+	evs := th.events(nil)
+	expectEvent(t, evs, "hello", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	if err := th.h.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(testDeadline)
+	for open := true; open; {
+		select {
+		case _, open = <-evs:
+		case <-deadline:
+			t.Fatal("the event stream outlived the hub")
+		}
+	}
+	if s, _ := th.h.feed.subscribe(); s != nil {
+		t.Fatal("a closed hub opened an event stream")
+	}
+}
