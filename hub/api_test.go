@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/federation"
 )
 
@@ -551,4 +553,48 @@ func TestDashboard_CloseEndsEventStreams(t *testing.T) {
 	if s, _ := th.h.feed.subscribe(); s != nil {
 		t.Fatal("a closed hub opened an event stream")
 	}
+}
+
+// BenchmarkDashboard_State measures GET /api/state's gathering at 10,000
+// claims and 1,000 board tasks: State, State and its encoding, and a query
+// that copies what State copies on the sequencer (a round trip, so an
+// upper bound of how long no command is decided).
+func BenchmarkDashboard_State(b *testing.B) {
+	now := nowTS()
+	img := coord.Image{Epoch: 10000}
+	for i := range 10000 {
+		img.Claims = append(img.Claims, coord.Claim{TaskID: fmt.Sprintf("T%05d", i), Owner: fmt.Sprintf("p/a%03d", i%500),
+			Worktree: "/wt", Paths: []string{fmt.Sprintf("src/f%05d.go", i)}, ClaimedAt: now, ExpiresAt: now + 3600, Epoch: int64(i + 1)})
+	}
+	for i := range 1000 {
+		img.Tasks = append(img.Tasks, coord.BoardTask{TaskID: fmt.Sprintf("B%04d", i), Title: "t", Status: "open", Version: 1})
+	}
+	lim := coord.DefaultLimits()
+	h, err := New(Config{State: coord.FromImage(lim, img), Limits: lim, Logger: quietLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	b.Run("state", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := h.State(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoded", func(b *testing.B) {
+		for b.Loop() {
+			st, _ := h.State(context.Background())
+			if _, err := json.Marshal(st); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("sequencer-hold", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = h.seq.Query(context.Background(), func(st *coord.State) any {
+				return [2]any{st.ClaimPointers(), st.BoardTaskPointers()}
+			})
+		}
+	})
 }
