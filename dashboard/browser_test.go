@@ -331,3 +331,31 @@ func TestDashboard_BrowserStaysResponsiveAt500AgentsAnd10000Claims(t *testing.T)
 	ms, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`document.body.dataset.renderMs`))
 	t.Logf("a render, filtered: %s ms", ms)
 }
+
+// With several hubs the page lists each namespace with its owner hub.
+func TestDashboard_BrowserShowsNamespaceOwners(t *testing.T) {
+	exe := chromium(t)
+	uris := hubtest.StartFederation(t, []string{"hub-a", "hub-b"}, hubtest.Mesh("proj=hub-a", "web=hub-b"))
+	hubtest.Agent(t, uris["hub-a"], "proj/alpha")
+	base := "http://" + strings.TrimPrefix(uris["hub-a"], "ws://")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	actx, acancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Flag("disable-dev-shm-usage", true))...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`[data-namespace="web"]`))); err != nil {
+		t.Fatal(err)
+	}
+	for ns, owner := range map[string]string{"proj": "hub-a", "web": "hub-b"} {
+		if got := text(t, bctx, `[data-namespace="`+ns+`"]`); !strings.Contains(got, owner) {
+			t.Errorf("namespace %s shows %q, want its owner %s", ns, got, owner)
+		}
+	}
+	panel, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById("namespaces").innerText`))
+	if !strings.Contains(panel, "local") || !strings.Contains(panel, "remote") || !strings.Contains(panel, "Peers: hub-b") {
+		t.Errorf("the namespaces panel shows:\n%s\nwant proj local, web remote, and the peer hub-b", panel)
+	}
+}
