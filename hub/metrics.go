@@ -228,10 +228,9 @@ func (h *Hub) serveHealth(w http.ResponseWriter, _ *http.Request) {
 }
 
 // health is the hub's verdict on itself (/health, /api/state): ok,
-// degraded (replay quarantined rows, or the journal cannot be written:
-// what to do is in the reason) or fenced (a
-// fleet member without its etcd lease), why when not ok, and where its
-// journal is.
+// degraded (replay quarantined rows, or the journal cannot be written: the
+// reason says what to do) or fenced (a fleet member without its etcd
+// lease); why, when not ok; and where its journal is.
 func (h *Hub) health() (status, reason, journal string) {
 	status, journal = "ok", "memory"
 	switch {
