@@ -281,7 +281,7 @@
       table("Dead letters", ["Target", "Chats", "Last sender", "Last"], dl.rows, dl.nav, "No directed chat went undelivered.")];
     parts.push(h("h3", {}, "Mailbox backlog"));
     if (S.mailbox === null) {
-      parts.push(h("p", { class: "empty" }, "This hub keeps no mailbox (no journal)."));
+      parts.push(h("p", { class: "empty" }, "This hub does not count mailbox backlogs (it has no SQLite journal)."));
     } else {
       const backlog = Object.entries(S.mailbox).filter(([id, n]) => n > 0 && matches(id)).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
       const bl = pager("backlog", backlog, PAGE.mail, ([id, n]) =>
