@@ -178,20 +178,19 @@
         node.files.get(leaf).push(c);
       }
     }
-    return h("ul", { class: "tree-root", role: "tree" }, nodeItems(root, ""));
+    return h("ul", { class: "tree-root" }, nodeItems(root, "")); // plain nested lists: no ARIA tree, whose arrow keys we do not implement
   }
 
   function nodeItems(node, prefix) {
     const items = [];
-    for (const c of node.whole) items.push(h("li", { role: "treeitem" }, h("span", { class: "path" }, "(whole worktree)"), " ", claimLine(c)));
+    for (const c of node.whole) items.push(h("li", {}, h("span", { class: "path" }, "(whole worktree)"), " ", claimLine(c)));
     for (const name of [...node.dirs.keys()].sort()) {
       const sub = node.dirs.get(name);
-      items.push(h("li", { role: "treeitem", "aria-expanded": "true" },
-        h("span", { class: "dir" }, name + "/"), h("ul", { role: "group" }, nodeItems(sub, prefix + name + "/"))));
+      items.push(h("li", {}, h("span", { class: "dir" }, name + "/"), h("ul", {}, nodeItems(sub, prefix + name + "/"))));
     }
     for (const name of [...node.files.keys()].sort()) {
       for (const c of node.files.get(name)) {
-        items.push(h("li", { role: "treeitem" }, h("span", { class: "path", title: prefix + name }, name), " ", claimLine(c)));
+        items.push(h("li", {}, h("span", { class: "path", title: prefix + name }, name), " ", claimLine(c)));
       }
     }
     return items;
