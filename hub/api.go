@@ -66,7 +66,7 @@ func (h *Hub) serveDashboard(w http.ResponseWriter, r *http.Request) bool {
 	case p == "/login" || p == "/logout":
 		dashboardHeaders(w)
 		h.serveLogin(w, r)
-	case strings.HasPrefix(p, "/ui/"):
+	case p == "/ui/app.js" || p == "/ui/style.css": // the page's code and style: no data, no token
 		dashboardHeaders(w)
 		if !getOnly(w, r) {
 			return true

@@ -434,11 +434,11 @@ func TestDashboard_HostOriginPolicyAndReadOnly(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(body), "app.js") {
 		t.Fatalf("GET / on an open hub = %d", resp.StatusCode)
 	}
-	for _, asset := range []string{"/ui/app.js", "/ui/style.css"} {
+	for asset, want := range map[string]int{"/ui/app.js": 200, "/ui/style.css": 200, "/ui/": 426, "/ui/index.html": 426, "/ui/login.html": 426} {
 		resp = th.apiGet(asset, nil)
 		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("GET %s = %d", asset, resp.StatusCode)
+		if resp.StatusCode != want {
+			t.Fatalf("GET %s = %d, want %d", asset, resp.StatusCode, want)
 		}
 	}
 	th.join("proj/alpha")
