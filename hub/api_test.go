@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -103,7 +104,7 @@ func (th *testHub) events(header map[string]string) <-chan sseEvent {
 	return out
 }
 
-// expectEvent waits for an event of type typ that ok accepts.
+// expectEvent waits for an event of type typ ("" = any) that ok accepts.
 func expectEvent(t *testing.T, ch <-chan sseEvent, typ string, ok func(map[string]any) bool) sseEvent {
 	t.Helper()
 	deadline := time.After(testDeadline)
@@ -113,7 +114,7 @@ func expectEvent(t *testing.T, ch <-chan sseEvent, typ string, ok func(map[strin
 			if !open {
 				t.Fatalf("event stream ended while waiting for %s", typ)
 			}
-			if ev.typ == typ && (ok == nil || ok(ev.data)) {
+			if (typ == "" || ev.typ == typ) && (ok == nil || ok(ev.data)) {
 				return ev
 			}
 		case <-deadline:
@@ -597,4 +598,33 @@ func BenchmarkDashboard_State(b *testing.B) {
 			})
 		}
 	})
+}
+
+// An agent's reactions reach the streams at most once per activityStep, so
+// a page's live/idle verdict is at most that late.
+func TestDashboard_ActivityEventsAreThrottledPerAgent(t *testing.T) {
+	var mu sync.Mutex
+	clock := nowTS()
+	th := startHub(t, Config{Clock: func() float64 { mu.Lock(); defer mu.Unlock(); return clock }})
+	advance := func(d float64) { mu.Lock(); clock += d; mu.Unlock() }
+	evs := th.events(nil)
+	expectEvent(t, evs, "hello", nil)
+	alpha := th.join("proj/alpha")
+	expectEvent(t, evs, "presence", func(m map[string]any) bool { return m["agent"] == "proj/alpha" })
+
+	advance(activityStep + 1)
+	alpha.sync("proj/alpha") // a who_request: a reaction
+	at := expectEvent(t, evs, "activity", func(m map[string]any) bool { return m["agent"] == "proj/alpha" }).data["at"]
+	alpha.sync("proj/alpha") // again, within the step: not told
+	alpha.send(claimFrame("proj/alpha", "T1", "/repo"))
+	alpha.expect("claim_granted")
+	for {
+		ev := expectEvent(t, evs, "", nil)
+		if ev.typ == "activity" {
+			t.Fatalf("a second activity event within the step: %+v (first at %v)", ev.data, at)
+		}
+		if ev.typ == "claim" {
+			break
+		}
+	}
 }

@@ -43,6 +43,10 @@ const (
 	DefaultRecentRefusals = 200
 )
 
+// activityStep is the shortest time between two activity events of one
+// agent: liveness (a reaction within livenessWindow) is shown to this.
+const activityStep = 10.0
+
 // feed fans dashboard events out to the open event streams.
 type feed struct {
 	mu       sync.Mutex
@@ -214,6 +218,13 @@ type (
 		Agent  string  `json:"agent"`
 		Online bool    `json:"online"`
 		At     float64 `json:"at"`
+	}
+	// APIActivityEvent says an agent reacted (sent something other than a
+	// heartbeat): at most one per agent per activityStep, so a page's
+	// live/idle verdict is never more than that late.
+	APIActivityEvent struct {
+		Agent string  `json:"agent"`
+		At    float64 `json:"at"`
 	}
 	// APIMailboxEvent says an identity's mailbox backlog changed; read
 	// /api/state (or /api/mailbox) for the counts.

@@ -452,6 +452,9 @@
         S.health.online_agents = [...S.agents.values()].filter((x) => x.online).length;
         break;
       }
+      case "activity":
+        touch(d.agent, d.at);
+        break;
       case "refusal":
         S.refusals.unshift(d);
         if (S.refusals.length > S.refusalMax) S.refusals.length = S.refusalMax;
@@ -477,7 +480,7 @@
       setConn("live", "live");
       reload(); // after subscribing: events from now on are not missed
     });
-    for (const type of ["claim", "release", "task", "presence", "refusal", "dead_letter", "mailbox"]) {
+    for (const type of ["claim", "release", "task", "presence", "activity", "refusal", "dead_letter", "mailbox"]) {
       es.addEventListener(type, (m) => {
         const ev = { id: +m.lastEventId, type, data: JSON.parse(m.data) };
         if (!S.loaded) { pending.push(ev); return; }
