@@ -166,6 +166,20 @@ type Config struct {
 	// ones: "SCHEME://HOST[:PORT]", or "*" for any (--allow-origin).
 	AllowOrigins []string
 
+	// NoDashboard turns off the dashboard at / and its JSON API under
+	// /api/ (--no-dashboard; api.go, docs/api.md).
+	NoDashboard bool
+	// EventBuffer is how many events wait for one /api/events stream
+	// before the hub drops it as too slow (--dashboard-event-buffer;
+	// default DefaultEventBuffer).
+	EventBuffer int
+	// EventStreams is how many /api/events streams may be open at once
+	// (--dashboard-streams; default DefaultEventStreams).
+	EventStreams int
+	// RecentRefusals is how many refusals /api/state lists
+	// (--dashboard-refusals; default DefaultRecentRefusals, < 0 = none).
+	RecentRefusals int
+
 	// MCP, when set, is served at /mcp for every method (Streamable HTTP
 	// is plain HTTP, not a WebSocket upgrade): `synapse hub` mounts the MCP
 	// server of package mcpserver there (docs/mcp.md).
@@ -219,6 +233,8 @@ type Hub struct {
 	rendered map[any][]byte
 
 	m *metrics
+
+	feed feed // the dashboard's event streams and recent refusals (apifeed.go)
 
 	mu  sync.Mutex // guards the registry below
 	reg registry
@@ -327,6 +343,15 @@ func New(cfg Config) (*Hub, error) {
 	if cfg.ClosesPerHostBurst <= 0 {
 		cfg.ClosesPerHostBurst = DefaultClosesPerHostBurst
 	}
+	if cfg.EventBuffer <= 0 {
+		cfg.EventBuffer = DefaultEventBuffer
+	}
+	if cfg.EventStreams <= 0 {
+		cfg.EventStreams = DefaultEventStreams
+	}
+	if cfg.RecentRefusals == 0 {
+		cfg.RecentRefusals = DefaultRecentRefusals
+	}
 	h := &Hub{
 		cfg:      cfg,
 		log:      cfg.Logger.With("hub_id", cfg.HubID),
@@ -352,6 +377,7 @@ func New(cfg Config) (*Hub, error) {
 	}
 	h.activeClaims.Store(int64(cfg.State.ClaimCount()))
 	h.m = newMetrics(h)
+	h.feed.init(cfg.EventBuffer, cfg.EventStreams, max(cfg.RecentRefusals, 0), h.m.eventStreamsDropped.Inc)
 	var j sequencer.Journal
 	maxBatch := 0
 	switch {
@@ -398,7 +424,8 @@ func New(cfg Config) (*Hub, error) {
 func (h *Hub) HubID() string { return h.cfg.HubID }
 
 // Handler serves WebSocket upgrades on any path, and GET /health and
-// /metrics as plain HTTP on the same port (and /mcp with Config.MCP). Every
+// /metrics as plain HTTP on the same port (and /mcp with Config.MCP, and
+// the dashboard at / with its JSON API under /api/, api.go). Every
 // request, whatever its route, passes the Host and Origin policy first
 // (origin.go) or gets 403.
 func (h *Hub) Handler() http.Handler {
@@ -416,6 +443,9 @@ func (h *Hub) Handler() http.Handler {
 				return
 			case "/metrics":
 				metricsHandler.ServeHTTP(w, r)
+				return
+			}
+			if !h.cfg.NoDashboard && h.serveDashboard(w, r) {
 				return
 			}
 			http.Error(w, "websocket upgrade required", http.StatusUpgradeRequired)
@@ -444,6 +474,7 @@ func (h *Hub) Close(ctx context.Context) error {
 	h.subMu.Lock()
 	h.subMu.Unlock()
 	waitCtx(ctx, &h.submits)
+	h.feed.close() // ends every event stream
 	h.mu.Lock()
 	for s := range h.reg.sessions {
 		s.closeWith(1001, "hub shutting down")

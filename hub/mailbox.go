@@ -140,6 +140,9 @@ func (m *mailboxes) onChatLocked(h *Hub, seq int64, sender, target string) {
 		}
 	}
 	m.lastDirected = max(m.lastDirected, seq)
+	if h.feed.listening() {
+		h.feed.publish("mailbox", APIMailboxEvent{Identity: target})
+	}
 	count := func(id string, e *mbox) {
 		if (!e.wmKnown || seq > e.wm) && h.countsLocked(target, sender, id) {
 			e.pending++
@@ -187,6 +190,9 @@ func (m *mailboxes) onWatermarkLocked(h *Hub, id string, through int64) {
 	}
 	e.wm, e.wmKnown = max(e.wm, through), true
 	e.invalidate(m.lastDirected)
+	if h.feed.listening() {
+		h.feed.publish("mailbox", APIMailboxEvent{Identity: id})
+	}
 }
 
 // onPresenceLocked is called when an identity's seat or sidecar binds or
@@ -201,6 +207,22 @@ func (h *Hub) mailboxPresenceLocked(name string) {
 // mailboxPending is who_snapshot.mailbox_pending: every online identity,
 // and every other known identity with something waiting.
 func (h *Hub) mailboxPending() []byte {
+	counts := h.mailboxCounts()
+	ids := make([]string, 0, len(counts))
+	for id := range counts {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	f := wire.Object()
+	for _, id := range ids {
+		f.Int(id, counts[id])
+	}
+	return f.Bytes()
+}
+
+// mailboxCounts is mailboxPending as a map (also the dashboard's
+// mailbox_pending).
+func (h *Hub) mailboxCounts() map[string]int64 {
 	st := h.cfg.Journal
 	h.mu.Lock()
 	var ids []string
@@ -215,15 +237,14 @@ func (h *Hub) mailboxPending() []byte {
 		}
 	}
 	h.mu.Unlock()
-	sort.Strings(ids)
-	f := wire.Object()
+	counts := make(map[string]int64, len(ids))
 	for _, id := range ids {
 		n, ok := h.recount(st, id)
 		if ok && (n > 0 || h.online(id)) {
-			f.Int(id, n)
+			counts[id] = n
 		}
 	}
-	return f.Bytes()
+	return counts
 }
 
 func (h *Hub) online(id string) bool {

@@ -73,7 +73,8 @@ type session struct {
 	roles        []string
 	wake         string
 	lastReaction float64
-	visit        uint64 // recipient resolution mark: reached once per chat (recipients.go)
+	shownAt      float64 // the last reaction the dashboard's streams were told of (activityStep)
+	visit        uint64  // recipient resolution mark: reached once per chat (recipients.go)
 
 	// presence (Hub.mu; presence.go)
 	presenceAsk   string // the registration's presence field: "full", "compact" or ""

@@ -65,7 +65,8 @@ func TestHub_EveryLimitHasAFlag(t *testing.T) {
 		f.pongTimeout != hub.DefaultPongTimeout || f.authTimeout != hub.DefaultAuthTimeout || f.presenceWindow != hub.DefaultPresenceWindow ||
 		f.malformedRate != hub.DefaultMalformedPerSecond || f.malformedBurst != hub.DefaultMalformedBurst ||
 		f.closesRate != hub.DefaultClosesPerHostPerSecond || f.closesBurst != hub.DefaultClosesPerHostBurst ||
-		f.framesRate != hub.DefaultFramesPerSocket || f.framesBurst != hub.DefaultFramesPerSocketBurst {
+		f.framesRate != hub.DefaultFramesPerSocket || f.framesBurst != hub.DefaultFramesPerSocketBurst ||
+		f.eventBuffer != hub.DefaultEventBuffer || f.eventStreams != hub.DefaultEventStreams || f.recentRefusals != hub.DefaultRecentRefusals {
 		t.Fatalf("defaults %+v differ from the hub's", f)
 	}
 	cases := []struct {
@@ -101,6 +102,9 @@ func TestHub_EveryLimitHasAFlag(t *testing.T) {
 		{"closes-burst", "8", func() any { return f.closesBurst }, 8},
 		{"journal-max-kb", "64", func() any { return f.journalMaxKB }, int64(64)},
 		{"presence-window", "250ms", func() any { return f.presenceWindow }, 250 * time.Millisecond},
+		{"dashboard-event-buffer", "16", func() any { return f.eventBuffer }, 16},
+		{"dashboard-streams", "3", func() any { return f.eventStreams }, 3},
+		{"dashboard-refusals", "5", func() any { return f.recentRefusals }, 5},
 	}
 	for _, c := range cases {
 		if err := fs.Parse([]string{"--" + c.flag, c.value}); err != nil {
