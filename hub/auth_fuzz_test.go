@@ -12,7 +12,7 @@ import (
 
 // writeJSON writes v as JSON with every object's keys in the order keyOrder
 // gives, numbers as their lexemes: the same value spelled differently.
-func writeJSON(b *strings.Builder, v any, keyOrder func([]string)) {
+func writeOrderedJSON(b *strings.Builder, v any, keyOrder func([]string)) {
 	switch x := v.(type) {
 	case map[string]any:
 		keys := make([]string, 0, len(x))
@@ -28,7 +28,7 @@ func writeJSON(b *strings.Builder, v any, keyOrder func([]string)) {
 			kb, _ := json.Marshal(k)
 			b.Write(kb)
 			b.WriteString(" : ")
-			writeJSON(b, x[k], keyOrder)
+			writeOrderedJSON(b, x[k], keyOrder)
 		}
 		b.WriteByte('}')
 	case []any:
@@ -37,7 +37,7 @@ func writeJSON(b *strings.Builder, v any, keyOrder func([]string)) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			writeJSON(b, e, keyOrder)
+			writeOrderedJSON(b, e, keyOrder)
 		}
 		b.WriteByte(']')
 	case json.Number:
@@ -109,7 +109,7 @@ func FuzzSignMessage(f *testing.F) {
 		}
 		// The same value spelled with the keys reversed and spaces added.
 		var sb strings.Builder
-		writeJSON(&sb, m, func(k []string) { slices.Sort(k); slices.Reverse(k) })
+		writeOrderedJSON(&sb, m, func(k []string) { slices.Sort(k); slices.Reverse(k) })
 		in2, err := wire.Decode([]byte(sb.String()), 0, 64)
 		if err != nil {
 			t.Fatalf("the reordered frame does not decode: %v\n%s", err, sb.String())
@@ -125,7 +125,7 @@ func FuzzSignMessage(f *testing.F) {
 		v := newVerifier(keys, 0) // started long before the frame: no restart horizon in play
 		verify := func(frame map[string]any) string {
 			var sb strings.Builder
-			writeJSON(&sb, frame, slices.Sort[[]string])
+			writeOrderedJSON(&sb, frame, slices.Sort[[]string])
 			in, err := wire.Decode([]byte(sb.String()), 0, 64)
 			if err != nil {
 				t.Fatalf("a signed frame does not decode: %v\n%s", err, sb.String())
