@@ -43,6 +43,21 @@ type faultHub struct {
 	exited chan struct{}
 }
 
+// logSays waits up to 10 s for the hub's log to contain s: the log is on
+// stderr and the listening banner on stdout, two pipes read apart, so a
+// line written before the banner may still be on its way when the banner
+// is seen.
+func (h *faultHub) logSays(s string) bool {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if strings.Contains(h.stderr.String(), s) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
 // lockedBuffer collects a child's stderr while the test reads it.
 type lockedBuffer struct {
 	mu sync.Mutex
@@ -360,7 +375,7 @@ func TestHubProcess_JournalCapReached_RefusesMutationsKeepsAcknowledged_INV_JA_2
 	ref := l.claimUntilRefused(t, ctx, alpha, "fill", 5000)
 	t.Logf("%d grants acknowledged before the %d KiB cap; refusal: %s", len(l.acked), capKB, ref.Message)
 	l.checkFaulted(t, ctx, h, alpha, ref, "out of space")
-	if !strings.Contains(h.stderr.String(), "journal append failed") {
+	if !h.logSays("journal append failed") {
 		t.Errorf("the hub's log does not report the failed append:\n%s", h.stderr)
 	}
 	h.kill()
@@ -564,7 +579,7 @@ func readOnlyAtStartup(t *testing.T, prefix []string, db string, crash bool, mak
 	undo := makeRO()
 
 	h = h.restart(t)
-	if !strings.Contains(h.stderr.String(), "the journal cannot be written") {
+	if !h.logSays("the journal cannot be written") {
 		t.Errorf("the hub's log does not say the journal is read-only:\n%s", h.stderr)
 	}
 	l.refusedThenRecovered(t, ctx, h, h.dial(t, ctx, "proj/alpha"), undo)
