@@ -467,3 +467,39 @@ func TestHostile_ValidFloodIsPacedPerSocket(t *testing.T) {
 		t.Fatalf("%v frames refused; pacing refuses none", n)
 	}
 }
+
+// A socket that sends ahead of its answers (a flood of valid frames) is
+// handled in the heavy lane, one frame at a time with every other such
+// socket, and is still answered; an agent that waits for each answer never
+// enters the lane. Frames are made to pile up in the flooder's socket by
+// holding the registry lock while it sends.
+func TestHostile_SocketsSendingAheadShareTheHeavyLane(t *testing.T) {
+	th := startHub(t, Config{FramesPerSocket: 1e6, FramesPerSocketBurst: 1e6})
+	good := th.join("p/good")
+	for i := range 10 {
+		good.send(f("claim", "sender", "p/good", "task_id", "T"+itoa(int64(i)), "paths", []string{"f" + itoa(int64(i))}))
+		good.expect("claim_granted")
+	}
+	if n := counterValue(t, th.h.m.heavyLane); n != 0 {
+		t.Fatalf("%v frames of a request-response agent went to the heavy lane", n)
+	}
+	flood := th.join("p/flood")
+	th.h.mu.Lock() // the flooder's reader stops at its first frame; the rest pile up
+	for range 20 {
+		flood.send(map[string]any{"sender": "p/flood", "type": "who_request", "target": "System"})
+	}
+	time.Sleep(50 * time.Millisecond) // loopback: written is received; this only lets the reader reach the lock
+	th.h.mu.Unlock()
+	for range 20 {
+		flood.expect("who_snapshot")
+	}
+	if n := counterValue(t, th.h.m.heavyLane); n < 1 || n > 20 {
+		t.Fatalf("heavy lane frames = %v, want the flood's frames (1..20: a socket that sent ahead stays heavy for a second)", n)
+	}
+	before := counterValue(t, th.h.m.heavyLane)
+	good.send(f("claim", "sender", "p/good", "task_id", "T99", "paths", []string{"z"}))
+	good.expect("claim_granted")
+	if n := counterValue(t, th.h.m.heavyLane); n != before {
+		t.Fatal("the waiting agent's claim went to the heavy lane")
+	}
+}

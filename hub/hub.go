@@ -220,6 +220,9 @@ type Hub struct {
 	epoch   string // config_epoch: an opaque fingerprint of the posture
 
 	closing atomic.Bool
+	// heavy is the lane the frames of sockets past half their pace burst
+	// are handled in, one at a time (session.readLoop).
+	heavy   chan struct{}
 	conns   sync.WaitGroup // live socket handlers
 	submits sync.WaitGroup // in-flight Submits, so Close lets them finish
 	subMu   sync.Mutex     // orders submits.Add against Close's Wait
@@ -353,6 +356,7 @@ func New(cfg Config) (*Hub, error) {
 		cfg.RecentRefusals = DefaultRecentRefusals
 	}
 	h := &Hub{
+		heavy:    make(chan struct{}, 1),
 		cfg:      cfg,
 		log:      cfg.Logger.With("hub_id", cfg.HubID),
 		state:    cfg.State,

@@ -337,15 +337,31 @@ func (s *session) owePause(d float64) {
 // chargeFrame charges a frame read to the socket's pace (Config.
 // FramesPerSocket); past the burst the reader owes its share of a second
 // before the next read. A peer hub's socket is exempt.
-func (s *session) chargeFrame() {
+//
+// It reports whether the socket is heavy: it has sent frames ahead of the
+// hub's answers (more were already read in with this one) within the last
+// second. A heavy socket's frames are handled in the hub's heavy lane, one
+// at a time, so however many sockets flood valid frames, one of them at a
+// time contends for the registry lock with the agents that wait for their
+// answers; those never wait for the lane.
+func (s *session) chargeFrame() (heavy bool) {
 	if s.pace.rate <= 0 || s.peer != nil {
-		return
+		return false
 	}
-	if d := s.pace.reserve(s.h.now()); d > 0 {
+	now := s.h.now()
+	if d := s.pace.reserve(now); d > 0 {
 		s.h.m.framesPaced.Inc()
 		s.owePause(d)
 	}
+	if s.conn.Pending() {
+		s.heavyAt = now
+	}
+	return now-s.heavyAt < heavyFor
 }
+
+// heavyFor is how long, in seconds, a socket that sent ahead of its
+// answers stays in the heavy lane.
+const heavyFor = 1.0
 
 // flooding reports whether the socket's malformed burst is spent now.
 func (s *session) flooding() bool {

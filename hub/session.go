@@ -33,6 +33,9 @@ type socket interface {
 	// that goroutine, with one write (no hand-off to a writer goroutine).
 	Hold()
 	Release()
+	// Pending reports whether the peer's next frames were already read in
+	// with the last message (it sent ahead of the hub's answers).
+	Pending() bool
 	// Queued and QueueLen report the send queue's length and capacity,
 	// QueuedBytes the bytes of the frames in it.
 	Queued() int
@@ -61,7 +64,9 @@ type session struct {
 	// bucket, the pause owed before the next read, and whether the
 	// pacing was logged (once per socket).
 	malformed bucket
-	pace      bucket // every frame (Config.FramesPerSocket)
+	pace      bucket  // every frame (Config.FramesPerSocket)
+	heavyAt   float64 // when it last sent ahead of its answers (chargeFrame); reader only
+	inLane    bool    // the frame being handled holds the heavy lane; reader only
 	pause     time.Duration
 	paced     bool
 
@@ -206,10 +211,13 @@ func (s *session) readLoop() {
 			continue
 		}
 		s.h.m.bytesIn.Add(float64(len(data)))
-		s.chargeFrame()
+		if s.chargeFrame() {
+			s.enterLane()
+		}
 		s.conn.Hold()
 		s.handle(data)
 		s.conn.Release()
+		s.leaveLane()
 		if s.pause > 0 {
 			s.wait(s.pause)
 			s.pause = 0
@@ -258,6 +266,24 @@ func (s *session) send(b []byte) bool {
 func (s *session) letGo() {
 	if s.conn != nil {
 		s.conn.Release()
+	}
+	s.leaveLane()
+}
+
+// enterLane waits for the hub's heavy lane (chargeFrame): the frames of
+// sockets that send ahead of their answers are handled one at a time.
+func (s *session) enterLane() {
+	s.h.heavy <- struct{}{}
+	s.inLane = true
+	s.h.m.heavyLane.Inc()
+}
+
+// leaveLane gives the heavy lane back, if this frame took it; before a
+// network wait too (letGo), so one slow forward does not stall the lane.
+func (s *session) leaveLane() {
+	if s.inLane {
+		s.inLane = false
+		<-s.h.heavy
 	}
 }
 

@@ -136,6 +136,7 @@ type Conn struct {
 	nc   net.Conn
 	raw  syscall.RawConn // for writes that never block (Release); nil if the connection has none
 	rd   wsutil.Reader
+	buf  *bufio.Reader // rd's source
 	opts Options
 
 	mu          sync.Mutex
@@ -211,12 +212,12 @@ func Accept(w http.ResponseWriter, r *http.Request, opts Options) (*Conn, error)
 	// The buffered reader may already hold the client's first frames; if
 	// not, a smaller one replaces net/http's: most frames are a few
 	// hundred bytes, and larger payloads are read past the buffer.
-	var src io.Reader = rw.Reader
+	c.buf = rw.Reader
 	if rw.Reader.Buffered() == 0 {
-		src = bufio.NewReaderSize(nc, readBufSize)
+		c.buf = bufio.NewReaderSize(nc, readBufSize)
 	}
 	c.rd = wsutil.Reader{
-		Source:         src,
+		Source:         c.buf,
 		State:          ws.StateServerSide,
 		MaxFrameSize:   int64(opts.MaxMessageBytes),
 		MaxMessageSize: int64(opts.MaxMessageBytes),
@@ -266,6 +267,12 @@ func (c *Conn) Read() ([]byte, error) {
 	}
 	return b, nil
 }
+
+// Pending reports whether bytes of the peer's next frames were already
+// read in with the last message: the peer sent more before it saw any
+// answer, as a flooder does and a request-response client does not. Only
+// the reading goroutine may call it.
+func (c *Conn) Pending() bool { return c.buf.Buffered() > 0 }
 
 func (c *Conn) readMessage() ([]byte, error) {
 	for {

@@ -430,3 +430,40 @@ func TestConn_LargeMessageGrowsAsItArrives(t *testing.T) {
 		t.Fatal("no message")
 	}
 }
+
+// Pending tells a peer that sent ahead of its answers (its next frames
+// came in with the last one) from one that waits for them: the hub's heavy
+// lane is chosen by it (issue 12, hostile clients).
+func TestConn_PendingSaysTheNextFramesAreAlreadyIn(t *testing.T) {
+	start := make(chan struct{})
+	pending := make(chan bool, 3)
+	url := serve(t, testOpts, func(c *Conn) {
+		<-start
+		for range 3 {
+			if _, err := c.Read(); err != nil {
+				close(pending)
+				return
+			}
+			pending <- c.Pending()
+		}
+	})
+	cl := dial(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	for _, m := range []string{"one", "two", "three"} {
+		if err := cl.Write(ctx, websocket.MessageText, []byte(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(start) // on loopback the three are in the server's socket buffer by now
+	for i, want := range []bool{true, true, false} {
+		select {
+		case got := <-pending:
+			if got != want {
+				t.Fatalf("after message %d Pending() = %v, want %v", i+1, got, want)
+			}
+		case <-time.After(testDeadline):
+			t.Fatalf("message %d not read", i+1)
+		}
+	}
+}
