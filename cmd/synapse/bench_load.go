@@ -88,12 +88,12 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 			Duration: *duration, Conflict: *conflict, Hostile: *hostile, Progress: func(s string) { fmt.Fprintf(stderr, "\r  %-60s", s) }}
 		stop := func() {}
 		if *uri == "" {
-			u, pid, s, err := startLoadHub(n+*idle, *journalOn, stderr)
+			h, err := startHubChild(n+*idle, *journalOn)
 			if err != nil {
 				fmt.Fprintln(stderr, "synapse bench load:", err)
 				return 1
 			}
-			cfg.URI, cfg.HubPID, stop = u, pid, s
+			cfg.URI, cfg.HubPID, stop = h.uri, h.pid, h.stop
 		}
 		fmt.Fprintf(stderr, "bench load: %d agents (+%d idle), %s fan-out, journal %v\n", n, *idle, *fanout, *journalOn)
 		res, err := bench.RunLoad(context.Background(), cfg)
@@ -120,27 +120,38 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// startLoadHub runs this binary's hub on a free loopback port with limits
-// that fit the load, and returns its address, its pid and how to stop it.
-func startLoadHub(sockets int, journalOn bool, stderr io.Writer) (string, int, func(), error) {
+// hubChild is a hub started as a child process by a benchmark.
+type hubChild struct {
+	uri        string // ws://127.0.0.1:port
+	metricsURL string // its /metrics
+	dbPath     string // its journal, "" without one
+	pid        int
+	stop       func() // interrupts it, waits for it, removes its journal
+}
+
+// startHubChild runs this binary's hub on a free loopback port with limits
+// that fit sockets connections, with a journal in a temporary folder when
+// journalOn, and returns once it listens.
+func startHubChild(sockets int, journalOn bool) (*hubChild, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return "", 0, nil, err
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", 0, nil, err
+		return nil, err
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	args := []string{"hub", "--port", strconv.Itoa(port), "--no-mcp", "--max-clients", strconv.Itoa(sockets + 16),
 		"--max-connections-per-host", "0", "--max-claims-per-agent", "1000000"}
-	dir := ""
+	dir, dbPath := "", ""
 	if journalOn {
-		if dir, err = os.MkdirTemp("", "synapse-bench-load-"); err != nil {
-			return "", 0, nil, err
+		if dir, err = os.MkdirTemp("", "synapse-bench-"); err != nil {
+			return nil, err
 		}
-		args = append(args, "--db", filepath.Join(dir, "hub.db"))
+		dbPath = filepath.Join(dir, "hub.db")
+		args = append(args, "--db", dbPath)
 	} else {
 		args = append(args, "--no-db")
 	}
@@ -148,10 +159,10 @@ func startLoadHub(sockets int, journalOn bool, stderr io.Writer) (string, int, f
 	cmd.Env = append(os.Environ(), "SYNAPSE_TOKEN=")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return "", 0, nil, err
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return "", 0, nil, err
+		return nil, err
 	}
 	up := hubproc.Listening(out)
 	stop := func() {
@@ -172,9 +183,10 @@ func startLoadHub(sockets int, journalOn bool, stderr io.Writer) (string, int, f
 	case <-up:
 	case <-time.After(30 * time.Second):
 		stop()
-		return "", 0, nil, errors.New("the hub did not start within 30 s")
+		return nil, errors.New("the hub did not start within 30 s")
 	}
-	return "ws://127.0.0.1:" + strconv.Itoa(port), cmd.Process.Pid, stop, nil
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	return &hubChild{uri: "ws://" + addr, metricsURL: "http://" + addr + "/metrics", dbPath: dbPath, pid: cmd.Process.Pid, stop: stop}, nil
 }
 
 // measureFloor runs this binary's bare echo server as a child process and
