@@ -107,7 +107,20 @@ type SoakResult struct {
 // soakCounts are the fleet's counters, shared by its goroutines.
 type soakCounts struct {
 	ops, refusals, errors, connects, takeovers atomic.Int64
-	firstErr                                   atomic.Value // error
+	firstErr                                   firstError
+}
+
+// firstError keeps the first error set, of whatever type (an atomic.Value
+// would panic on a second error of another concrete type).
+type firstError struct{ p atomic.Pointer[error] }
+
+func (f *firstError) set(err error) { f.p.CompareAndSwap(nil, &err) }
+
+func (f *firstError) get() error {
+	if p := f.p.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // note counts one finished request: answered (granted or refused) or failed.
@@ -128,7 +141,7 @@ func (n *soakCounts) note(err error) {
 
 func (n *soakCounts) fail(err error) {
 	n.errors.Add(1)
-	n.firstErr.CompareAndSwap(nil, err)
+	n.firstErr.set(err)
 }
 
 // RunSoak runs the fleet against cfg.URI for cfg.Duration, sampling the hub
@@ -146,7 +159,7 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (SoakResult, error) {
 	}
 
 	var ready, done sync.WaitGroup
-	var dialErr atomic.Value
+	var dialErr firstError
 	start := func(f func(context.Context, *soakCounts, func()) error) {
 		ready.Add(1)
 		done.Go(func() {
@@ -154,7 +167,7 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (SoakResult, error) {
 			up := func() { once.Do(ready.Done) }
 			defer up()
 			if err := f(fleetCtx, &counts, up); err != nil && fleetCtx.Err() == nil {
-				dialErr.CompareAndSwap(nil, err)
+				dialErr.set(err)
 				stopFleet()
 			}
 		})
@@ -179,7 +192,7 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (SoakResult, error) {
 		})
 	}
 	ready.Wait()
-	if err, _ := dialErr.Load().(error); err != nil {
+	if err := dialErr.get(); err != nil {
 		stopFleet()
 		done.Wait()
 		return res, fmt.Errorf("bench: soak: %w", err)
@@ -218,10 +231,10 @@ loop:
 	}
 	stopFleet()
 	done.Wait()
-	if err, _ := counts.firstErr.Load().(error); err != nil {
+	if err := counts.firstErr.get(); err != nil {
 		res.FirstError = err.Error()
 	}
-	if err, _ := dialErr.Load().(error); err != nil && res.FirstError == "" {
+	if err := dialErr.get(); err != nil && res.FirstError == "" {
 		res.FirstError = err.Error()
 	}
 	res.judge()
