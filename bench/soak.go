@@ -520,18 +520,16 @@ func soakReader(ctx context.Context, uri string, idx int, interval time.Duration
 	return nil
 }
 
-// soakChurner is a name that keeps coming and going: it connects, stays a
-// second or three, and leaves, in turn: by saying goodbye; by dropping its
-// socket without a word and coming back with takeover, as a client
-// reconnecting after a crash does (the hub may not have seen the old socket
-// end yet); by saying goodbye again; and by a live takeover (a second socket
-// binds the name while the first still holds it, and the hub evicts the
-// first). Takeovers of one name are thus at least two holds apart, outside
-// the hub's 2 s cooldown.
+// soakChurner is a name that keeps coming and going: it connects, stays two
+// to four seconds, and leaves, in turn: by saying goodbye; by dropping its
+// socket without a word; by saying goodbye again; and by a takeover (a
+// second socket binds the name while the first still holds it, and the hub
+// evicts the first). One takeover every four holds, at least 8 s, keeps a
+// name under the hub's takeover quarantine (the fifth within 30 s).
 func soakChurner(ctx context.Context, uri string, idx int, n *soakCounts) {
 	name := fmt.Sprintf("soakc/c%d", idx)
-	hold := func() bool {
-		t := time.NewTimer(1500*time.Millisecond + rand.N(1500*time.Millisecond))
+	sleep := func(d time.Duration) bool {
+		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
 		case <-t.C:
@@ -540,41 +538,48 @@ func soakChurner(ctx context.Context, uri string, idx int, n *soakCounts) {
 			return false
 		}
 	}
+	hold := func() bool { return sleep(2*time.Second + rand.N(2*time.Second)) }
 	dial := func(takeover bool) *loadAgent {
 		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		c, err := dialWS(dctx, ws.Dialer{}, uri)
-		if err != nil {
-			if ctx.Err() == nil {
-				n.fail(fmt.Errorf("%s: dial: %w", name, err))
+		for {
+			c, err := dialWS(dctx, ws.Dialer{}, uri)
+			if err != nil {
+				if ctx.Err() == nil {
+					n.fail(fmt.Errorf("%s: dial: %w", name, err))
+				}
+				return nil
 			}
-			return nil
-		}
-		a := &loadAgent{name: name, c: c}
-		if err := a.register(dctx, false, takeover); err != nil {
+			a := &loadAgent{name: name, c: c}
+			err = a.register(dctx, false, takeover)
+			if err == nil {
+				n.connects.Add(1)
+				if takeover {
+					n.takeovers.Add(1)
+				}
+				return a
+			}
 			c.nc.Close()
+			// After a dropped socket the name stays bound until the hub
+			// has read the socket's end: try again shortly.
+			if errors.Is(err, errClosed) && strings.Contains(err.Error(), " 4009 ") && sleep(50*time.Millisecond) && dctx.Err() == nil {
+				continue
+			}
 			if ctx.Err() == nil {
 				n.fail(fmt.Errorf("%s: %w", name, err))
 			}
 			return nil
 		}
-		n.connects.Add(1)
-		if takeover {
-			n.takeovers.Add(1)
-		}
-		return a
 	}
 	var a *loadAgent
-	reconnect := false // the last socket was dropped: come back with takeover
 	for k := 0; ctx.Err() == nil; k++ {
 		if a == nil {
-			if a = dial(reconnect); a == nil {
+			if a = dial(false); a == nil {
 				if !hold() {
 					return
 				}
 				continue
 			}
-			reconnect = false
 		}
 		if !hold() {
 			break
@@ -586,7 +591,7 @@ func soakChurner(ctx context.Context, uri string, idx int, n *soakCounts) {
 		case 1:
 			a.c.nc.Close() // gone without a close frame
 			<-a.c.done
-			a, reconnect = nil, true
+			a = nil
 		default:
 			next := dial(true)
 			select { // the hub closes the superseded socket (4010)

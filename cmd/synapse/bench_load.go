@@ -131,8 +131,8 @@ type hubChild struct {
 
 // startHubChild runs this binary's hub on a free loopback port with limits
 // that fit sockets connections, with a journal in a temporary folder when
-// journalOn, and returns once it listens.
-func startHubChild(sockets int, journalOn bool) (*hubChild, error) {
+// journalOn, given extra flags, and returns once it listens.
+func startHubChild(sockets int, journalOn bool, extra ...string) (*hubChild, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -155,7 +155,7 @@ func startHubChild(sockets int, journalOn bool) (*hubChild, error) {
 	} else {
 		args = append(args, "--no-db")
 	}
-	cmd := exec.Command(self, args...)
+	cmd := exec.Command(self, append(args, extra...)...)
 	cmd.Env = append(os.Environ(), "SYNAPSE_TOKEN=")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
