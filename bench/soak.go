@@ -273,9 +273,16 @@ func (r *SoakResult) judge() {
 			r.Failures = append(r.Failures, tr.Resource+": "+tr.Reason)
 		}
 	}
-	if mid, last := thirds(t); n >= 2 && last < n && r.Samples[n-1].Ops == r.Samples[last].Ops && mid < last {
+	if n == 0 {
+		return
+	}
+	if mid, last := thirds(t); last < n && mid < last && r.Samples[n-1].Ops == r.Samples[last].Ops {
 		r.Pass = false
 		r.Failures = append(r.Failures, fmt.Sprintf("fleet: no operation completed in the last third (%d ops in all)", r.Samples[n-1].Ops))
+	}
+	if e := r.Samples[n-1].Errors; e > 0 { // refusals are answers; these got none
+		r.Pass = false
+		r.Failures = append(r.Failures, fmt.Sprintf("fleet: %d requests or connections failed, the first: %s", e, r.FirstError))
 	}
 }
 

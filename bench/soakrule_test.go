@@ -93,3 +93,15 @@ func TestSoakResult_FailsNamingTheResourceThatGrew(t *testing.T) {
 		t.Fatalf("pass %v, failures %q; want one, for goroutines", r.Pass, r.Failures)
 	}
 }
+
+func TestSoakResult_FailsOnFleetErrorsAndAStalledFleet(t *testing.T) {
+	r := SoakResult{Tolerance: 0.10, FirstError: "soakc/c1: dial: connection refused"}
+	for i := 0; i <= 30; i++ {
+		ops := int64(min(i, 20)) * 1000 // nothing after 200 s
+		r.Samples = append(r.Samples, SoakSample{Seconds: float64(10 * i), RSSKB: 30_000, Goroutines: 40, FDs: 45, Ops: ops, Errors: 3})
+	}
+	r.judge()
+	if r.Pass || len(r.Failures) != 2 {
+		t.Fatalf("pass %v, failures %q; want the stall and the errors", r.Pass, r.Failures)
+	}
+}

@@ -58,7 +58,8 @@ operation: bytes per op across the last third may exceed bytes per op across
 the middle third by at most 50 % + 32 bytes.
 Each third needs at least 3 samples, else the curve is "not judged" (a
 short run checks the sampler, not the hub). The fleet must also complete
-operations in the last third.
+operations in the last third, and none of its requests or connections may
+fail (a refusal is an answer, and counted apart).
 
 Exit 0 when every curve levelled off, 1 when one grew (named, with its
 series) or the soak could not run, 2 on bad flags. --json prints one object
@@ -132,6 +133,10 @@ func runBenchSoak(args []string, stdout, stderr io.Writer) int {
 				float64(s.JournalBytes)/(1<<20), s.Ops, perS, s.Refusals, s.Errors, s.Connects, s.Takeovers)
 		},
 	})
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintf(stderr, "synapse bench soak: interrupted after %d samples: no verdict\n", len(res.Samples))
+		return 1
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "synapse bench soak:", err)
 		return 1
