@@ -445,3 +445,41 @@ func TestChat_AtLeastOnceIdemKeyNotConsumed_INV_DG_1(t *testing.T) {
 		})
 	}
 }
+
+// A reconnect must not recount an identity's mailbox from its watermark:
+// for an agent that never acks, that is every directed chat ever sent, and
+// each `who` after any reconnect paid it, more with every chat (found by
+// synapse bench soak: who_request was half the hub's CPU after 7 minutes).
+// Coming back with the same roles reads only the chats sent while away;
+// the counts stay what a recount from the watermark gives.
+func TestMailbox_ReconnectReadsOnlyWhatItMissed_INV_DG_3(t *testing.T) {
+	j := openJournalHub(t, filepath.Join(t.TempDir(), "j.db"))
+	a := j.join("p/a")
+	sendAll(t, a, "p/a", "p/b", 300, "old") // history nobody acks
+	reviewer := map[string]any{"roles": []string{"q/reviewer"}}
+	c := j.join("q/c", reviewer)
+	pendingOf(t, a, "p/a")
+	named, group := 0, 0
+	for round := range 3 {
+		c.close()
+		sendAll(t, a, "p/a", "q/reviewer", 2, fmt.Sprintf("role%d", round)) // reaches q/c only while online
+		sendAll(t, a, "p/a", "q/c", 1, fmt.Sprintf("name%d", round))
+		named, group = named+1, group+2
+		if got := pendingCount(t, pendingOf(t, a, "p/a"), "q/c"); got != named {
+			t.Fatalf("round %d, q/c away: mailbox_pending %d, want %d (named only)", round, got, named)
+		}
+		before := j.h.mb.read.Load()
+		c = j.join("q/c", reviewer)
+		if got := pendingCount(t, pendingOf(t, a, "p/a"), "q/c"); got != named+group {
+			t.Fatalf("round %d, q/c back: mailbox_pending %d, want %d", round, got, named+group)
+		}
+		if read := j.h.mb.read.Load() - before; read > 3 {
+			t.Errorf("round %d: the recount read %d directed chats, want at most the 3 sent while q/c was away", round, read)
+		}
+	}
+	c.close()
+	c = j.join("q/c", map[string]any{"roles": []string{"q/other"}}) // other roles: a recount from the watermark
+	if got := pendingCount(t, pendingOf(t, a, "p/a"), "q/c"); got != named {
+		t.Fatalf("back with other roles: mailbox_pending %d, want %d (named only)", got, named)
+	}
+}
