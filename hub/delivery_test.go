@@ -453,7 +453,8 @@ func TestChat_AtLeastOnceIdemKeyNotConsumed_INV_DG_1(t *testing.T) {
 // Coming back with the same roles reads only the chats sent while away;
 // the counts stay what a recount from the watermark gives.
 func TestMailbox_ReconnectReadsOnlyWhatItMissed_INV_DG_3(t *testing.T) {
-	j := openJournalHub(t, filepath.Join(t.TempDir(), "j.db"))
+	path := filepath.Join(t.TempDir(), "j.db")
+	j := openJournalHub(t, path)
 	a := j.join("p/a")
 	sendAll(t, a, "p/a", "p/b", 300, "old") // history nobody acks
 	reviewer := map[string]any{"roles": []string{"q/reviewer"}}
@@ -481,5 +482,14 @@ func TestMailbox_ReconnectReadsOnlyWhatItMissed_INV_DG_3(t *testing.T) {
 	c = j.join("q/c", map[string]any{"roles": []string{"q/other"}}) // other roles: a recount from the watermark
 	if got := pendingCount(t, pendingOf(t, a, "p/a"), "q/c"); got != named {
 		t.Fatalf("back with other roles: mailbox_pending %d, want %d (named only)", got, named)
+	}
+	c.close()
+	a.close()
+	j.close()
+	j = openJournalHub(t, path) // a restart: counted from the journal with the roles it comes back with
+	a = j.join("p/a")
+	j.join("q/c", reviewer)
+	if got := pendingCount(t, pendingOf(t, a, "p/a"), "q/c"); got != named+group {
+		t.Fatalf("after a restart: mailbox_pending %d, want %d", got, named+group)
 	}
 }

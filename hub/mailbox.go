@@ -334,10 +334,11 @@ func (h *Hub) recount(st *journal.Store, id string) (int64, bool) {
 			h.mu.Unlock()
 			return n, true
 		}
-		gen, catchUp, wm, wmKnown, roles := e.gen, e.catchUp, e.wm, e.wmKnown, slices.Clone(e.roles)
+		gen, catchUp, wm, wmKnown := e.gen, e.catchUp, e.wm, e.wmKnown
 		from, to := wm, e.base
+		roles := h.rolesLocked(id) // the roles it holds now (a change of roles invalidates: gen)
 		if catchUp {
-			from, to = max(e.catchFrom, wm), e.catchTo
+			from, to, roles = max(e.catchFrom, wm), e.catchTo, slices.Clone(e.roles)
 		}
 		h.mu.Unlock()
 		if !wmKnown {
@@ -377,7 +378,7 @@ func (h *Hub) recount(st *journal.Store, id string) (int64, bool) {
 				if online {
 					e.group += group
 				}
-				e.valid, e.groupKnown = true, online
+				e.valid, e.groupKnown, e.roles, e.away = true, online, roles, !online
 			}
 			n := e.pending(online)
 			h.mu.Unlock()
