@@ -239,13 +239,22 @@ func (s *session) verifyMessage(sender, typ string, in *wire.Inbound) bool {
 type verifier struct {
 	keys   map[string]*MessageAuthKey
 	replay *replayCache
+	// horizon is the boot horizon: a frame whose auth.timestamp is not
+	// after it is refused as expired. The replay cache lives in memory, so
+	// a restart forgets the nonces the previous process admitted; every
+	// one of those carried a timestamp at most MessageAuthFutureSkew past
+	// that process's last instant, which came before this one started
+	// (docs/security.md, "Replay across a restart").
+	horizon float64
 }
 
-func newVerifier(keys map[string]*MessageAuthKey) *verifier {
+// newVerifier returns nil without keys. started is the hub's start time.
+func newVerifier(keys map[string]*MessageAuthKey, started float64) *verifier {
 	if len(keys) == 0 {
 		return nil
 	}
-	return &verifier{keys: keys, replay: newReplayCache(replayPerSender, replayTotal)}
+	return &verifier{keys: keys, replay: newReplayCache(replayPerSender, replayTotal),
+		horizon: started + MessageAuthFutureSkew}
 }
 
 // verify checks one frame bound to boundSender at hub time now, in the
@@ -273,8 +282,9 @@ func (v *verifier) verify(boundSender string, in *wire.Inbound, now float64) str
 	if !ok {
 		return VerifyBadAuthentication
 	}
-	// INV-CK-2: [now − window, now + future skew], both ends included.
-	if ts < now-MessageAuthWindow || ts > now+MessageAuthFutureSkew {
+	// INV-CK-2: [now − window, now + future skew], both ends included,
+	// and after the boot horizon.
+	if ts < now-MessageAuthWindow || ts > now+MessageAuthFutureSkew || ts <= v.horizon {
 		return VerifyExpired
 	}
 	nonce, _ := auth["nonce"].(string)

@@ -285,6 +285,7 @@ func expectAuthRefusal(t *testing.T, c *tconn, result string) {
 func TestMessageAuth_SignedFrameAcceptedAndRefusals(t *testing.T) {
 	clk := newFakeClock()
 	th := startHub(t, Config{MessageAuthKeys: authKeys(), RequireMessageAuth: true, Clock: clk.now})
+	clk.advance(60) // past the boot horizon
 	a := th.join("p/a")
 	sg := &signer{t: t, kid: "main", secret: "s3cret"}
 	now := clk.now()
@@ -356,6 +357,7 @@ func TestMessageAuth_SignedFrameAcceptedAndRefusals(t *testing.T) {
 func TestMessageAuth_SkewWindow_INV_CK_2(t *testing.T) {
 	clk := newFakeClock()
 	th := startHub(t, Config{MessageAuthKeys: authKeys(), RequireMessageAuth: true, Clock: clk.now})
+	clk.advance(60) // past the boot horizon
 	a := th.join("p/a")
 	sg := &signer{t: t, kid: "main", secret: "s3cret"}
 	now := clk.now()
@@ -381,6 +383,7 @@ func TestMessageAuth_SkewWindow_INV_CK_2(t *testing.T) {
 func TestMessageAuth_OptionalModeVerifiesWhatIsSigned(t *testing.T) {
 	clk := newFakeClock()
 	th := startHub(t, Config{MessageAuthKeys: authKeys(), Clock: clk.now})
+	clk.advance(60) // past the boot horizon
 	a := th.join("p/a")
 	a.send(f("claim", "task_id", "T1"))
 	a.expect("claim_granted")
@@ -395,7 +398,7 @@ func TestMessageAuth_OptionalModeVerifiesWhatIsSigned(t *testing.T) {
 // admitted only once the HMAC holds.
 func TestVerifier_WindowEdgesAndNonceAfterHMAC_INV_CK_2(t *testing.T) {
 	keys, _ := checkMessageAuthKeys(Config{MessageAuthKeys: authKeys()})
-	v := newVerifier(keys)
+	v := newVerifier(keys, 0)
 	sg := &signer{t: t, kid: "main", secret: "s3cret"}
 	const now = 1782648000.0
 	verify := func(ts float64, nonce string) string {
@@ -476,5 +479,55 @@ func TestReplayCache_PerSenderBoundAndExpiry(t *testing.T) {
 	}
 	if !c.admit("k\x00flood", "n9", later+10, later) || !c.admit("k\x00third", "n0", later+10, later) {
 		t.Fatal("expired entries did not free their sender's or the total's room")
+	}
+}
+
+// PROTOCOL.md §5.3, INV-CK-2 across a restart: the replay cache is in
+// memory, so a hub killed and restarted within the window would forget
+// the nonces it admitted. The boot horizon closes that window: a frame
+// signed before the new hub started plus the future skew is refused as
+// expired, whether the hub has a journal or not; a freshly signed frame
+// is accepted. The claim and its release were both accepted before the
+// kill, so a replayed claim would otherwise be granted again.
+func TestMessageAuth_ReplayRefusedAfterRestart_INV_CK_2(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		journal bool
+	}{{"journal", true}, {"no-db", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := newFakeClock()
+			path := filepath.Join(t.TempDir(), "j.db")
+			start := func() *testHub {
+				cfg := Config{MessageAuthKeys: authKeys(), RequireMessageAuth: true, Clock: clk.now}
+				if c.journal {
+					return openJournalHubWith(t, path, cfg).testHub // the first is never closed: SIGKILL
+				}
+				return startHub(t, cfg)
+			}
+			th := start()
+			clk.advance(60)
+			a := th.join("p/a")
+			sg := &signer{t: t, kid: "main", secret: "s3cret"}
+			claim := sg.sign(f("claim", "task_id", "T1", "paths", []string{"a.go"}), clk.now(), "n-claim")
+			a.send(claim)
+			a.expectWhere("claim_granted", func(m map[string]any) bool { return m["task_id"] == "T1" })
+			// Signed as far ahead as the skew allows: the worst case.
+			release := sg.sign(f("release", "task_id", "T1"), clk.now()+MessageAuthFutureSkew, "n-release")
+			a.send(release)
+			a.expectWhere("release_granted", func(m map[string]any) bool { return m["task_id"] == "T1" })
+			a.send(claim)
+			expectAuthRefusal(t, a, VerifyReplayed) // the same process remembers
+
+			clk.advance(0.2) // a quick restart, well inside the window
+			th2 := start()
+			a2 := th2.join("p/a")
+			for _, m := range []map[string]any{claim, release} {
+				a2.send(m)
+				expectAuthRefusal(t, a2, VerifyExpired)
+			}
+			clk.advance(MessageAuthFutureSkew + 0.1)
+			a2.send(sg.sign(f("claim", "task_id", "T2", "paths", []string{"b.go"}), clk.now(), "n-fresh"))
+			a2.expectWhere("claim_granted", func(m map[string]any) bool { return m["task_id"] == "T2" })
+		})
 	}
 }

@@ -168,6 +168,7 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 		h.deliverLocked(c, seq)
 		h.mu.Unlock()
 	}); !ok {
+		h.chatFailed(rcpt)
 		return
 	}
 	switch {
@@ -176,6 +177,10 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 		h.markOutbox(rcpt.id, ok)
 	case c.receipt:
 		s.sendReceipt(h.immediateReceipt(c, rcpt.chatSeq, ""))
+	}
+	if rcpt.expired != nil { // the receipt this one evicted from the pending window
+		h.m.receiptsExpired.Inc()
+		h.deliverReceipt(rcpt.expired, rcpt.evicted.Sender)
 	}
 }
 
@@ -326,6 +331,28 @@ func (h *Hub) deadLetterLocked(target, sender string, now float64) {
 	}
 	d.count++
 	d.lastTS, d.lastSender = now, sender
+}
+
+// journalDeadLetterClear makes a dead letter cleared by sender's frame
+// stay cleared after a restart (loadDelivery rebuilds the ledger from the
+// directed chats still marked dead): a dead_letter_cleared row, whose
+// transaction unmarks the name's dead chats up to the newest directed chat
+// the ledger had counted when it was cleared. It commits at NORMAL, which
+// a SIGKILL does not lose, before the frame is served. Read goroutine.
+func (s *session) journalDeadLetterClear(sender string) {
+	through := s.deadCleared
+	s.deadCleared = 0
+	if s.h.cfg.Journal == nil {
+		return
+	}
+	p, _ := pyjson.AppendValue(nil, map[string]any{"target": sender, "through_seq": through})
+	rec := journal.Record{Kind: journal.KindDeadLetterCleared, Payload: p,
+		Stamp: func(int64) ([]byte, []journal.Statement) {
+			return nil, []journal.Statement{journal.ClearDeadLetters(sender, through)}
+		}}
+	if _, err := s.h.commitRecords([]journal.Record{rec}, nil); err != nil && err != errClosing {
+		s.h.log.Warn("hub: dead-letter clear not journalled", "target", sender, "err", err)
+	}
 }
 
 // clientTimestamp keeps a finite, non-zero numeric client stamp as advisory

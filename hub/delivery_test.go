@@ -31,15 +31,29 @@ type jhub struct {
 
 func openJournalHub(t *testing.T, path string) *jhub {
 	t.Helper()
+	return openJournalHubWith(t, path, Config{})
+}
+
+// openJournalHubWith opens a journalled hub on path with cfg's other
+// fields. Opening a second one on the path while the first still runs is
+// a restart after SIGKILL: nothing of the first hub's shutdown has run
+// when the second replays the file (both close at the test's end).
+func openJournalHubWith(t *testing.T, path string, cfg Config) *jhub {
+	t.Helper()
 	st, err := journal.Open(path, journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := journal.Replay(st, coord.DefaultLimits(), nowTS(), journal.ReplayOptions{Logger: quietLogger()})
+	now := nowTS()
+	if cfg.Clock != nil {
+		now = cfg.Clock()
+	}
+	rec, err := journal.Replay(st, coord.DefaultLimits(), now, journal.ReplayOptions{Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(Config{Journal: st, State: rec.State, Logger: quietLogger(), HubID: "syn-0000test"})
+	cfg.Journal, cfg.State, cfg.Logger, cfg.HubID = st, rec.State, quietLogger(), "syn-0000test"
+	h, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,6 +457,270 @@ func TestChat_AtLeastOnceIdemKeyNotConsumed_INV_DG_1(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// PROTOCOL.md §4.6 and INV-DG-3 across a SIGKILL: a dead letter clears
+// when its target binds, and stays cleared after the hub restarts on the
+// same file without a clean shutdown (the ledger is rebuilt from the
+// directed chats still marked dead). The backlog itself is untouched: the
+// target's mailbox still replays it. Another target's dead letter, never
+// cleared, comes back.
+func TestDeadLetter_ClearedOnBindStaysClearedAfterSIGKILL_INV_DG_3(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.db")
+	j := openJournalHub(t, path)
+	a := j.join("p/a")
+	seqs := sendAll(t, a, "p/a", "p/d", 2, "dl")
+	sendAll(t, a, "p/a", "p/e", 1, "other")
+	deadLetters := func(c *tconn) map[string]float64 {
+		t.Helper()
+		c.send(map[string]any{"sender": c.name, "type": "state_request", "target": "System"})
+		dl, _ := c.expect("state_snapshot")["snapshot"].(map[string]any)["dead_letters"].([]any)
+		out := map[string]float64{}
+		for _, e := range dl {
+			m := e.(map[string]any)
+			out[m["target"].(string)] = num(t, m["count"])
+		}
+		return out
+	}
+	if got := deadLetters(a); got["p/d"] != 2 || got["p/e"] != 1 {
+		t.Fatalf("dead letters before the bind = %v", got)
+	}
+	d := j.join("p/d")
+	d.sync("p/d") // the bind's frame is served, its clear committed
+	if got := deadLetters(a); len(got) != 1 || got["p/e"] != 1 {
+		t.Fatalf("dead letters after p/d bound = %v", got)
+	}
+	// p/d goes away and a new chat to it dead-letters again: counted from
+	// the clear on, after the restart as before it.
+	d.close()
+	late := sendAll(t, a, "p/a", "p/d", 1, "late")
+
+	j2 := openJournalHub(t, path) // j is never closed: SIGKILL
+	a2 := j2.join("p/a")
+	if got := deadLetters(a2); len(got) != 2 || got["p/e"] != 1 || got["p/d"] != 1 {
+		t.Fatalf("dead letters after the restart = %v, want p/e 1 and p/d 1 (only the chat after the clear)", got)
+	}
+	d2 := j2.join("p/d", map[string]any{"mailbox": true, "since_seq": 0})
+	for _, s := range append(seqs, late...) {
+		if m := d2.expect("chat"); seqOf(t, m) != s {
+			t.Fatalf("replay = %v, want seq %d", m, s)
+		}
+	}
+	d2.sync("p/d")
+	j3 := openJournalHub(t, path) // and again, after the second clear
+	if got := deadLetters(j3.join("p/a")); len(got) != 1 || got["p/e"] != 1 {
+		t.Fatalf("dead letters after the second restart = %v", got)
+	}
+}
+
+// expectExpired reads the expired receipt of message seq (PROTOCOL.md
+// §2.2, §4.4) from c, whatever else comes first.
+func expectExpired(t *testing.T, c *tconn, seq int64, cmid string) {
+	t.Helper()
+	id := fmt.Sprintf("delivery-receipt:%d:expired", seq)
+	r := c.expectWhere("delivery_receipt", func(m map[string]any) bool { return m["receipt_notification_id"] == id })
+	want := map[string]any{"delivered": false, "deferred": true, "expired": true, "reason": "pending_window_evicted",
+		"payload": "delivery receipt expired before acknowledgement", "message_target": "p/b", "target": c.name,
+		"client_msg_id": cmid}
+	for k, v := range want {
+		if r[k] != v {
+			t.Fatalf("expired receipt %s = %v, want %v (%v)", k, r[k], v, r)
+		}
+	}
+	if rs, ok := r["recipients"].([]any); !ok || len(rs) != 0 || seqOf(t, map[string]any{"seq": r["message_seq"]}) != seq {
+		t.Fatalf("expired receipt = %v", r)
+	}
+}
+
+// noReceiptBeforeSync fails if a delivery_receipt reaches c before the
+// reply to a who_request sent now, which comes after everything already
+// queued to c.
+func noReceiptBeforeSync(t *testing.T, c *tconn) {
+	t.Helper()
+	c.send(map[string]any{"sender": c.name, "type": "who_request", "target": "System", "payload": "who"})
+	for {
+		switch m := c.next(); m["type"] {
+		case "who_snapshot":
+			return
+		case "delivery_receipt":
+			t.Fatalf("unexpected receipt %v", m)
+		}
+	}
+}
+
+// sendPending sends a receipt-requested chat to the offline p/b and
+// returns its seq once the pending receipt is back.
+func sendPending(t *testing.T, c *tconn, cmid string) int64 {
+	t.Helper()
+	c.send(chatTo(c.name, "p/b", cmid, "receipt_requested", true, "client_msg_id", cmid))
+	seq := seqOf(t, c.expectWhere("chat", func(m map[string]any) bool { return m["client_msg_id"] == cmid }))
+	id := fmt.Sprintf("delivery-receipt:%d:pending", seq)
+	c.expectWhere("delivery_receipt", func(m map[string]any) bool { return m["receipt_notification_id"] == id })
+	return seq
+}
+
+func receiptState(t *testing.T, st *journal.Store, seq int64) string {
+	t.Helper()
+	r, ok, err := st.Receipt(seq)
+	if err != nil || !ok {
+		t.Fatalf("receipt %d: %v %v", seq, ok, err)
+	}
+	return r.State
+}
+
+// PROTOCOL.md §4.4 (pending → expired) and §4.5 step 6: the pending window
+// holds --pending-receipt-window receipts; one more evicts the oldest,
+// whose expired row commits with the new pending one. Its sender gets the
+// expired receipt at once when online, else when it next binds (the
+// outbox), also after a SIGKILL; the restart restores the window in seq
+// order, so the next eviction takes the oldest survivor. An ack of an
+// expired receipt settles nothing; an ack of a pending one still defers.
+func TestReceipt_PendingWindowExpiresOldest_OnlineOfflineAndAfterSIGKILL_PROTOCOL_4_4(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.db")
+	cfg := Config{PendingReceiptWindow: 2}
+	j := openJournalHubWith(t, path, cfg)
+	a := j.join("p/a")
+	m1, m2 := sendPending(t, a, "a-1"), sendPending(t, a, "a-2")
+	m3 := sendPending(t, a, "a-3")
+	expectExpired(t, a, m1, "a-1") // online: at once
+	a.close()
+	c := j.join("p/c")
+	m4 := sendPending(t, c, "c-4") // evicts m2, whose sender is offline
+	if n, err := j.st.ReceiptCount("pending"); err != nil || n != 2 {
+		t.Fatalf("pending receipts in the journal = %d %v, want 2", n, err)
+	}
+	for seq, want := range map[int64]string{m1: "expired", m2: "expired", m3: "pending", m4: "pending"} {
+		if got := receiptState(t, j.st, seq); got != want {
+			t.Fatalf("receipt %d is %s, want %s", seq, got, want)
+		}
+	}
+
+	j2 := openJournalHubWith(t, path, cfg) // j is never closed: SIGKILL
+	a2 := j2.join("p/a")
+	expectExpired(t, a2, m2, "a-2") // offline: flushed on the bind, after the restart
+	noReceiptBeforeSync(t, a2)      // m1's was delivered before: not again
+	c2 := j2.join("p/c")
+	m5 := sendPending(t, c2, "c-5")
+	expectExpired(t, a2, m3, "a-3") // the oldest restored one goes first
+	if v := metricValue(t, j2.srv.URL, "synapse_pending_receipts"); v != "2" {
+		t.Fatalf("synapse_pending_receipts = %q", v)
+	}
+	b := j2.join("p/b")
+	b.send(map[string]any{"sender": "p/b", "target": "System", "type": "ack", "seq": m2})
+	b.send(map[string]any{"sender": "p/b", "target": "System", "type": "ack", "seq": m4})
+	d := c2.expect("delivery_receipt")
+	if d["receipt_notification_id"] != fmt.Sprintf("delivery-receipt:%d:deferred", m4) {
+		t.Fatalf("after the acks p/c got %v", d)
+	}
+	b.sync("p/b")
+	noReceiptBeforeSync(t, a2) // the expired m2 stays expired
+	for seq, want := range map[int64]string{m2: "expired", m3: "expired", m4: "deferred", m5: "pending"} {
+		if got := receiptState(t, j2.st, seq); got != want {
+			t.Fatalf("receipt %d is %s, want %s", seq, got, want)
+		}
+	}
+}
+
+// PROTOCOL.md §4.5 step 6, INV-RR-2: a journal holding more pending
+// receipts than the window (written with a larger one) is cut to the
+// window on restart: the oldest expire at start, and their sender gets
+// them when it binds.
+func TestReceipt_RestartCapsPendingAtTheWindow_INV_RR_2(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.db")
+	j := openJournalHubWith(t, path, Config{PendingReceiptWindow: 4})
+	a := j.join("p/a")
+	var seqs []int64
+	for i := 0; i < 4; i++ {
+		seqs = append(seqs, sendPending(t, a, fmt.Sprintf("a-%d", i)))
+	}
+	a.close()
+	j.close()
+	j2 := openJournalHubWith(t, path, Config{PendingReceiptWindow: 3})
+	if n, err := j2.st.ReceiptCount("pending"); err != nil || n != 3 || receiptState(t, j2.st, seqs[0]) != "expired" {
+		t.Fatalf("after the restart: %d pending (%v), the oldest %s", n, err, receiptState(t, j2.st, seqs[0]))
+	}
+	a2 := j2.join("p/a")
+	expectExpired(t, a2, seqs[0], "a-0")
+	if v := metricValue(t, j2.srv.URL, "synapse_pending_receipts"); v != "3" {
+		t.Fatalf("synapse_pending_receipts = %q", v)
+	}
+}
+
+// PROTOCOL.md §4.4: however many senders race, the pending set never
+// exceeds the window, and every receipt evicted from it expires exactly
+// once (a receipt is pending, or expired, never both nor lost).
+func TestReceipt_PendingWindowNeverExceeded_Concurrent_PROTOCOL_4_4(t *testing.T) {
+	const window, senders, each = 3, 4, 8
+	j := openJournalHubWith(t, filepath.Join(t.TempDir(), "j.db"), Config{PendingReceiptWindow: window})
+	var wg sync.WaitGroup
+	conns := make([]*tconn, senders)
+	for i := range conns {
+		conns[i] = j.join(fmt.Sprintf("p/s%d", i))
+	}
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; k < each; k++ {
+				c.send(chatTo(c.name, "p/b", "x", "receipt_requested", true, "client_msg_id", fmt.Sprintf("%d-%d", i, k)))
+			}
+		}()
+	}
+	wg.Wait()
+	for _, c := range conns {
+		c.sync(c.name)
+	}
+	// Every chat is committed once its sender's sync is answered.
+	if n, err := j.st.ReceiptCount("pending"); err != nil || n != window {
+		t.Fatalf("pending receipts = %d %v, want %d", n, err, window)
+	}
+	if got := j.h.pending.len(); got != window {
+		t.Fatalf("pending window holds %d, want %d", got, window)
+	}
+	if expired, err := j.st.ReceiptCount("expired"); err != nil || expired != senders*each-window {
+		t.Fatalf("expired receipts = %d, want %d", expired, senders*each-window)
+	}
+}
+
+// The pending window's bound holds under every interleaving of reserve,
+// add, abort and take (members plus reservations never exceed the limit;
+// an eviction takes the oldest member).
+func TestPendingWindow_BoundAndOldestFirst(t *testing.T) {
+	w := newPendingWindow(3)
+	row := func(seq int64) journal.ReceiptRow { return journal.ReceiptRow{MessageSeq: seq, MessageID: seq} }
+	for seq := int64(1); seq <= 3; seq++ {
+		if _, ev := w.reserve(); ev {
+			t.Fatalf("evicted with room left (seq %d)", seq)
+		}
+		w.add(row(seq))
+	}
+	if _, ok := w.take(2); !ok {
+		t.Fatal("take 2")
+	}
+	if _, ev := w.reserve(); ev { // 2 members + 1 reserved: room
+		t.Fatal("evicted with room left")
+	}
+	ev, ok := w.reserve() // full: the oldest (1) goes
+	if !ok || ev.MessageSeq != 1 {
+		t.Fatalf("evicted %v %v, want 1", ev, ok)
+	}
+	w.abort(false, journal.ReceiptRow{}, ev, true) // its append failed: 1 is back
+	w.add(row(4))
+	if ev, ok := w.reserve(); !ok || ev.MessageSeq != 1 {
+		t.Fatalf("evicted %v %v, want 1 again", ev, ok)
+	}
+	w.add(row(5))
+	if w.len() != 3 {
+		t.Fatalf("len %d", w.len())
+	}
+	for _, seq := range []int64{3, 4, 5} {
+		if _, ok := w.take(seq); !ok {
+			t.Fatalf("take %d", seq)
+		}
+	}
+	if w.len() != 0 || w.reserved != 0 {
+		t.Fatalf("left %d members, %d reserved", w.len(), w.reserved)
 	}
 }
 

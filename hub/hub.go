@@ -66,6 +66,7 @@ type Config struct {
 	MaxUnauthClients      int           // secured hub: sockets in the pre-auth window; default MaxClients (--max-unauth-clients) → close 4014
 	MaxFrameBytes         int           // 1 MiB (--max-msg-kb 1024)
 	MaxHistory            int           // 10000 chat history (--max-history)
+	PendingReceiptWindow  int           // 1024 receipts awaiting an ack; beyond, the oldest expires (--pending-receipt-window)
 	SendQueue             int           // bounded outbound frames per socket (default 1024)
 	PingInterval          time.Duration // 15s
 	PongTimeout           time.Duration // 15s
@@ -84,8 +85,13 @@ type Config struct {
 	// mutations are refused (PROTOCOL.md §1.4 step 14) and /health says
 	// degraded.
 	Degraded string
-	Clock    func() float64 // unix seconds; default time.Now
-	Logger   *slog.Logger
+	// JournalFault, when not nil, is why Journal could only be opened
+	// read-only at startup (it wraps journal.ErrReadOnly): the hub serves
+	// reads, refuses every gated mutation with journal_unavailable and
+	// says degraded on /health, until restarted on a writable journal.
+	JournalFault error
+	Clock        func() float64 // unix seconds; default time.Now
+	Logger       *slog.Logger
 
 	// Security (auth.go, ratelimit.go, docs/security.md).
 
@@ -186,6 +192,8 @@ type Hub struct {
 	reg registry
 	mb  mailboxes // the mailbox pending projection (mailbox.go), under mu
 
+	pending *pendingWindow // the receipts awaiting an ack (receipts.go); its own mutex
+
 	ackMu sync.Mutex // serialises mailbox ack and cursor decisions (mailbox.go)
 
 	fed      *federation.Federation // namespace authority, links, peers (federation.go)
@@ -225,6 +233,9 @@ func New(cfg Config) (*Hub, error) {
 	}
 	if cfg.SendQueue <= 0 {
 		cfg.SendQueue = DefaultSendQueue
+	}
+	if cfg.PendingReceiptWindow <= 0 {
+		cfg.PendingReceiptWindow = DefaultPendingReceiptWindow
 	}
 	if cfg.PingInterval <= 0 {
 		cfg.PingInterval = DefaultPingInterval
@@ -276,13 +287,15 @@ func New(cfg Config) (*Hub, error) {
 	}
 	h.epoch = configEpoch(cfg)
 	h.policy = policy
-	h.verifier = newVerifier(keys)
+	h.verifier = newVerifier(keys, h.started)
 	h.hostRates = newHostBuckets(cfg.RateLimits.HostPerSecond, cfg.RateLimits.HostBurst)
 	h.authFails = newHostBuckets(float64(cfg.AuthFailuresPerMinute)/60, cfg.AuthFailuresPerMinute)
 	h.reg.init()
 	h.mb.init()
+	h.pending = newPendingWindow(cfg.PendingReceiptWindow)
+	var overflow []journal.ReceiptRow
 	if cfg.Journal != nil {
-		if err := h.loadDelivery(); err != nil {
+		if overflow, err = h.loadDelivery(); err != nil {
 			return nil, fmt.Errorf("hub: rebuild chat history and mailbox from the journal: %w", err)
 		}
 	}
@@ -319,6 +332,7 @@ func New(cfg Config) (*Hub, error) {
 			return nil, fmt.Errorf("hub: federation quarantine from the journal: %w", err)
 		}
 	}
+	h.expireOverflow(overflow)
 	h.fed.Start()
 	if cfg.Mail != nil {
 		ctx, cancel := context.WithCancel(context.Background())

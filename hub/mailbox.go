@@ -537,8 +537,8 @@ func (s *session) ack(sender string, in *wire.Inbound) {
 		recs = append(recs, watermarkRecord(id, seq, "ack"))
 	}
 	var settled *stampedReceipt
-	rc, found, err := st.Receipt(seq)
-	if err == nil && found && rc.State == "pending" {
+	rc, pending := h.pending.take(seq) // not pending: settled, expired, or never asked for
+	if pending {
 		settled = &stampedReceipt{}
 		recs = append(recs, h.deferredRecord(rc, id, settled))
 	}
@@ -550,22 +550,32 @@ func (s *session) ack(sender string, in *wire.Inbound) {
 		h.mb.onWatermarkLocked(h, id, seq)
 		h.mu.Unlock()
 	}); err != nil {
+		if pending {
+			h.pending.restore(rc)
+		}
 		return
 	}
 	if settled != nil {
-		h.deliverDeferred(settled, rc.Sender)
+		h.deliverReceipt(settled, rc.Sender)
 	}
 }
 
 // loadDelivery rebuilds, from the journal, what a restart must not lose:
 // the chat history tail (capped again, INV-RR-2) and the msg_id high-water
-// mark, the mailbox projection (watermarks and counts) and the dead-letter
-// ledger (dead-lettered directed chats after their target's watermark).
-func (h *Hub) loadDelivery() error {
+// mark, the pending receipts (the newest that fit the window; it returns
+// the older ones, for New to expire), the mailbox projection (watermarks
+// and counts) and the dead-letter ledger (dead-lettered directed chats
+// after their target's watermark).
+func (h *Hub) loadDelivery() (overflow []journal.ReceiptRow, err error) {
 	st := h.cfg.Journal
+	pending, err := st.PendingReceiptRows()
+	if err != nil {
+		return nil, err
+	}
+	overflow = h.pending.load(pending)
 	tail, err := st.ChatTail(max(h.cfg.MaxHistory, 1024))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, r := range tail {
 		var p struct {
@@ -587,7 +597,7 @@ func (h *Hub) loadDelivery() error {
 	}
 	marks, err := st.Watermarks()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	now := h.now()
 	for id, wm := range marks {
@@ -617,8 +627,8 @@ func (h *Hub) loadDelivery() error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	h.mb.evictLocked(h)
-	return nil
+	return overflow, nil
 }

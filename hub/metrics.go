@@ -42,6 +42,7 @@ type metrics struct {
 	chatDirected        prometheus.Counter
 	chatBroadcast       prometheus.Counter
 	replayed            prometheus.Counter
+	receiptsExpired     prometheus.Counter
 	submitSeconds       prometheus.Histogram
 	commitEvents        prometheus.Histogram
 
@@ -89,6 +90,7 @@ func newMetrics(h *Hub) *metrics {
 	m.chatDirected = counter("synapse_chat_directed_total", "Directed chats relayed.")
 	m.chatBroadcast = counter("synapse_chat_broadcast_total", "Broadcast chats relayed.")
 	m.replayed = counter("synapse_mailbox_replayed_total", "Directed chats re-sent by mailbox replay.")
+	m.receiptsExpired = counter("synapse_receipts_expired_total", "Pending delivery receipts expired: evicted from the pending window (--pending-receipt-window).")
 	m.submitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "synapse_commit_latency_seconds", Help: "Time from Submit to committed reply of a mutation (batching and journal included).",
 		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
@@ -133,6 +135,9 @@ func newMetrics(h *Hub) *metrics {
 		defer h.mu.Unlock()
 		return float64(len(h.reg.history))
 	})
+	gaugeFunc("synapse_pending_receipts", "Delivery receipts awaiting an ack (at most --pending-receipt-window).", func() float64 {
+		return float64(h.pending.len())
+	})
 	gaugeFunc("synapse_dead_letter_targets", "Targets with dead letters.", func() float64 {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -167,6 +172,12 @@ func newMetrics(h *Hub) *metrics {
 	})
 	gaugeFunc("synapse_journal_corrupt_rows", "1 when replay quarantined rows (gated mutations refused).", func() float64 {
 		if h.cfg.Degraded != "" {
+			return 1
+		}
+		return 0
+	})
+	gaugeFunc("synapse_journal_unwritable", "1 when the journal cannot be written (disk full, read-only, damaged): mutations are refused until the hub restarts.", func() float64 {
+		if h.journalErr() != nil {
 			return 1
 		}
 		return 0
@@ -212,8 +223,8 @@ func (h *Hub) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	if h.cfg.Degraded != "" {
 		status, reason = "degraded", h.cfg.Degraded
 	}
-	if err := h.seq.Err(); err != nil {
-		status, reason = "degraded", err.Error()
+	if err := h.journalErr(); err != nil {
+		status, reason = "degraded", h.journalHealth(err)
 	}
 	corrupt := 0
 	if h.cfg.Degraded != "" {

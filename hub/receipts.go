@@ -8,14 +8,20 @@ package hub
 // pending) and an outbox row holding the frame sent to the sender. A
 // pending receipt is settled by the recipient's ack (mailbox.go): one FULL
 // transaction writes delivery_receipt_deferred, moves the aggregate to
-// deferred and queues the deferred frame in the outbox. Outbox rows are
-// delivered at once when the sender is online and again, until a send
-// succeeds, every time the sender binds its name (at least once; clients
-// dedup on receipt_notification_id "delivery-receipt:<seq>:<state>").
+// deferred and queues the deferred frame in the outbox. At most
+// Config.PendingReceiptWindow receipts are pending (pendingWindow): a new
+// one beyond evicts the oldest, whose delivery_receipt_expired row,
+// aggregate and outbox row commit in the new one's transaction. Outbox
+// rows are delivered at once when the sender is online and again, until a
+// send succeeds, every time the sender binds its name (at least once;
+// clients dedup on receipt_notification_id
+// "delivery-receipt:<seq>:<state>").
 
 import (
 	"context"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/synapse-hub/synapse/journal"
 	"github.com/synapse-hub/synapse/pyjson"
@@ -30,6 +36,16 @@ type stampedReceipt struct {
 	chatSeq int64
 	frame   []byte
 	id      string
+
+	// A pending receipt's place in the pending window: reserved before
+	// the append, the row added in its Stamp, and the receipt it evicted,
+	// expired in the same transaction (expired receives that frame).
+	pending  bool
+	added    bool
+	row      journal.ReceiptRow
+	evicted  journal.ReceiptRow
+	didEvict bool
+	expired  *stampedReceipt
 }
 
 // receiptNotificationID is the outbox id of a receipt transition.
@@ -68,6 +84,9 @@ func (h *Hub) chatRecords(c *chatMsg) ([]journal.Record, *stampedReceipt) {
 	state := "pending"
 	if c.part.delivered() {
 		state = "immediate_delivered"
+	} else {
+		r.pending = true
+		r.evicted, r.didEvict = h.pending.reserve()
 	}
 	row := func(seq int64, state string) journal.ReceiptRow {
 		return journal.ReceiptRow{MessageSeq: r.chatSeq, Sender: c.sender, Target: c.target, MessageID: c.msgID,
@@ -84,14 +103,30 @@ func (h *Hub) chatRecords(c *chatMsg) ([]journal.Record, *stampedReceipt) {
 		Stamp: func(seq int64) ([]byte, []journal.Statement) {
 			r.id = receiptNotificationID(r.chatSeq, state)
 			r.frame = h.immediateReceipt(c, r.chatSeq, r.id)
+			rr := row(seq, state)
+			if r.pending {
+				r.row, r.added = rr, true
+				h.pending.add(rr)
+			}
 			return h.receiptEventPayload(c, r.chatSeq, true, ""), []journal.Statement{
-				journal.UpsertReceipt(row(seq, state)),
+				journal.UpsertReceipt(rr),
 				journal.InsertOutbox(journal.OutboxRow{NotificationID: r.id, MessageSeq: r.chatSeq,
 					Phase: journal.ReceiptPhase(journal.KindReceiptImmediate), Sender: c.sender, Frame: r.frame}),
 			}
 		},
 	})
+	if r.didEvict {
+		r.expired = &stampedReceipt{}
+		recs = append(recs, h.expiredRecord(r.evicted, r.expired))
+	}
 	return recs, r
+}
+
+// chatFailed gives back a failed chat's place in the pending window.
+func (h *Hub) chatFailed(r *stampedReceipt) {
+	if r.pending {
+		h.pending.abort(r.added, r.row, r.evicted, r.didEvict)
+	}
 }
 
 // receiptEventPayload is the payload of a receipt event row (PROTOCOL.md
@@ -225,7 +260,7 @@ func (s *session) submitRecords(sender string, recs []journal.Record, committed 
 	case err == errClosing:
 		s.fail(sender, "shutting_down", "Hub is shutting down.")
 	default:
-		s.fail(sender, "journal_unavailable", "Chat was not journalled (journal unavailable); it was not delivered.")
+		s.fail(sender, "journal_unavailable", s.h.journalRefusal("The chat", err)+" It was not delivered.")
 	}
 	return 0, false
 }
@@ -265,9 +300,10 @@ func (s *session) flushReceipts(sender string) {
 	}
 }
 
-// deliverDeferred sends a settled receipt to its sender if it is online;
-// otherwise the outbox keeps it for the sender's next bind.
-func (h *Hub) deliverDeferred(r *stampedReceipt, sender string) {
+// deliverReceipt sends a settled (deferred or expired) receipt to its
+// sender if it is online; otherwise the outbox keeps it for the sender's
+// next bind.
+func (h *Hub) deliverReceipt(r *stampedReceipt, sender string) {
 	if r.frame == nil {
 		return
 	}
@@ -278,4 +314,212 @@ func (h *Hub) deliverDeferred(r *stampedReceipt, sender string) {
 		return
 	}
 	h.markOutbox(r.id, rs.sendReceipt(r.frame))
+}
+
+// DefaultPendingReceiptWindow is how many receipts may wait for an ack at
+// once (the reference's 1024-entry pending window, PROTOCOL.md §4.4).
+const DefaultPendingReceiptWindow = 1024
+
+// pendingWindow is the bounded set of pending receipts: at most limit wait
+// for an ack; the one that would exceed it evicts the oldest, which
+// expires. Membership is the right to a transition: whoever takes a seq
+// out (an ack settling it, a new pending receipt evicting it) commits its
+// one transition, so a receipt is never both deferred and expired. A new
+// pending receipt reserves its place before its append and enters in the
+// append's Stamp (on the sequencer goroutine, before an ack could find its
+// chat), so members plus reservations never exceed limit. Its own mutex;
+// safe for concurrent use.
+type pendingWindow struct {
+	mu       sync.Mutex
+	freed    sync.Cond // a reservation ended
+	limit    int
+	rows     map[int64]journal.ReceiptRow // by message seq
+	order    []int64                      // the seqs ascending; taken ones are skipped lazily
+	reserved int
+}
+
+func newPendingWindow(limit int) *pendingWindow {
+	w := &pendingWindow{limit: max(limit, 1), rows: make(map[int64]journal.ReceiptRow)}
+	w.freed.L = &w.mu
+	return w
+}
+
+// load fills the window with the newest pending receipts of rows (in seq
+// order) and returns the older ones, which no longer fit (INV-RR-2: the
+// cap is re-applied on replay, PROTOCOL.md §4.5 step 6).
+func (w *pendingWindow) load(rows []journal.ReceiptRow) (overflow []journal.ReceiptRow) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n := len(rows) - w.limit; n > 0 {
+		overflow, rows = rows[:n], rows[n:]
+	}
+	for _, r := range rows {
+		w.insertLocked(r)
+	}
+	return overflow
+}
+
+// reserve makes room for one new pending receipt, evicting the oldest
+// member when the window is full; it waits only while every place is
+// reserved by appends in flight.
+func (w *pendingWindow) reserve() (evicted journal.ReceiptRow, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.rows) == 0 && w.reserved >= w.limit {
+		w.freed.Wait()
+	}
+	if len(w.rows)+w.reserved >= w.limit {
+		evicted, ok = w.popOldestLocked()
+	}
+	w.reserved++
+	return evicted, ok
+}
+
+// add turns a reservation into a member (the receipt's append Stamp).
+func (w *pendingWindow) add(r journal.ReceiptRow) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.reserved--
+	w.insertLocked(r)
+	w.freed.Broadcast()
+}
+
+// abort undoes a reservation whose append failed: the member it became is
+// dropped (unless a later append reused its seq), and the receipt it
+// evicted, which did not expire, is put back.
+func (w *pendingWindow) abort(added bool, r journal.ReceiptRow, evicted journal.ReceiptRow, didEvict bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !added {
+		w.reserved--
+	} else if cur, ok := w.rows[r.MessageSeq]; ok && cur.MessageID == r.MessageID {
+		delete(w.rows, r.MessageSeq)
+	}
+	if didEvict {
+		w.insertLocked(evicted)
+	}
+	w.freed.Broadcast()
+}
+
+// take removes seq to settle it; false when it is not pending.
+func (w *pendingWindow) take(seq int64) (journal.ReceiptRow, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r, ok := w.rows[seq]
+	if ok {
+		delete(w.rows, seq)
+		w.compactLocked()
+	}
+	return r, ok
+}
+
+// restore puts back a receipt whose settlement failed to commit.
+func (w *pendingWindow) restore(r journal.ReceiptRow) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.insertLocked(r)
+}
+
+// len is the number of pending receipts.
+func (w *pendingWindow) len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.rows)
+}
+
+func (w *pendingWindow) insertLocked(r journal.ReceiptRow) {
+	seq := r.MessageSeq
+	if _, dup := w.rows[seq]; !dup {
+		// Appends enter in seq order, so this is an append but for a
+		// receipt put back.
+		i, _ := slices.BinarySearch(w.order, seq)
+		if i == len(w.order) || w.order[i] != seq {
+			w.order = slices.Insert(w.order, i, seq)
+		}
+	}
+	w.rows[seq] = r
+}
+
+func (w *pendingWindow) popOldestLocked() (journal.ReceiptRow, bool) {
+	for len(w.order) > 0 {
+		seq := w.order[0]
+		w.order = w.order[1:]
+		if r, ok := w.rows[seq]; ok {
+			delete(w.rows, seq)
+			return r, true
+		}
+	}
+	return journal.ReceiptRow{}, false
+}
+
+// compactLocked drops the taken seqs from order once they outnumber the
+// members, so order stays within a constant factor of the window.
+func (w *pendingWindow) compactLocked() {
+	if len(w.order) <= 2*len(w.rows)+64 {
+		return
+	}
+	live := make([]int64, 0, 2*len(w.rows)+1)
+	for _, seq := range w.order {
+		if _, ok := w.rows[seq]; ok {
+			live = append(live, seq)
+		}
+	}
+	w.order = live
+}
+
+// expiredRecord expires a pending receipt the window evicted: the
+// delivery_receipt_expired row, the aggregate and the outbox row, in the
+// transaction of the pending receipt that evicted it (PROTOCOL.md §4.4).
+// out receives the frame for the receipt's sender.
+func (h *Hub) expiredRecord(rc journal.ReceiptRow, out *stampedReceipt) journal.Record {
+	return journal.Record{
+		Kind: journal.KindReceiptExpired, Durable: true,
+		Stamp: func(seq int64) ([]byte, []journal.Statement) {
+			out.chatSeq = rc.MessageSeq
+			out.id = receiptNotificationID(rc.MessageSeq, "expired")
+			f := wire.NewFrame("delivery_receipt", rc.Sender, "delivery receipt expired before acknowledgement", h.now(), h.cfg.HubID).
+				Str("message_target", rc.Target).Int("message_id", rc.MessageID).Int("message_seq", rc.MessageSeq).
+				Bool("delivered", false).Bool("deferred", true).Bool("expired", true).
+				Str("reason", pendingWindowEvicted).Strs("recipients", []string{})
+			if rc.ClientMsgID != "" {
+				f.Str("client_msg_id", rc.ClientMsgID)
+			}
+			out.frame = f.Str("receipt_notification_id", out.id).Bytes()
+			payload, _ := pyjson.AppendValue(nil, map[string]any{
+				"sender": rc.Sender, "target": rc.Target, "message_id": rc.MessageID, "message_seq": rc.MessageSeq,
+				"delivered": false, "deferred": true, "expired": true, "reason": pendingWindowEvicted,
+				"recipients": []any{}, "client_msg_id": rc.ClientMsgID,
+			})
+			rc.State, rc.Delivered, rc.Deferred, rc.UpdatedEventSeq = "expired", false, true, seq
+			return payload, []journal.Statement{
+				journal.UpsertReceipt(rc),
+				journal.InsertOutbox(journal.OutboxRow{NotificationID: out.id, MessageSeq: rc.MessageSeq,
+					Phase: journal.ReceiptPhase(journal.KindReceiptExpired), Sender: rc.Sender, Frame: out.frame}),
+			}
+		},
+	}
+}
+
+// pendingWindowEvicted is an expired receipt's reason.
+const pendingWindowEvicted = "pending_window_evicted"
+
+// expireOverflow expires, at start, the pending receipts the window could
+// not hold (a journal written with a larger window, or before there was
+// one). Their senders get the expired receipts through the outbox when
+// they next bind.
+func (h *Hub) expireOverflow(rows []journal.ReceiptRow) {
+	const chunk = 256
+	for len(rows) > 0 {
+		n := min(chunk, len(rows))
+		recs := make([]journal.Record, 0, n)
+		for _, rc := range rows[:n] {
+			recs = append(recs, h.expiredRecord(rc, &stampedReceipt{}))
+		}
+		if _, err := h.commitRecords(recs, nil); err != nil {
+			h.log.Warn("hub: pending receipts beyond the window not expired", "count", len(rows), "err", err)
+			return
+		}
+		h.m.receiptsExpired.Add(float64(n))
+		rows = rows[n:]
+	}
 }

@@ -244,7 +244,10 @@ func (s *session) register(sender string, in *wire.Inbound, typ string) bool {
 	h.touchLocked(sender, now)
 	if first || typ != "heartbeat" {
 		s.lastReaction = now
-		delete(h.reg.deadLetters, sender)
+		if _, ok := h.reg.deadLetters[sender]; ok {
+			delete(h.reg.deadLetters, sender)
+			s.deadCleared = max(h.mb.lastDirected, 1)
+		}
 	}
 	return true
 }

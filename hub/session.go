@@ -79,6 +79,10 @@ type session struct {
 	presenceKnown uint64 // presenceChanges when it was told the whole list alone, on its join
 
 	receiptsFlushed bool // read goroutine only: the outbox was flushed on bind
+	// deadCleared is set (Hub.mu, by the read goroutine's register) to the
+	// newest directed chat seq when the frame cleared the name's dead
+	// letter; the same goroutine journals the clear (chat.go).
+	deadCleared int64
 
 	// A socket a peer hub opened speaks the hub-to-hub protocol through
 	// peer (federation.go) and never binds a name. Set under Hub.mu.

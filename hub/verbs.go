@@ -81,11 +81,22 @@ func (s *session) handle(data []byte) {
 	if !s.tokenGate(sender, in) || !s.register(sender, in, typ) {
 		return
 	}
+	if s.deadCleared > 0 {
+		s.journalDeadLetterClear(sender)
+	}
 	if !s.allowAgentFrame(sender, typ) || !s.verifyMessage(sender, typ, in) {
 		return
 	}
 	if gated[typ] && h.cfg.Degraded != "" {
 		s.fail(sender, "journal_recovery_required", "Mutation refused: durable journal recovery is required. Inspect the journal and run `synapse compact --drop-corrupt` ("+h.cfg.Degraded+").")
+		return
+	}
+	if err := h.cfg.JournalFault; gated[typ] && err != nil {
+		what := "The " + typ
+		if task := in.Str("task_id"); task != "" {
+			what += " of task '" + task + "'"
+		}
+		s.fail(sender, "journal_unavailable", h.journalRefusal(what, err))
 		return
 	}
 	in.Set("sender", sender)
@@ -234,11 +245,11 @@ func (s *session) submit(sender, typ, task string, in *wire.Inbound, cmd coord.C
 		s.fail(sender, "idempotency_conflict", "Idempotency key was already used for a different request.")
 		return reply, false
 	case errors.Is(err, sequencer.ErrJournal):
-		what := "Mutation"
+		what := "The " + typ
 		if task != "" {
-			what = "Task '" + task + "'"
+			what += " of task '" + task + "'"
 		}
-		s.fail(sender, "journal_unavailable", what+" was not journalled (journal unavailable); mutation rolled back.")
+		s.fail(sender, "journal_unavailable", h.journalRefusal(what, err))
 		return reply, false
 	case errors.Is(err, sequencer.ErrClosed):
 		s.fail(sender, "shutting_down", "Hub is shutting down.")

@@ -68,6 +68,24 @@ func Check(path string) (Report, error) {
 			r.Problems = append(r.Problems, fmt.Sprintf("table %s has columns %v, want %v", table, got, want))
 		}
 	}
+	// SQLite's own structural check: a damaged index or table page that
+	// the event scan below would not read.
+	qc, err := st.rdb.QueryContext(ctx, `PRAGMA quick_check`)
+	if err != nil {
+		return r, fmt.Errorf("journal: check: %w", classify(err))
+	}
+	for qc.Next() {
+		var line string
+		qc.Scan(&line)
+		if line != "ok" {
+			r.Problems = append(r.Problems, "sqlite quick_check: "+line)
+		}
+	}
+	err = qc.Err()
+	qc.Close()
+	if err != nil {
+		return r, fmt.Errorf("journal: check: %w", classify(err))
+	}
 	if r.LastSeq, err = st.LastSeq(); err != nil {
 		return r, err
 	}

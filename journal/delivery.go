@@ -17,12 +17,16 @@ import (
 
 // Event kinds of directed delivery (PROTOCOL.md §4.2).
 const (
-	KindChat               = "chat"
-	KindMailboxWatermark   = "mailbox_watermark"
-	KindReceiptRequested   = "delivery_receipt_requested"
-	KindReceiptImmediate   = "delivery_receipt_immediate"
-	KindReceiptDeferred    = "delivery_receipt_deferred"
-	KindReceiptExpired     = "delivery_receipt_expired"
+	KindChat             = "chat"
+	KindMailboxWatermark = "mailbox_watermark"
+	KindReceiptRequested = "delivery_receipt_requested"
+	KindReceiptImmediate = "delivery_receipt_immediate"
+	KindReceiptDeferred  = "delivery_receipt_deferred"
+	KindReceiptExpired   = "delivery_receipt_expired"
+	// KindDeadLetterCleared is ours: the target bound, so its dead
+	// letters up to through_seq are no longer dead (the reference keeps
+	// dead letters in memory only and skips the kind).
+	KindDeadLetterCleared  = "dead_letter_cleared"
 	receiptKindPhasePrefix = "delivery_receipt_"
 )
 
@@ -33,10 +37,16 @@ const (
 // replay pages through it in seq order and reads the payload from events
 // by primary key, so a page costs its own rows whatever the log holds
 // besides; dead is 1 when no live recipient matched at send time.
-// mailbox_watermarks holds each identity's highest through_seq.
+// mailbox_watermarks holds each identity's highest through_seq. The
+// partial index finds a target's dead chats when it binds
+// (ClearDeadLetters) without reading the live ones;
+// delivery_receipts_pending_idx finds the pending receipts at start without
+// reading the settled ones (the reference's table keeps every receipt).
 const deliverySchema = `
 CREATE TABLE IF NOT EXISTS directed_chats (seq INTEGER PRIMARY KEY, ts REAL NOT NULL,
                      sender TEXT NOT NULL, target TEXT NOT NULL, dead INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS directed_chats_dead_idx ON directed_chats(target) WHERE dead = 1;
+CREATE INDEX IF NOT EXISTS delivery_receipts_pending_idx ON delivery_receipts(message_seq) WHERE state = 'pending';
 CREATE TABLE IF NOT EXISTS mailbox_watermarks (identity TEXT PRIMARY KEY, through_seq INTEGER NOT NULL);
 `
 
@@ -111,6 +121,13 @@ func (s *Store) migrateDelivery(ctx context.Context) error {
 func InsertDirectedChat(seq int64, ts float64, sender, target string, dead bool) Statement {
 	return Statement{`INSERT INTO directed_chats(seq, ts, sender, target, dead) VALUES(?, ?, ?, ?, ?)`,
 		[]any{seq, ts, sender, target, boolInt(dead)}}
+}
+
+// ClearDeadLetters unmarks target's dead directed chats with seq <=
+// through (a dead_letter_cleared row's statement).
+func ClearDeadLetters(target string, through int64) Statement {
+	return Statement{`UPDATE directed_chats SET dead = 0 WHERE target = ? AND dead = 1 AND seq <= ?`,
+		[]any{target, through}}
 }
 
 // AdvanceWatermark raises identity's watermark to through (never lowers it).
@@ -305,31 +322,59 @@ func (s *Store) ChatTail(n int) ([]ChatRow, error) {
 	return out, nil
 }
 
-// Receipt returns the receipt aggregate of a message seq.
-func (s *Store) Receipt(messageSeq int64) (ReceiptRow, bool, error) {
+const receiptColumns = `message_seq, sender, target, message_id, client_msg_id, state, delivered, deferred,
+	acked_by, updated_event_seq`
+
+func scanReceipt(row interface{ Scan(...any) error }) (ReceiptRow, error) {
 	var r ReceiptRow
 	var delivered sql.NullInt64
 	var deferred int
-	err := s.rdb.QueryRow(`SELECT message_seq, sender, target, message_id, client_msg_id, state, delivered, deferred,
-		acked_by, updated_event_seq FROM delivery_receipts WHERE message_seq = ?`, messageSeq).
-		Scan(&r.MessageSeq, &r.Sender, &r.Target, &r.MessageID, &r.ClientMsgID, &r.State, &delivered, &deferred,
-			&r.AckedBy, &r.UpdatedEventSeq)
+	err := row.Scan(&r.MessageSeq, &r.Sender, &r.Target, &r.MessageID, &r.ClientMsgID, &r.State, &delivered, &deferred,
+		&r.AckedBy, &r.UpdatedEventSeq)
+	r.Delivered, r.Deferred = delivered.Int64 != 0, deferred != 0
+	return r, err
+}
+
+// Receipt returns the receipt aggregate of a message seq.
+func (s *Store) Receipt(messageSeq int64) (ReceiptRow, bool, error) {
+	r, err := scanReceipt(s.rdb.QueryRow(`SELECT `+receiptColumns+` FROM delivery_receipts WHERE message_seq = ?`, messageSeq))
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, false, nil
 	}
 	if err != nil {
 		return r, false, fmt.Errorf("journal: receipt: %w", err)
 	}
-	r.Delivered, r.Deferred = delivered.Int64 != 0, deferred != 0
 	return r, true, nil
 }
 
-// PendingReceipts counts the receipts waiting for an ack (state pending).
-func (s *Store) PendingReceipts() (int64, error) {
-	var n int64
-	err := s.rdb.QueryRow(`SELECT count(*) FROM delivery_receipts WHERE state = 'pending'`).Scan(&n)
+// PendingReceiptRows returns the receipts waiting for an ack, in message
+// seq order (the hub restores its pending window from them).
+func (s *Store) PendingReceiptRows() ([]ReceiptRow, error) {
+	rows, err := s.rdb.Query(`SELECT ` + receiptColumns + ` FROM delivery_receipts WHERE state = 'pending' ORDER BY message_seq`)
 	if err != nil {
-		return 0, fmt.Errorf("journal: pending receipts: %w", err)
+		return nil, fmt.Errorf("journal: receipts: %w", err)
+	}
+	defer rows.Close()
+	var out []ReceiptRow
+	for rows.Next() {
+		r, err := scanReceipt(rows)
+		if err != nil {
+			return nil, fmt.Errorf("journal: receipts: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("journal: receipts: %w", err)
+	}
+	return out, nil
+}
+
+// ReceiptCount counts the receipts in state (pending: waiting for an ack).
+func (s *Store) ReceiptCount(state string) (int64, error) {
+	var n int64
+	err := s.rdb.QueryRow(`SELECT count(*) FROM delivery_receipts WHERE state = ?`, state).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("journal: receipts: %w", err)
 	}
 	return n, nil
 }

@@ -130,3 +130,47 @@ func TestMigration_BackfillsDeliveryTables(t *testing.T) {
 		t.Fatalf("chat tail = %+v %v", tail, err)
 	}
 }
+
+// ClearDeadLetters (a dead_letter_cleared row's statement) unmarks only
+// its target's dead chats up to through_seq; PendingReceiptRows lists the
+// pending aggregates in seq order, whatever order they were written in.
+func TestClearDeadLettersAndPendingReceiptRows(t *testing.T) {
+	st := openTemp(t)
+	ctx := context.Background()
+	chat := func(target string, dead bool) Record {
+		return Record{Kind: KindChat, Payload: []byte(`{}`), Stamp: func(seq int64) ([]byte, []Statement) {
+			return nil, []Statement{InsertDirectedChat(seq, 1, "p/a", target, dead)}
+		}}
+	}
+	// seqs 1..4: p/d dead, p/e dead, p/d live, p/d dead
+	recs := []Record{chat("p/d", true), chat("p/e", true), chat("p/d", false), chat("p/d", true)}
+	if _, err := st.Append(ctx, &Batch{TS: 1, Records: recs}); err != nil {
+		t.Fatal(err)
+	}
+	clear := Record{Kind: KindDeadLetterCleared, Payload: []byte(`{"target":"p/d","through_seq":3}`),
+		Stamp: func(int64) ([]byte, []Statement) { return nil, []Statement{ClearDeadLetters("p/d", 3)} }}
+	if _, err := st.Append(ctx, &Batch{TS: 2, Records: []Record{clear}}); err != nil {
+		t.Fatal(err)
+	}
+	for seq, want := range map[int64]bool{1: false, 2: true, 3: false, 4: true} {
+		if d, _, err := st.Directed(seq); err != nil || d.Dead != want {
+			t.Fatalf("seq %d dead = %v (%v), want %v", seq, d.Dead, err, want)
+		}
+	}
+	receipt := func(seq int64, state string) Statement {
+		return UpsertReceipt(ReceiptRow{MessageSeq: seq, Sender: "p/a", Target: "p/d", MessageID: seq, State: state, UpdatedEventSeq: seq})
+	}
+	up := Record{Kind: KindReceiptImmediate, Payload: []byte(`{}`), Stamp: func(int64) ([]byte, []Statement) {
+		return nil, []Statement{receipt(4, "pending"), receipt(1, "pending"), receipt(2, "deferred"), receipt(3, "pending")}
+	}}
+	if _, err := st.Append(ctx, &Batch{TS: 3, Records: []Record{up}}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := st.PendingReceiptRows()
+	if err != nil || len(rows) != 3 || rows[0].MessageSeq != 1 || rows[1].MessageSeq != 3 || rows[2].MessageSeq != 4 {
+		t.Fatalf("pending rows = %+v %v", rows, err)
+	}
+	if n, err := st.ReceiptCount("pending"); err != nil || n != 3 {
+		t.Fatalf("pending count = %d %v", n, err)
+	}
+}

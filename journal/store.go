@@ -44,8 +44,15 @@ type Options struct {
 	// existing file keeps its own. Empty means a random "syn-xxxxxxxx".
 	HubID string
 	// ReadOnly opens the file with mode=ro: reads and replay work, Append
-	// fails. For inspection tools and fault-injection tests.
+	// fails. For inspection tools, fault-injection tests, and a hub whose
+	// journal cannot be written.
 	ReadOnly bool
+	// Immutable, with ReadOnly, also tells SQLite nothing will change the
+	// file (immutable=1: no locks, no -shm). It is how a WAL-mode file is
+	// read on a read-only file system where its -shm cannot be created;
+	// since SQLite then ignores any WAL, Open refuses it when a WAL with
+	// frames is beside the file.
+	Immutable bool
 	// KeepSnapshots is how many snapshots WriteSnapshot keeps (default 2).
 	KeepSnapshots int
 	// MaxPageCount, when positive, caps the file at that many pages on the
@@ -54,6 +61,11 @@ type Options struct {
 	// file further fails with SQLITE_FULL and rolls back, as on a full disk.
 	// For fault-injection tests; a hub leaves it 0 (SQLite's default cap).
 	MaxPageCount int
+	// MaxBytes, when positive, caps the file the same way, in bytes
+	// (rounded down to whole pages, never below the file's current size):
+	// `synapse hub --journal-max-kb`. An append beyond it fails with
+	// ErrDiskFull.
+	MaxBytes int64
 }
 
 // Errors callers may compare against.
@@ -119,36 +131,50 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.KeepSnapshots <= 0 {
 		opts.KeepSnapshots = 2
 	}
+	if err := checkWhole(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("journal: open %s: %w", path, classify(err))
+	}
 	if !opts.ReadOnly {
 		// Create the file ourselves so SQLite never creates it with the
 		// umask's mode; SQLite gives the -wal and -shm files the mode of
 		// the database file.
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
-			return nil, fmt.Errorf("journal: open %s: %w", path, err)
+			return nil, fmt.Errorf("journal: open %s: %w", path, classify(err))
 		}
 		f.Close()
 		if err := tightenMode(path); err != nil {
-			return nil, fmt.Errorf("journal: open %s: %w", path, err)
+			return nil, fmt.Errorf("journal: open %s: %w", path, classify(err))
 		}
 	} else if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("journal: open %s: %w", path, err)
 	}
+	if opts.Immutable {
+		if !opts.ReadOnly {
+			return nil, fmt.Errorf("journal: open %s: Immutable needs ReadOnly", path)
+		}
+		if wal, err := os.Stat(path + "-wal"); err == nil && wal.Size() > walHeaderSize {
+			return nil, fmt.Errorf("journal: open %s: not immutable: its WAL holds commits the file does not", path)
+		}
+	}
 	s := &Store{path: path, opts: opts}
 	if err := s.open(); err != nil {
 		s.closeAll()
-		return nil, fmt.Errorf("journal: open %s: %w", path, err)
+		return nil, fmt.Errorf("journal: open %s: %w", path, classify(probeFolder(path, err)))
 	}
 	return s, nil
 }
 
 // dsn builds a modernc.org/sqlite URI: the _pragma parameters run on every
 // new connection of the pool.
-func dsn(path string, readOnly bool, busy time.Duration, pragmas ...string) string {
+func dsn(path string, readOnly, immutable bool, busy time.Duration, pragmas ...string) string {
 	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 	q := []string{fmt.Sprintf("_pragma=busy_timeout(%d)", busy.Milliseconds())}
 	if readOnly {
 		q = append(q, "mode=ro")
+	}
+	if immutable {
+		q = append(q, "immutable=1")
 	}
 	for _, p := range pragmas {
 		q = append(q, "_pragma="+p)
@@ -166,7 +192,7 @@ func (s *Store) open() error {
 	if s.opts.MaxPageCount > 0 {
 		wp = append(wp, fmt.Sprintf("max_page_count(%d)", s.opts.MaxPageCount))
 	}
-	if s.db, err = sql.Open("sqlite", dsn(s.path, s.opts.ReadOnly, s.opts.BusyTimeout, wp...)); err != nil {
+	if s.db, err = sql.Open("sqlite", dsn(s.path, s.opts.ReadOnly, s.opts.Immutable, s.opts.BusyTimeout, wp...)); err != nil {
 		return err
 	}
 	// One writer connection: SQLite admits one writer anyway, and pragmas
@@ -177,6 +203,15 @@ func (s *Store) open() error {
 	s.db.SetConnMaxLifetime(0)
 	if s.wc, err = s.db.Conn(ctx); err != nil {
 		return err
+	}
+	if s.opts.MaxBytes > 0 {
+		var pageSize int64
+		if err = s.wc.QueryRowContext(ctx, "PRAGMA page_size").Scan(&pageSize); err != nil {
+			return err
+		}
+		if _, err = s.wc.ExecContext(ctx, fmt.Sprintf("PRAGMA max_page_count = %d", max(s.opts.MaxBytes/pageSize, 1))); err != nil {
+			return err
+		}
 	}
 	if !s.opts.ReadOnly {
 		if err = s.createSchema(ctx); err != nil {
@@ -191,7 +226,7 @@ func (s *Store) open() error {
 	if s.insert, err = s.wc.PrepareContext(ctx, `INSERT INTO events(seq, ts, kind, payload) VALUES(?, ?, ?, ?)`); err != nil {
 		return err
 	}
-	if s.rdb, err = sql.Open("sqlite", dsn(s.path, false, s.opts.BusyTimeout, "query_only(1)")); err != nil {
+	if s.rdb, err = sql.Open("sqlite", dsn(s.path, false, s.opts.Immutable, s.opts.BusyTimeout, "query_only(1)")); err != nil {
 		return err
 	}
 	s.rdb.SetMaxOpenConns(4)
@@ -330,7 +365,7 @@ func (s *Store) Append(ctx context.Context, b *Batch) (firstSeq int64, err error
 	}
 	first, err := s.appendLocked(context.WithoutCancel(ctx), b, ops)
 	if err != nil {
-		return 0, fmt.Errorf("journal: append batch: %w", err)
+		return 0, fmt.Errorf("journal: append batch: %w", classify(s.probeWritable(err)))
 	}
 	return first, nil
 }
@@ -486,15 +521,17 @@ func (s *Store) Scan(after int64, fn func(seq int64, ts float64, kind string, pa
 	for {
 		rows, err := s.rdb.Query(`SELECT seq, ts, kind, payload FROM events WHERE seq > ? ORDER BY seq LIMIT ?`, after, scanBatch)
 		if err != nil {
-			return fmt.Errorf("journal: scan: %w", err)
+			return fmt.Errorf("journal: scan: %w", classify(err))
 		}
 		n := 0
 		for rows.Next() {
 			var seq int64
 			var ts float64
 			if err := rows.Scan(&seq, &ts, &kindBuf, &payload); err != nil {
+				// Every column is NOT NULL: a row that does not scan is a
+				// damaged page (SQLite reads a cut-off page as zeros).
 				rows.Close()
-				return fmt.Errorf("journal: scan: %w", err)
+				return fmt.Errorf("journal: scan: %w: the row after seq %d: %w", ErrDamaged, after, err)
 			}
 			kind, ok := kinds[string(kindBuf)]
 			if !ok {
@@ -511,7 +548,7 @@ func (s *Store) Scan(after int64, fn func(seq int64, ts float64, kind string, pa
 		err = rows.Err()
 		rows.Close()
 		if err != nil {
-			return fmt.Errorf("journal: scan: %w", err)
+			return fmt.Errorf("journal: scan: %w", classify(err))
 		}
 		if n < scanBatch {
 			return nil

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,7 +25,6 @@ const (
 	defaultDuration = 40 * time.Second
 	minCrashes      = 10 // the run goes on until this many SIGKILLs, whatever the duration
 	agents          = 6
-	tasks           = 4 // worked at once
 	// roundLength is how long the agents work one set of task ids before
 	// moving to fresh ones. Porcupine's memory grows faster than linearly
 	// with a partition's length (a 12-minute history on four tasks took
@@ -66,17 +66,68 @@ type worker struct {
 	seq     int
 	retries int // calls resent with their idem key after a lost connection
 	began   time.Time
+
+	mu    sync.Mutex
+	spans []span // the worker's connections, for checking TARGET_OFFLINE refusals
+
+	mail []sentMail // directed chats the hub acknowledged with a journal seq
 }
 
+// sentMail is an acknowledged directed chat: durable once the echo carries
+// its journal seq, so the recipient's mailbox must replay it after any
+// crash (INV-JA-1, INV-DG-3).
+type sentMail struct {
+	to, id string
+	seq    int64
+}
+
+// span is one connection of a worker: from its registration (Dial
+// returned) to the moment the client saw it end; end is 0 while open.
+type span struct{ start, end int64 }
+
+// layout is the tasks a round works and their file scopes: the tasks of a
+// worktree overlap by ancestry (INV-ME-2) and as a whole-worktree claim
+// (INV-ME-4); the same path in another worktree never contends (INV-ME-3).
+var layout = []struct {
+	tree, slot int
+	path       string // "" claims the whole worktree
+}{
+	{0, 0, "a/b"}, // R-T0
+	{0, 1, "a"},   // R-T1: the ancestor of T0 and T2
+	{0, 2, "a/c"}, // R-T2: T0's sibling, never contends with it
+	{1, 0, "a/b"}, // R-T3: T0's path in another worktree
+	{1, 1, ""},    // R-T4: the whole of T3's worktree
+}
+
+var tasks = len(layout) // worked at once
+
 func taskID(round, i int) string { return fmt.Sprintf("R%d-T%d", round, i) }
+
+// scoped is the Input of a call on task i of round: its worktree, slot and
+// path, which the model partitions and checks overlap by.
+func scoped(round, i int, in Input) Input {
+	l := layout[i]
+	in.Task, in.Worktree, in.Slot, in.Path = taskID(round, i), fmt.Sprintf("/linz/R%d/w%d", round, l.tree), l.slot, l.path
+	return in
+}
+
+// claimRequest is the claim of task in of round, with its declared scope.
+func claimRequest(in Input, ttl time.Duration, key string) client.ClaimRequest {
+	r := client.ClaimRequest{TaskID: in.Task, Worktree: in.Worktree, TTL: ttl, IdemKey: key}
+	if in.Path != "" {
+		r.Paths = []string{in.Path}
+	}
+	return r
+}
 
 // holding is a task a worker's acknowledged answers say it holds.
 type holding struct{ epoch, version int64 }
 
 type idemGrant struct {
-	agent, task, key string
-	ttl              time.Duration
-	epoch            int64
+	agent, key string
+	in         Input // the task and its scope
+	ttl        time.Duration
+	epoch      int64
 }
 
 func (w *worker) dial(ctx context.Context) {
@@ -86,6 +137,19 @@ func (w *worker) dial(ctx context.Context) {
 		cancel()
 		if err == nil {
 			w.c = c
+			w.mu.Lock()
+			w.spans = append(w.spans, span{start: time.Now().UnixNano()})
+			k := len(w.spans) - 1
+			w.mu.Unlock()
+			// The client closes its subscriptions when its socket ends.
+			ended := c.Subscribe(context.Background(), func(client.Frame) bool { return false })
+			go func() {
+				for range ended {
+				}
+				w.mu.Lock()
+				w.spans[k].end = time.Now().UnixNano()
+				w.mu.Unlock()
+			}()
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -151,7 +215,13 @@ func (w *worker) call(ctx context.Context, attempts int, op func(context.Context
 	return start, time.Now().UnixNano(), err
 }
 
-func (w *worker) claim(ctx context.Context, task string) {
+// at is the Input of one of the worker's calls on task t.
+func (w *worker) at(t Input, v Verb, epoch int64) Input {
+	t.Verb, t.Agent, t.Epoch = v, w.name, epoch
+	return t
+}
+
+func (w *worker) claim(ctx context.Context, t Input) {
 	w.seq++
 	key := fmt.Sprintf("%s-c%d", w.name, w.seq)
 	ttl := 2 * time.Second
@@ -159,45 +229,46 @@ func (w *worker) claim(ctx context.Context, task string) {
 		ttl = 20 * time.Second // outlives pauses: acknowledged grants that must survive crashes
 	}
 	var cl *client.Claim
-	in := Input{Verb: VerbClaim, Task: task, Agent: w.name}
+	in := w.at(t, VerbClaim, 0)
 	var err error
 	in.Call, in.Return, err = w.call(ctx, 3, func(cctx context.Context) (e error) {
-		cl, e = w.c.Claim(cctx, client.ClaimRequest{TaskID: task, Paths: []string{"src/" + task}, TTL: ttl, IdemKey: key})
+		cl, e = w.c.Claim(cctx, claimRequest(in, ttl, key))
 		return e
 	})
 	out := answer(err)
 	switch out.Outcome {
 	case Granted:
-		out.Epoch, out.Expires, out.Version = cl.Epoch, int64(cl.LeaseExpiresAt*1e9), cl.Version
-		w.held[task] = &holding{cl.Epoch, cl.Version}
-		w.idems = append(w.idems, idemGrant{w.name, task, key, ttl, cl.Epoch})
+		out.Epoch, out.Expires, out.Version, out.Checkpoint = cl.Epoch, int64(cl.LeaseExpiresAt*1e9), cl.Version, cl.Checkpoint
+		w.held[t.Task] = &holding{cl.Epoch, cl.Version}
+		w.idems = append(w.idems, idemGrant{w.name, key, t, ttl, cl.Epoch})
 	case Unknown:
-		delete(w.held, task) // we may hold it with an epoch we never saw
+		delete(w.held, t.Task) // we may hold it with an epoch we never saw
 	}
 	w.h.add(w.id, in, out)
 }
 
-func (w *worker) release(ctx context.Context, task string, epoch int64) {
+func (w *worker) release(ctx context.Context, t Input, epoch int64) {
 	w.seq++
 	key := fmt.Sprintf("%s-r%d", w.name, w.seq)
-	in := Input{Verb: VerbRelease, Task: task, Agent: w.name, Epoch: epoch}
+	in := w.at(t, VerbRelease, epoch)
 	var err error
 	in.Call, in.Return, err = w.call(ctx, 3, func(cctx context.Context) error {
-		_, e := w.c.Release(cctx, task, client.ReleaseOptions{Epoch: epoch, IdemKey: key})
+		_, e := w.c.Release(cctx, t.Task, client.ReleaseOptions{Epoch: epoch, IdemKey: key})
 		return e
 	})
 	out := answer(err)
-	delete(w.held, task)
+	delete(w.held, t.Task)
 	w.h.add(w.id, in, out)
 }
 
 // update is a fenced task_update, a compare-and-set on the version we last
 // saw when cas (INV-EF-3).
-func (w *worker) update(ctx context.Context, task string, hd *holding, cas bool) {
+func (w *worker) update(ctx context.Context, t Input, hd *holding, cas bool) {
 	w.seq++
 	key := fmt.Sprintf("%s-u%d", w.name, w.seq)
-	in := Input{Verb: VerbUpdate, Task: task, Agent: w.name, Epoch: hd.epoch, Expected: -1}
-	req := client.UpdateRequest{TaskID: task, Note: key, Epoch: hd.epoch, IdemKey: key}
+	in := w.at(t, VerbUpdate, hd.epoch)
+	in.Expected = -1
+	req := client.UpdateRequest{TaskID: t.Task, Note: key, Epoch: hd.epoch, IdemKey: key}
 	if cas {
 		v := hd.version
 		in.Expected, req.ExpectedVersion = v, &v
@@ -209,44 +280,64 @@ func (w *worker) update(ctx context.Context, task string, hd *holding, cas bool)
 		return e
 	})
 	out := answer(err)
-	w.settle(task, out, func() { out.Version = u.Version; hd.version = u.Version })
+	w.settle(t.Task, out, func() { out.Version = u.Version; hd.version = u.Version })
 	w.h.add(w.id, in, out)
 }
 
 // checkpoint is a fenced checkpoint. The verb takes no idem key, so a
 // lost connection is not retried: its outcome stays unknown.
-func (w *worker) checkpoint(ctx context.Context, task string, hd *holding) {
-	in := Input{Verb: VerbCheckpoint, Task: task, Agent: w.name, Epoch: hd.epoch}
+func (w *worker) checkpoint(ctx context.Context, t Input, hd *holding) {
+	w.seq++
+	in := w.at(t, VerbCheckpoint, hd.epoch)
+	in.Checkpoint = fmt.Sprintf("%s-cp%d", w.name, w.seq)
 	var v int64
 	var err error
 	in.Call, in.Return, err = w.call(ctx, 1, func(cctx context.Context) (e error) {
-		v, e = w.c.Checkpoint(cctx, task, fmt.Sprintf("cp-%d", in.Call), hd.epoch)
+		v, e = w.c.Checkpoint(cctx, t.Task, in.Checkpoint, hd.epoch)
 		return e
 	})
 	out := answer(err)
-	w.settle(task, out, func() { out.Version = v; hd.version = v })
+	w.settle(t.Task, out, func() { out.Version = v; hd.version = v })
 	w.h.add(w.id, in, out)
 }
 
 // handoff passes a held task to another agent (INV-CR-2).
-func (w *worker) handoff(ctx context.Context, task string, hd *holding) {
+func (w *worker) handoff(ctx context.Context, t Input, hd *holding) {
 	w.seq++
 	key := fmt.Sprintf("%s-h%d", w.name, w.seq)
 	to := fmt.Sprintf("linz/agent%d", (w.id+1+w.rng.IntN(agents-1))%agents)
-	in := Input{Verb: VerbHandoff, Task: task, Agent: w.name, Epoch: hd.epoch, To: to}
+	in := w.at(t, VerbHandoff, hd.epoch)
+	in.To = to
 	var cl *client.Claim
 	var err error
 	in.Call, in.Return, err = w.call(ctx, 3, func(cctx context.Context) (e error) {
-		cl, e = w.c.Handoff(cctx, client.HandoffRequest{TaskID: task, To: to, Epoch: hd.epoch, IdemKey: key})
+		cl, e = w.c.Handoff(cctx, client.HandoffRequest{TaskID: t.Task, To: to, Epoch: hd.epoch, IdemKey: key})
 		return e
 	})
 	out := answer(err)
 	out.Offline = out.Code == "TARGET_OFFLINE"
 	if out.Outcome == Granted {
-		out.Epoch, out.Expires = cl.Epoch, int64(cl.LeaseExpiresAt*1e9)
+		out.Epoch, out.Expires, out.Checkpoint = cl.Epoch, int64(cl.LeaseExpiresAt*1e9), cl.Checkpoint
 	}
-	delete(w.held, task)
+	delete(w.held, t.Task)
 	w.h.add(w.id, in, out)
+}
+
+// send sends a directed chat to another agent, connected or not. Chat is
+// at-least-once and carries no idem key (INV-DG-1), so a lost connection
+// is not retried; only an acknowledged chat is recorded.
+func (w *worker) send(ctx context.Context) {
+	w.seq++
+	to := fmt.Sprintf("linz/agent%d", (w.id+1+w.rng.IntN(agents-1))%agents)
+	id := fmt.Sprintf("%s-m%d", w.name, w.seq)
+	var sent *client.Sent
+	_, _, err := w.call(ctx, 1, func(cctx context.Context) (e error) {
+		sent, e = w.c.Send(cctx, to, "linz "+id, client.SendOptions{ClientMsgID: id})
+		return e
+	})
+	if err == nil && sent.Seq > 0 {
+		w.mail = append(w.mail, sentMail{to, id, sent.Seq})
+	}
 }
 
 // settle updates what we hold after a fenced call: a grant runs onGrant,
@@ -265,8 +356,12 @@ func (w *worker) settle(task string, out Output, onGrant func()) {
 // version that must be refused (INV-EF-2, INV-EF-3).
 func (w *worker) run(ctx context.Context) {
 	for ctx.Err() == nil {
-		task := taskID(int(time.Since(w.began)/roundLength), w.rng.IntN(tasks))
-		hd, mine := w.held[task]
+		if w.rng.IntN(10) == 0 {
+			w.send(ctx)
+			continue
+		}
+		task := scoped(int(time.Since(w.began)/roundLength), w.rng.IntN(tasks), Input{})
+		hd, mine := w.held[task.Task]
 		switch r := w.rng.IntN(20); {
 		case !mine || r < 5:
 			w.claim(ctx, task)
@@ -294,12 +389,14 @@ func (w *worker) run(ctx context.Context) {
 // duration has passed and at least minCrashes kills were done.
 type nemesis struct {
 	crashes, pauses int
+	shocks          []int64 // when each kill or pause began
 }
 
 func (n *nemesis) run(t *testing.T, hub *hubProc, d time.Duration, minCrashes int, rng *rand.Rand) {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) || n.crashes < minCrashes {
 		time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
+		n.shocks = append(n.shocks, time.Now().UnixNano())
 		if rng.IntN(3) == 0 {
 			hub.pause(time.Duration(2500+rng.IntN(1500)) * time.Millisecond)
 			n.pauses++
@@ -336,6 +433,7 @@ type run struct {
 	crashes, pauses int
 	retries         int
 	replays         int
+	mailSent        int      // acknowledged directed chats, each found in its recipient's mailbox after recovery
 	problems        []string // zero-loss accounting outside the model
 	result          porcupine.CheckResult
 	info            porcupine.LinearizationInfo
@@ -389,29 +487,34 @@ func (r *run) execute(t *testing.T) {
 	}
 	live := map[string]Output{}
 	for _, cl := range st.ActiveClaims {
-		live[cl.TaskID] = Output{Holder: cl.Owner, Epoch: cl.Epoch, Version: cl.Version}
+		live[cl.TaskID] = Output{Holder: cl.Owner, Epoch: cl.Epoch, Version: cl.Version, Checkpoint: cl.Checkpoint}
 	}
 	rounds := int(time.Since(began)/roundLength) + 1
 	for round := 0; round < rounds; round++ {
 		for i := 0; i < tasks; i++ {
-			task := taskID(round, i)
-			h.add(agents, Input{Verb: VerbRead, Task: task, Call: call, Return: ret}, live[task])
+			in := scoped(round, i, Input{Verb: VerbRead, Call: call, Return: ret})
+			h.add(agents, in, live[in.Task])
 		}
 	}
 	reader.c.Close()
 
 	r.ops, r.crashes, r.pauses = h.ops, nem.crashes, nem.pauses
 	r.problems = checkEpochOrder(h.ops)
+	r.problems = append(r.problems, checkOfflineRefusals(h.ops, workers, nem.shocks)...)
 	var idemProblems []string
 	r.replays, idemProblems = checkIdemReplays(rctx, hub.uri(), workers)
 	r.problems = append(r.problems, idemProblems...)
+	var mailProblems []string
+	r.mailSent, mailProblems = checkMailboxes(rctx, hub.uri(), workers)
+	r.problems = append(r.problems, mailProblems...)
 	for _, w := range workers {
 		r.retries += w.retries
 	}
 	r.result, r.info = porcupine.CheckOperationsVerbose(Model.ToModel(), h.ops, checkTimeout)
 	r.took = time.Since(began).Round(time.Second)
-	t.Logf("%s: %d operations (%d unknown outcomes, %d resent after a lost connection) on %d tasks (%d rounds), %d crashes, %d pauses, %d idem replays after recovery, %d accounting problems, %s",
-		r.result, len(r.ops), countUnknown(r.ops), r.retries, tasks*rounds, rounds, r.crashes, r.pauses, r.replays, len(r.problems), r.took)
+	t.Logf("refusals by code: %v; grants carrying another agent's checkpoint (a lapse taken over, INV-CR-3, or a handed-off claim renewed): %d", refusalCodes(r.ops), resumes(r.ops))
+	t.Logf("%s: %d operations (%d unknown outcomes, %d resent after a lost connection) on %d tasks (%d rounds), %d crashes, %d pauses, %d idem replays after recovery, %d acknowledged directed chats checked in the recovered mailboxes, %d accounting problems, %s",
+		r.result, len(r.ops), countUnknown(r.ops), r.retries, tasks*rounds, rounds, r.crashes, r.pauses, r.replays, r.mailSent, len(r.problems), r.took)
 }
 
 // The claim registry of a real hub process stays linearizable while a
@@ -455,6 +558,31 @@ func TestLinearizable_CatchesAHubThatForgetsOnCrash_INV_JA_1(t *testing.T) {
 	for _, p := range r.problems[:min(3, len(r.problems))] {
 		t.Logf("caught: %s", p)
 	}
+}
+
+// refusalCodes counts the refusals of a history by the hub's code, so a
+// run shows which rules it exercised.
+func refusalCodes(ops []porcupine.Operation) map[string]int {
+	n := map[string]int{}
+	for _, op := range ops {
+		if out := op.Output.(Output); out.Outcome == Denied {
+			n[out.Code]++
+		}
+	}
+	return n
+}
+
+// resumes counts the grants carrying a checkpoint another agent saved: a
+// lapsed claim's work taken over (INV-CR-3), or a handed-off claim renewed.
+func resumes(ops []porcupine.Operation) int {
+	n := 0
+	for _, op := range ops {
+		in, out := op.Input.(Input), op.Output.(Output)
+		if in.Verb == VerbClaim && out.Outcome == Granted && out.Checkpoint != "" && !strings.HasPrefix(out.Checkpoint, in.Agent+"-") {
+			n++
+		}
+	}
+	return n
 }
 
 func countUnknown(ops []porcupine.Operation) int {
@@ -503,6 +631,52 @@ func checkEpochOrder(ops []porcupine.Operation) (problems []string) {
 	return problems
 }
 
+// offlineMargin is how long after a handoff's return the recipient's
+// connection must still be up for a TARGET_OFFLINE refusal to count as
+// wrong: a hub that dropped the recipient before deciding has closed its
+// socket by then, and the recipient's client has seen it.
+const offlineMargin = 2 * time.Second
+
+// checkOfflineRefusals: a handoff may be refused TARGET_OFFLINE only when
+// the recipient may really have been offline. The model cannot know, so it
+// is checked here: the refusal is wrong when the recipient had registered
+// before the call, its connection stayed up until well after the return,
+// and the hub was neither killed nor paused in between (INV-CR-2).
+func checkOfflineRefusals(ops []porcupine.Operation, workers []*worker, shocks []int64) (problems []string) {
+	byName := map[string]*worker{}
+	for _, w := range workers {
+		byName[w.name] = w
+	}
+	shocked := func(from, to int64) bool {
+		for _, t := range shocks {
+			if t >= from && t <= to {
+				return true
+			}
+		}
+		return false
+	}
+	for _, op := range ops {
+		in, out := op.Input.(Input), op.Output.(Output)
+		if in.Verb != VerbHandoff || !out.Offline {
+			continue
+		}
+		w := byName[in.To]
+		w.mu.Lock()
+		for _, sp := range w.spans {
+			if sp.end == 0 { // open still, or its end not yet seen
+				sp.end = math.MaxInt64
+			}
+			if sp.start < in.Call && sp.end > in.Return+int64(offlineMargin) && !shocked(sp.start, in.Return+int64(offlineMargin)) {
+				problems = append(problems, fmt.Sprintf("INV-CR-2: %s's handoff of %s to %s was refused TARGET_OFFLINE while %s was connected (%.3f s after it registered)",
+					in.Agent, in.Task, in.To, in.To, float64(in.Call-sp.start)/1e9))
+				break
+			}
+		}
+		w.mu.Unlock()
+	}
+	return problems
+}
+
 // checkIdemReplays resends, after recovery, up to 20 acknowledged claims
 // with their idem keys: each must replay its first grant, epoch and all,
 // not act again (INV-CR-1: at most once across a restart).
@@ -517,7 +691,7 @@ func checkIdemReplays(ctx context.Context, uri string, workers []*worker) (n int
 			continue
 		}
 		for _, g := range w.idems[max(0, len(w.idems)-4):] {
-			cl, err := c.Claim(ctx, client.ClaimRequest{TaskID: g.task, Paths: []string{"src/" + g.task}, TTL: g.ttl, IdemKey: g.key})
+			cl, err := c.Claim(ctx, claimRequest(g.in, g.ttl, g.key))
 			n++
 			switch {
 			case err != nil:
@@ -527,6 +701,50 @@ func checkIdemReplays(ctx context.Context, uri string, workers []*worker) (n int
 			}
 		}
 		c.Close()
+	}
+	return n, problems
+}
+
+// checkMailboxes reads, after recovery, each agent's whole mailbox (no
+// agent ever acks, so its replay starts at the beginning): every directed
+// chat the hub acknowledged with a journal seq must be in its recipient's
+// replay, with that seq (INV-JA-1, INV-DG-3).
+func checkMailboxes(ctx context.Context, uri string, workers []*worker) (n int, problems []string) {
+	want := map[string][]sentMail{}
+	for _, w := range workers {
+		for _, m := range w.mail {
+			want[m.to] = append(want[m.to], m)
+			n++
+		}
+	}
+	for _, w := range workers {
+		c, err := client.Dial(ctx, client.Options{URI: uri, Name: w.name, NoReconnect: true})
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("redial %s for its mailbox: %v", w.name, err))
+			continue
+		}
+		frames, err := c.Inbox(ctx)
+		c.Close()
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("mailbox of %s: %v", w.name, err))
+			continue
+		}
+		got := map[string]int64{}
+		for _, f := range frames {
+			got[f.String("client_msg_id")] = f.Seq()
+		}
+		lost := 0
+		for _, m := range want[w.name] {
+			if seq, ok := got[m.id]; !ok || seq != m.seq {
+				if lost < 3 {
+					problems = append(problems, fmt.Sprintf("INV-JA-1/INV-DG-3: directed chat %s to %s (seq %d) acknowledged, not in its mailbox after recovery (found seq %d)", m.id, w.name, m.seq, seq))
+				}
+				lost++
+			}
+		}
+		if lost > 3 {
+			problems = append(problems, fmt.Sprintf("INV-JA-1/INV-DG-3: %d more acknowledged directed chats to %s lost", lost-3, w.name))
+		}
 	}
 	return n, problems
 }

@@ -58,9 +58,11 @@ type hubFlags struct {
 	leaseOfflineTTL        float64
 	logJSON                bool
 	limits                 coord.Limits // the core's limits (registerLimits)
+	journalMaxKB           int64        // the journal file's cap (--journal-max-kb)
 	malformedRate          float64
 	malformedBurst         int
 	sendQueue              int
+	pendingReceipts        int
 	pingInterval           time.Duration
 	pongTimeout            time.Duration
 	authTimeout            time.Duration
@@ -160,8 +162,8 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		MaxFrameBytes: f.maxMsgKB << 10, MaxHistory: f.maxHistory,
 		Limits:          f.limits,
 		LeaseOfflineTTL: time.Duration(f.leaseOfflineTTL * float64(time.Second)),
-		SendQueue:       f.sendQueue,
-		PingInterval:    f.pingInterval, PongTimeout: f.pongTimeout, AuthTimeout: f.authTimeout, PresenceWindow: f.presenceWindow,
+		SendQueue:       f.sendQueue, PendingReceiptWindow: f.pendingReceipts,
+		PingInterval: f.pingInterval, PongTimeout: f.pongTimeout, AuthTimeout: f.authTimeout, PresenceWindow: f.presenceWindow,
 		MalformedPerSecond: f.malformedRate, MalformedBurst: f.malformedBurst,
 		Logger: log,
 	}
@@ -219,17 +221,25 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "synapse hub: cannot create the journal's folder: %v. Choose another with --db PATH.\n", err)
 			return 1
 		}
-		store, err = journal.Open(f.db, journal.Options{HubID: f.hubID})
+		store, cfg.JournalFault, err = openHubJournal(f.db, journal.Options{HubID: f.hubID, MaxBytes: f.journalMaxKB << 10})
 		if err != nil {
-			fmt.Fprintf(stderr, "synapse hub: cannot open the journal %s: %v. Is another hub using it? Choose another with --db PATH, or run 'synapse journal check %s'.\n", f.db, err, f.db)
+			fmt.Fprintln(stderr, "synapse hub:", journalOpenFailure(f.db, err))
 			return 1
 		}
 		defer store.Close()
+		if cfg.JournalFault != nil {
+			log.Error("the journal cannot be written: serving reads, refusing every mutation until it is writable and the hub restarts",
+				"db", f.db, "err", cfg.JournalFault)
+		}
 		start := time.Now()
 		progress := func(done, total int64) { log.Info("replaying the journal", "rows", done, "of", total) }
 		rec, err := journal.Replay(store, cfg.Limits, float64(time.Now().UnixNano())/1e9, journal.ReplayOptions{Logger: log, Progress: progress})
+		if errors.Is(err, journal.ErrDamaged) {
+			fmt.Fprintln(stderr, "synapse hub:", journalOpenFailure(f.db, err))
+			return 1
+		}
 		if err != nil {
-			fmt.Fprintf(stderr, "synapse hub: cannot replay the journal %s: %v. Run 'synapse journal check %s' to see what is wrong.\n", f.db, err, f.db)
+			fmt.Fprintf(stderr, "synapse hub: cannot replay the journal %s: %v.\nThe hub did not start, so nothing was changed. Run 'synapse journal check %s' to see what is wrong.\n", f.db, err, f.db)
 			return 1
 		}
 		cfg.State, cfg.Journal = rec.State, store
@@ -242,6 +252,9 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		}
 		journalDesc = fmt.Sprintf("%s (seq %d; %d claims restored from snapshot %d + %d events in %s)",
 			f.db, rec.LastSeq, rec.State.ClaimCount(), rec.SnapshotSeq, rec.Events, time.Since(start).Round(time.Millisecond))
+		if cfg.JournalFault != nil {
+			journalDesc += "; READ-ONLY: every mutation is refused until it is writable and the hub restarts"
+		}
 	}
 	h, err := hub.New(cfg)
 	if err != nil {
@@ -322,12 +335,55 @@ func (f *hubFlags) registerLimits(fs *flag.FlagSet) {
 	fs.IntVar(&l.MaxNotesPerAuthor, "max-notes-per-author", d.MaxNotesPerAuthor, "progress notes kept per author")
 	fs.IntVar(&l.MaxNotesPerTask, "max-notes-per-task", d.MaxNotesPerTask, "progress notes kept per task")
 	fs.IntVar(&f.sendQueue, "send-queue", hub.DefaultSendQueue, "frames queued to one socket before it is dropped as a slow consumer")
+	fs.IntVar(&f.pendingReceipts, "pending-receipt-window", hub.DefaultPendingReceiptWindow, "delivery receipts awaiting the recipient's ack; one more expires the oldest, and its sender gets an expired delivery_receipt")
 	fs.DurationVar(&f.pingInterval, "ping-interval", hub.DefaultPingInterval, "how often each socket is pinged")
 	fs.DurationVar(&f.pongTimeout, "pong-timeout", hub.DefaultPongTimeout, "how long a ping may go unanswered before the socket is reaped")
 	fs.DurationVar(&f.authTimeout, "auth-timeout", hub.DefaultAuthTimeout, "how long a new socket may take to send its first frame (close 4012)")
 	fs.Float64Var(&f.malformedRate, "malformed-per-socket", hub.DefaultMalformedPerSecond, "frames per second a socket may send that fail to decode, past --malformed-burst: its reads are paced to this (docs/security.md), 0 = unpaced")
 	fs.IntVar(&f.malformedBurst, "malformed-burst", hub.DefaultMalformedBurst, "frames failing to decode a socket may send before its reads are paced")
+	fs.Int64Var(&f.journalMaxKB, "journal-max-kb", 0, "largest the journal file may grow, in KiB, 0 = no cap: past it every mutation is refused as on a full disk until the hub restarts with room (docs/journal.md, Disk faults)")
 	fs.DurationVar(&f.presenceWindow, "presence-window", hub.DefaultPresenceWindow, "presence changes within this of the last presence_update are sent together at its end (docs/protocol.md, Presence)")
+}
+
+// openHubJournal opens the hub's journal for writing. When the file, its
+// folder or its file system is read-only it opens it read-only instead and
+// returns why as fault: the hub then serves reads and refuses mutations
+// (hub.Config.JournalFault) rather than not starting at all. On a
+// read-only file system after a clean stop there is no -shm and none can
+// be made, so it is then opened immutable (journal refuses that when a WAL
+// holds commits).
+func openHubJournal(path string, opts journal.Options) (store *journal.Store, fault, err error) {
+	store, err = journal.Open(path, opts)
+	if !errors.Is(err, journal.ErrReadOnly) {
+		return store, nil, err
+	}
+	ro := opts
+	ro.ReadOnly = true
+	store, roErr := journal.Open(path, ro)
+	if roErr != nil {
+		ro.Immutable = true
+		store, roErr = journal.Open(path, ro)
+	}
+	if roErr != nil {
+		return nil, nil, err // the first error says why it cannot be written
+	}
+	return store, err, nil
+}
+
+// journalOpenFailure explains why the hub's journal could not be opened
+// and what to do.
+func journalOpenFailure(path string, err error) string {
+	switch {
+	case errors.Is(err, journal.ErrDamaged):
+		return fmt.Sprintf("the journal %s is damaged: %v.\nThe hub did not start, so nothing was changed. It was cut short or corrupted (a torn copy, a bad disk). "+
+			"Run 'synapse journal check %s', then restore the file from a backup or a complete copy (copy it with its -wal file, the hub stopped); "+
+			"do not start a hub on it (docs/journal.md, Disk faults).", path, err, path)
+	case errors.Is(err, journal.ErrDiskFull):
+		return fmt.Sprintf("cannot open the journal %s: %v.\nFree space on its disk, then start the hub again.", path, err)
+	case errors.Is(err, journal.ErrReadOnly):
+		return fmt.Sprintf("cannot open the journal %s, even read-only: %v.\nMake the file and its folder readable and writable by the hub, then start it again.", path, err)
+	}
+	return fmt.Sprintf("cannot open the journal %s: %v. Is another hub using it? Choose another with --db PATH, or run 'synapse journal check %s'.", path, err, path)
 }
 
 // checkExposure refuses to serve off loopback without a token unless told.

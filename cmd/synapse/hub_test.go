@@ -60,7 +60,8 @@ func TestHub_EveryLimitHasAFlag(t *testing.T) {
 	if err := fs.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	if f.limits != coord.DefaultLimits() || f.sendQueue != hub.DefaultSendQueue || f.pingInterval != hub.DefaultPingInterval ||
+	if f.limits != coord.DefaultLimits() || f.sendQueue != hub.DefaultSendQueue || f.pendingReceipts != hub.DefaultPendingReceiptWindow ||
+		f.pingInterval != hub.DefaultPingInterval ||
 		f.pongTimeout != hub.DefaultPongTimeout || f.authTimeout != hub.DefaultAuthTimeout || f.presenceWindow != hub.DefaultPresenceWindow ||
 		f.malformedRate != hub.DefaultMalformedPerSecond || f.malformedBurst != hub.DefaultMalformedBurst {
 		t.Fatalf("defaults %+v differ from the hub's", f)
@@ -85,11 +86,13 @@ func TestHub_EveryLimitHasAFlag(t *testing.T) {
 		{"max-notes-per-author", "13", func() any { return f.limits.MaxNotesPerAuthor }, 13},
 		{"max-notes-per-task", "14", func() any { return f.limits.MaxNotesPerTask }, 14},
 		{"send-queue", "99", func() any { return f.sendQueue }, 99},
+		{"pending-receipt-window", "17", func() any { return f.pendingReceipts }, 17},
 		{"ping-interval", "3s", func() any { return f.pingInterval }, 3 * time.Second},
 		{"pong-timeout", "4s", func() any { return f.pongTimeout }, 4 * time.Second},
 		{"auth-timeout", "5s", func() any { return f.authTimeout }, 5 * time.Second},
 		{"malformed-per-socket", "2.5", func() any { return f.malformedRate }, 2.5},
 		{"malformed-burst", "7", func() any { return f.malformedBurst }, 7},
+		{"journal-max-kb", "64", func() any { return f.journalMaxKB }, int64(64)},
 		{"presence-window", "250ms", func() any { return f.presenceWindow }, 250 * time.Millisecond},
 	}
 	for _, c := range cases {

@@ -91,6 +91,10 @@ func openFailure(stderr io.Writer, verb, path string, err error) int {
 		fmt.Fprintf(stderr, "synapse journal %s: no file at %s: check the path.\n", verb, path)
 	case errors.Is(err, journal.ErrNotJournal):
 		fmt.Fprintf(stderr, "synapse journal %s: %s is an SQLite file but not a Synapse journal (%v).\n", verb, path, err)
+	case errors.Is(err, journal.ErrDamaged):
+		fmt.Fprintf(stderr, "synapse journal %s: %s is damaged: %v.\n"+
+			"It was cut short or corrupted (a torn copy, a bad disk); nothing was changed. Restore it from a backup or a complete copy\n"+
+			"(the file with its -wal, copied while no hub runs on it). Do not start a hub on it (docs/journal.md, Disk faults).\n", verb, path, err)
 	case isLocked(err):
 		fmt.Fprintf(stderr, "synapse journal %s: %s is locked by another process, most likely a running hub.\n"+
 			"Stop the hub, then run this again; nothing was changed.\n", verb, path)
