@@ -756,6 +756,22 @@ func TestMailbox_ReconnectReadsOnlyWhatItMissed_INV_DG_3(t *testing.T) {
 			t.Errorf("round %d: the recount read %d directed chats, want at most the 3 sent while q/c was away", round, read)
 		}
 	}
+	// Visits nobody asks `who` about (a one-shot CLI command): each keeps
+	// its gap to catch up on, the chats counted live meanwhile dropped.
+	before := j.h.mb.read.Load()
+	for visit := range 3 {
+		c.close()
+		sendAll(t, a, "p/a", "q/reviewer", 1, fmt.Sprintf("visit%d", visit))
+		c = j.join("q/c", reviewer)
+		sendAll(t, a, "p/a", "q/reviewer", 1, fmt.Sprintf("during%d", visit))
+		group += 2
+	}
+	if got := pendingCount(t, pendingOf(t, a, "p/a"), "q/c"); got != named+group {
+		t.Fatalf("after visits: mailbox_pending %d, want %d", got, named+group)
+	}
+	if read := j.h.mb.read.Load() - before; read > 5 {
+		t.Errorf("after visits: the recount read %d directed chats, want at most the 5 sent since q/c first left", read)
+	}
 	c.close()
 	c = j.join("q/c", map[string]any{"roles": []string{"q/other"}}) // other roles: a recount from the watermark
 	if got := pendingCount(t, pendingOf(t, a, "p/a"), "q/c"); got != named {
@@ -769,5 +785,59 @@ func TestMailbox_ReconnectReadsOnlyWhatItMissed_INV_DG_3(t *testing.T) {
 	j.join("q/c", reviewer)
 	if got := pendingCount(t, pendingOf(t, a, "p/a"), "q/c"); got != named+group {
 		t.Fatalf("after a restart: mailbox_pending %d, want %d", got, named+group)
+	}
+}
+
+// The split counts (named, group, catch-ups) must report what a recount
+// from the watermark under the current presence and roles gives, whatever
+// the order of joins, leaves, role changes, chats and `who`s: a seeded
+// random walk checks every identity at every `who` against that scan.
+func TestMailbox_PendingMatchesAFullRecount_RandomWalk_INV_DG_3(t *testing.T) {
+	j := openJournalHub(t, filepath.Join(t.TempDir(), "j.db"))
+	a := j.join("p/a")
+	ids := []string{"q/c", "q/d"}
+	roleSets := [][]string{nil, {"q/reviewer"}, {"q/other"}, {"q/reviewer", "q/other"}}
+	targets := []string{"q/c", "q/d", "q/reviewer", "q/other", "q", "q/*", "q/c,q/d", "p/a", "r/x"}
+	conns := map[string]*tconn{}
+	seed := uint64(12)
+	next := func(n int) int { // a fixed sequence, no clock: xorshift
+		seed ^= seed << 13
+		seed ^= seed >> 7
+		seed ^= seed << 17
+		return int(seed % uint64(n))
+	}
+	for step := range 300 {
+		switch op := next(10); {
+		case op < 3:
+			id := ids[next(len(ids))]
+			if c := conns[id]; c != nil {
+				c.close()
+				delete(conns, id)
+			} else {
+				roles := roleSets[next(len(roleSets))]
+				conns[id] = j.join(id, map[string]any{"roles": roles})
+			}
+		case op < 8:
+			sendAll(t, a, "p/a", targets[next(len(targets))], 1, fmt.Sprintf("s%d", step))
+		default:
+			got := pendingOf(t, a, "p/a")
+			for _, id := range ids {
+				want := 0
+				err := j.st.ScanDirected(0, func(d journal.DirectedChat) error {
+					j.h.mu.Lock()
+					defer j.h.mu.Unlock()
+					if j.h.countsLocked(d.Target, d.Sender, id) {
+						want++
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := pendingCount(t, got, id); n != want {
+					t.Fatalf("step %d: mailbox_pending[%s] = %d, a full recount gives %d", step, id, n, want)
+				}
+			}
+		}
 	}
 }

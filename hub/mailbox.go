@@ -75,9 +75,11 @@ type mbox struct {
 	away       bool     // offline: group stopped counting at awayFrom
 	awayFrom   int64
 	// catchUp: back with the same roles; group still lacks the chats in
-	// (catchFrom, catchTo], sent while it was away.
+	// (catchFrom, catchTo], sent while it was away, and has counted
+	// sinceCatch live since it came back.
 	catchUp            bool
 	catchFrom, catchTo int64
+	sinceCatch         int64
 }
 
 // pending is what the identity has waiting, as mailbox_pending reports it.
@@ -106,7 +108,7 @@ func (m *mailboxes) entryLocked(h *Hub, id string) *mbox {
 
 func (e *mbox) invalidate(base int64) {
 	e.valid, e.named, e.group, e.base = false, 0, 0, base
-	e.groupKnown, e.catchUp = false, false
+	e.groupKnown, e.catchUp, e.sinceCatch = false, false, 0
 	e.gen++
 }
 
@@ -193,6 +195,9 @@ func (m *mailboxes) onChatLocked(h *Hub, seq int64, sender, target string) {
 			e.named++
 		case group:
 			e.group++
+			if e.catchUp {
+				e.sinceCatch++
+			}
 		}
 	}
 	if !literalTarget(target) {
@@ -242,8 +247,9 @@ func (m *mailboxes) onWatermarkLocked(h *Hub, id string, through int64) {
 // mailboxPresenceLocked is called when an identity's seat or sidecar binds
 // or leaves: what counts for it changes with its roles and presence. A
 // seat that leaves keeps its group count, unreported; one that comes back
-// with the same roles catches up on what it missed; a change of roles
-// recounts from the watermark.
+// with the same roles catches up on what it missed (one that leaves again
+// before the catch-up keeps the gap, its live count since dropped); a change
+// of roles recounts from the watermark.
 func (h *Hub) mailboxPresenceLocked(name string) {
 	if h.cfg.Journal == nil {
 		return
@@ -253,21 +259,24 @@ func (h *Hub) mailboxPresenceLocked(name string) {
 	roles := h.rolesLocked(id)
 	online := h.reg.byName[id] != nil
 	switch {
-	case !e.valid, !online && e.catchUp:
-		// A recount in flight must not land; one that left before
-		// catching up still lacks what it missed.
-		e.invalidate(h.mb.lastDirected)
+	case !e.valid:
+		e.invalidate(h.mb.lastDirected) // a recount in flight must not land
+		if online {
+			e.roles = roles // offline, it keeps the roles it had: a seat's go with it
+		}
+		e.away = !online
+	case !online && e.catchUp:
+		e.group -= e.sinceCatch
+		e.catchUp, e.sinceCatch, e.away, e.awayFrom = false, 0, true, e.catchFrom
 	case !online:
 		if !e.away {
 			e.away, e.awayFrom = true, h.mb.lastDirected
 		}
 	case !e.groupKnown || !sameRoles(roles, e.roles):
 		e.invalidate(h.mb.lastDirected)
+		e.roles, e.away = roles, false
 	case e.away:
-		e.away, e.catchUp, e.catchFrom, e.catchTo = false, true, e.awayFrom, h.mb.lastDirected
-	}
-	if !e.valid {
-		e.roles, e.away = roles, !online
+		e.away, e.catchUp, e.catchFrom, e.catchTo, e.sinceCatch = false, true, e.awayFrom, h.mb.lastDirected, 0
 	}
 }
 
@@ -336,12 +345,17 @@ func (h *Hub) recount(st *journal.Store, id string) (int64, bool) {
 		}
 		gen, catchUp, wm, wmKnown := e.gen, e.catchUp, e.wm, e.wmKnown
 		from, to := wm, e.base
-		roles := h.rolesLocked(id) // the roles it holds now (a change of roles invalidates: gen)
+		// The roles it holds now, or offline the ones it held when last
+		// online (a change of roles invalidates: gen).
+		roles := slices.Clone(e.roles)
+		if online {
+			roles = h.rolesLocked(id)
+		}
 		if catchUp {
 			from, to, roles = max(e.catchFrom, wm), e.catchTo, slices.Clone(e.roles)
 		}
 		h.mu.Unlock()
-		if !wmKnown {
+		if !wmKnown && !catchUp {
 			var err error
 			if wm, err = st.Watermark(id); err != nil {
 				return 0, false
@@ -369,16 +383,17 @@ func (h *Hub) recount(st *journal.Store, id string) (int64, bool) {
 		if e2 := h.mb.ids[id]; e2 == e && e.gen == gen && e.catchUp == catchUp {
 			if catchUp { // named was counted live while away
 				e.group += group
-				e.catchUp = false
+				e.catchUp, e.sinceCatch = false, 0
 			} else {
 				if !e.wmKnown {
 					e.wm, e.wmKnown = wm, true
 				}
+				// Offline, group is exact through to (it counts no more
+				// while away); online, it has counted live since.
 				e.named += named
-				if online {
-					e.group += group
-				}
-				e.valid, e.groupKnown, e.roles, e.away = true, online, roles, !online
+				e.group += group
+				e.valid, e.groupKnown, e.roles = true, true, roles
+				e.away, e.awayFrom = !online, to
 			}
 			n := e.pending(online)
 			h.mu.Unlock()
