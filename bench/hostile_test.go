@@ -9,22 +9,48 @@ import (
 	"github.com/synapse-hub/synapse/hub/hubtest"
 )
 
-// --hostile: the flood runs through the cycling phase and the good agent's
-// cycles still complete; the flood's frames are counted, and the hub's
-// pacing (a burst of 2 here) leaves them unread rather than ending them.
-func TestRunLoad_HostileFloodRunsBesideTheAgents(t *testing.T) {
-	uri := hubtest.Start(t, hub.Config{MalformedBurst: 2})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+// --hostile: a quiet phase, then each kind's phase beside its sockets; the
+// good agent's cycles complete in every phase, each phase reports its
+// ratio to the quiet one, and what the hub did (here: pacing past a burst
+// of 2, closing oversized frames 1009, refusing wrong tokens 4010).
+func TestRunLoad_HostilePhasesRunBesideTheAgents(t *testing.T) {
+	uri := hubtest.Start(t, hub.Config{MalformedBurst: 2, Token: "s3cret"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := RunLoad(ctx, LoadConfig{URI: uri, Agents: 1, Hostile: 3, Duration: 200 * time.Millisecond})
+	kinds, err := ParseHostileKinds("malformed,oversized,bruteforce,takeover,validflood")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Cycles == 0 || res.Hostile != 3 || res.HostileFrames < 3 {
-		t.Fatalf("cycles %d, hostile %d sent %d frames: want cycles beside a running flood", res.Cycles, res.Hostile, res.HostileFrames)
+	res, err := RunLoad(ctx, LoadConfig{URI: uri, Token: "s3cret", Agents: 1, Hostile: 3, HostileKinds: kinds, Duration: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if res.HostileClosed != 0 {
-		t.Fatalf("the hub closed %d flooding sockets; pacing keeps them open", res.HostileClosed)
+	if res.Cycles == 0 || len(res.Hostile) != 5 {
+		t.Fatalf("quiet cycles %d, %d hostile phases: want cycles and five phases", res.Cycles, len(res.Hostile))
+	}
+	for _, h := range res.Hostile {
+		if h.Cycles == 0 || h.Sockets != 3 || h.Sent == 0 || h.P99Ratio == 0 {
+			t.Fatalf("phase %+v: want cycles beside frames sent, and a ratio to quiet", h)
+		}
+	}
+	if m := res.Hostile[0]; m.Hub["synapse_malformed_paced_total"] == 0 {
+		t.Fatalf("malformed phase: hub counters %v, want pacing", m.Hub)
+	}
+	if o := res.Hostile[1]; o.Ends["1009"] == 0 {
+		t.Fatalf("oversized phase: ends %v, want 1009", o.Ends)
+	}
+	if b := res.Hostile[2]; b.Ends["4010"] == 0 || b.Hub["synapse_auth_failures_total"] == 0 {
+		t.Fatalf("bruteforce phase: ends %v, hub %v: want 4010 and failures counted", b.Ends, b.Hub)
+	}
+}
+
+func TestParseHostileKinds(t *testing.T) {
+	p, err := ParseHostileKinds("mix, slowreader")
+	if err != nil || len(p) != 2 || len(p[0]) != len(HostileKinds) || p[1][0] != "slowreader" {
+		t.Fatalf("%v %v", p, err)
+	}
+	if _, err := ParseHostileKinds("garbage"); err == nil {
+		t.Fatal("an unknown kind was accepted")
 	}
 }
 

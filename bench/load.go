@@ -29,9 +29,26 @@ type LoadConfig struct {
 	// Conflict is the share of an agent's claims aimed at one contended
 	// scope instead of its own files (0..1).
 	Conflict float64
-	// Hostile is how many sockets flood malformed frames (hostile.go)
-	// through the cycling phase, never binding a name.
-	Hostile int
+	// Hostile is how many hostile sockets attack the hub (hostile.go):
+	// after the cycling phase (then the quiet baseline), one more cycling
+	// phase of Duration per element of HostileKinds, beside that many
+	// sockets of its kinds (default: malformed).
+	Hostile      int
+	HostileKinds [][]string
+	// Attackers, if set, starts the attackers of a hostile phase apart
+	// (synapse bench load runs them as a child process, 'synapse bench
+	// attack') and returns how to stop them and collect what they did;
+	// nil runs them in this process.
+	Attackers func(kinds []string, maxMsg int) (stop func() (AttackStats, error), err error)
+	// Token is the hub's connect token, sent by every agent ("" = open).
+	Token string
+	// MaxMsgBytes is the hub's frame limit, which oversized frames pass
+	// (0 = the default 1 MiB).
+	MaxMsgBytes int
+	// CycleRate, if positive, is the most cycles per second each agent
+	// runs (a fleet of agents that think between claims); 0 = as fast as
+	// the hub answers.
+	CycleRate float64
 	// Progress, if set, gets a line now and then while it runs.
 	Progress func(string)
 }
@@ -54,13 +71,11 @@ type LoadResult struct {
 	CyclesPerSecond float64 `json:"cycles_per_s"`
 	Claim           Latency `json:"claim"`
 	Release         Latency `json:"release"`
-	Conflicts       int64   `json:"conflicts_refused"`
-	// Hostile sockets flooded HostileFrames malformed frames during the
-	// cycling phase (--hostile); HostileClosed of them the hub closed.
-	Hostile       int     `json:"hostile,omitempty"`
-	HostileFrames int64   `json:"hostile_frames,omitempty"`
-	HostileClosed int     `json:"hostile_closed,omitempty"`
-	Chat          Latency `json:"directed_chat"`
+	Conflicts       int64   `json:"conflicts_refused"` // refused claims: conflicts, and errors such as a rate limit
+	// Hostile are the hostile phases (--hostile), each against the
+	// cycling phase above as the quiet baseline.
+	Hostile []HostileResult `json:"hostile,omitempty"`
+	Chat    Latency         `json:"directed_chat"`
 	// HubCPUPerCycle and ClientCPUPerCycle are CPU µs per claim+release
 	// cycle, read from /proc, and the ...PerChat ones per directed chat:
 	// the hub's are the figures that matter on two shared cores, where the
@@ -86,13 +101,13 @@ type loadAgent struct {
 // dialAgent connects an agent and registers it, and returns once the hub
 // has read the registration (its answer to a who_request sent after it has
 // come back: frames of one socket are handled in order).
-func dialAgent(ctx context.Context, uri, name string, scoped bool) (*loadAgent, error) {
+func dialAgent(ctx context.Context, uri, name, token string, scoped bool) (*loadAgent, error) {
 	c, err := dialWS(ctx, ws.Dialer{}, uri)
 	if err != nil {
 		return nil, err
 	}
 	a := &loadAgent{name: name, c: c}
-	if err := a.register(ctx, scoped, false); err != nil {
+	if err := a.register(ctx, token, scoped, false); err != nil {
 		c.close()
 		return nil, err
 	}
@@ -101,8 +116,11 @@ func dialAgent(ctx context.Context, uri, name string, scoped bool) (*loadAgent, 
 
 // register sends the agent's first frame (with takeover, evicting a live
 // socket of the same name) and waits until the hub has read it.
-func (a *loadAgent) register(ctx context.Context, scoped, takeover bool) error {
+func (a *loadAgent) register(ctx context.Context, token string, scoped, takeover bool) error {
 	b := appendField(a.request("heartbeat", "System"), "payload", "online")
+	if token != "" {
+		b = appendField(b, "token", token)
+	}
 	if scoped {
 		b = appendField(b, "fanout", "scoped")
 	}
@@ -202,7 +220,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 			}
 			dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 			defer cancel()
-			agents[i], errs[i] = dialAgent(dctx, cfg.URI, name, cfg.Scoped)
+			agents[i], errs[i] = dialAgent(dctx, cfg.URI, name, cfg.Token, cfg.Scoped)
 		}()
 	}
 	wg.Wait()
@@ -216,47 +234,97 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 	progress("%d agents connected in %.2fs", total, res.ConnectSeconds)
 
 	workers := agents[:cfg.Agents]
-	var fl *flood
-	if cfg.Hostile > 0 {
-		var err error
-		if fl, err = startFlood(ctx, cfg.URI, cfg.Hostile); err != nil {
-			return res, fmt.Errorf("bench: hostile: %w", err)
-		}
-		defer fl.stop()
-		res.Hostile = cfg.Hostile
-	}
 	hub0, cli0 := procCPU(cfg.HubPID), procCPU(os.Getpid())
+	ph, err := cycle(ctx, cfg, workers, func(n int64, since time.Duration) {
+		progress("%d cycles, %.0f/s", n, float64(n)/since.Seconds())
+	})
+	if err != nil {
+		return res, err
+	}
+	hub1, cli1 := procCPU(cfg.HubPID), procCPU(os.Getpid())
+	res.Cycles, res.Conflicts = ph.cycles, ph.conflicts
+	res.CyclesPerSecond = float64(res.Cycles) / ph.elapsed.Seconds()
+	res.Claim, res.Release = ph.claim, ph.release
+	if res.Cycles > 0 {
+		res.ClientCPUPerCycle = (cli1 - cli0) / float64(res.Cycles) * 1e6
+		if cfg.HubPID > 0 {
+			res.HubCPUPerCycle = (hub1 - hub0) / float64(res.Cycles) * 1e6
+		}
+	}
+	if cfg.Hostile > 0 {
+		kinds := cfg.HostileKinds
+		if len(kinds) == 0 {
+			kinds = [][]string{{"malformed"}}
+		}
+		for _, k := range kinds {
+			hr, err := hostilePhase(ctx, cfg, workers, k, res.Claim, progress)
+			if err != nil {
+				return res, err
+			}
+			res.Hostile = append(res.Hostile, hr)
+		}
+	}
+
+	if len(agents) >= 2 {
+		if err := directedChat(ctx, cfg, agents[0], agents[1], &res); err != nil {
+			return res, err
+		}
+	}
+	res.HubRSSKB = procRSS(cfg.HubPID)
+	return res, nil
+}
+
+// phase is what one cycling phase measured.
+type phase struct {
+	cycles, conflicts int64
+	claim, release    Latency
+	elapsed           time.Duration
+}
+
+// cycle runs one cycling phase of cfg.Duration: each worker cycles claim →
+// grant → release → grant on its own files (a cfg.Conflict share of its
+// claims aimed at one contended scope). tick, if set, is told the cycles
+// so far every second.
+func cycle(ctx context.Context, cfg LoadConfig, workers []*loadAgent, tick func(cycles int64, since time.Duration)) (phase, error) {
 	claimLat := make([][]time.Duration, len(workers))
 	releaseLat := make([][]time.Duration, len(workers))
 	var cycles, conflicts atomic.Int64
-	deadline := time.Now().Add(cfg.Duration)
-	stopProgress := make(chan struct{})
-	go func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stopProgress:
-				return
-			case <-t.C:
-				progress("%d cycles, %.0f/s", cycles.Load(), float64(cycles.Load())/time.Since(deadline.Add(-cfg.Duration)).Seconds())
+	start := time.Now()
+	deadline := start.Add(cfg.Duration)
+	stopTick := make(chan struct{})
+	if tick != nil {
+		go func() {
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-stopTick:
+					return
+				case <-t.C:
+					tick(cycles.Load(), time.Since(start))
+				}
 			}
-		}
-	}()
-	phase := time.Now()
+		}()
+	}
 	var firstErr atomic.Value
+	var wg sync.WaitGroup
 	for i, a := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			var denied bool
 			own, ownPaths := a.name+"/T", []string{a.name}
-			claimOwn, releaseOwn := claimAnswer(a.name, own, &denied), releaseAnswer(own)
+			claimOwn, releaseOwn := claimAnswer(a.name, own, &denied), releaseAnswer(a.name, own)
 			for k := 0; time.Now().Before(deadline) && ctx.Err() == nil; k++ {
+				if cfg.CycleRate > 0 {
+					if d := time.Until(start.Add(time.Duration(float64(k) / cfg.CycleRate * float64(time.Second)))); d > 0 {
+						time.Sleep(d)
+					}
+				}
 				task, paths, claimed, released := own, ownPaths, claimOwn, releaseOwn
 				if cfg.Conflict > 0 && float64(k%100) < cfg.Conflict*100 {
 					task, paths = fmt.Sprintf("%s/C%d", a.name, k), []string{"contended"}
-					claimed, released = claimAnswer(a.name, task, &denied), releaseAnswer(task)
+					claimed, released = claimAnswer(a.name, task, &denied), releaseAnswer(a.name, task)
 				}
 				denied = false
 				s := time.Now()
@@ -281,54 +349,40 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 		}()
 	}
 	wg.Wait()
-	close(stopProgress)
-	elapsed := time.Since(phase).Seconds()
-	if fl != nil {
-		res.HostileFrames, res.HostileClosed = fl.sent.Load(), fl.closed()
-	}
+	close(stopTick)
+	ph := phase{elapsed: time.Since(start), cycles: cycles.Load(), conflicts: conflicts.Load(),
+		claim: summarize(claimLat), release: summarize(releaseLat)}
 	if err, _ := firstErr.Load().(error); err != nil {
-		return res, fmt.Errorf("bench: cycle: %w", err)
+		return ph, fmt.Errorf("bench: cycle: %w", err)
 	}
-	hub1, cli1 := procCPU(cfg.HubPID), procCPU(os.Getpid())
-	res.Cycles, res.Conflicts = cycles.Load(), conflicts.Load()
-	res.CyclesPerSecond = float64(res.Cycles) / elapsed
-	res.Claim, res.Release = summarize(claimLat), summarize(releaseLat)
-	if res.Cycles > 0 {
-		res.ClientCPUPerCycle = (cli1 - cli0) / float64(res.Cycles) * 1e6
-		if cfg.HubPID > 0 {
-			res.HubCPUPerCycle = (hub1 - hub0) / float64(res.Cycles) * 1e6
-		}
-	}
-
-	if len(agents) >= 2 {
-		if err := directedChat(ctx, cfg, agents[0], agents[1], &res); err != nil {
-			return res, err
-		}
-	}
-	res.HubRSSKB = procRSS(cfg.HubPID)
-	return res, nil
+	return ph, nil
 }
 
 // claimAnswer matches the hub's answer to owner's claim of task: the grant
-// (a broadcast, so its owner is checked too) or the refusal, which it
-// records in denied.
+// (a broadcast, so its owner is checked too), or the refusal or an error
+// to owner (a rate limit), which it records in denied.
 func claimAnswer(owner, task string, denied *bool) func([]byte) bool {
 	taskID := `"task_id":"` + task + `"`
 	granted := []string{`"type":"claim_granted"`, `"owner":"` + owner + `"`, taskID}
 	refused := []string{`"type":"claim_denied"`, taskID}
+	errored := []string{`"type":"error"`, `"target":"` + owner + `"`}
 	return func(b []byte) bool {
 		if has(b, granted...) {
 			return true
 		}
-		*denied = has(b, refused...)
+		*denied = has(b, refused...) || has(b, errored...)
 		return *denied
 	}
 }
 
-// releaseAnswer matches the hub's answer to a release of task.
-func releaseAnswer(task string) func([]byte) bool {
+// releaseAnswer matches the hub's answer to owner's release of task, an
+// error to owner included.
+func releaseAnswer(owner, task string) func([]byte) bool {
 	granted := []string{`"type":"release_granted"`, `"task_id":"` + task + `"`}
-	return func(b []byte) bool { return has(b, granted...) || has(b, `"type":"release_denied"`) }
+	errored := []string{`"type":"error"`, `"target":"` + owner + `"`}
+	return func(b []byte) bool {
+		return has(b, granted...) || has(b, `"type":"release_denied"`) || has(b, errored...)
+	}
 }
 
 // directedChat runs the directed chat phase: from writes to to, which must
@@ -341,7 +395,13 @@ func directedChat(ctx context.Context, cfg LoadConfig, from, to *loadAgent, res 
 	// One deadline for the phase, not a timer per message.
 	cctx, cancel := context.WithDeadline(ctx, end.Add(5*time.Second))
 	defer cancel()
+	start := time.Now()
 	for k := 0; time.Now().Before(end); k++ {
+		if cfg.CycleRate > 0 { // as paced as the cycles: a rate limit would refuse the rest
+			if d := time.Until(start.Add(time.Duration(float64(k) / cfg.CycleRate * float64(time.Second)))); d > 0 {
+				time.Sleep(d)
+			}
+		}
 		id := "m" + strconv.Itoa(k)
 		msgID := `"client_msg_id":"` + id + `"`
 		w := newWaiter(func(b []byte) bool { return has(b, `"type":"chat"`, msgID) })

@@ -59,6 +59,7 @@ type wsConn struct {
 	want atomic.Pointer[waiter]              // the frame a caller waits for, if any
 	done chan struct{}                       // closed when the reader has ended
 	err  error                               // why the reader ended; set before done is closed
+	code ws.StatusCode                       // the hub's close code, if it sent a close; set before done is closed
 
 	wmu       sync.Mutex
 	wbuf      []byte
@@ -232,6 +233,7 @@ func (c *wsConn) read() error {
 				return err
 			}
 			code, reason := ws.ParseCloseFrameData(p)
+			c.code = code
 			c.writeClose(code)
 			return fmt.Errorf("%w: %d %s", errClosed, code, reason)
 		default:

@@ -79,7 +79,7 @@ func dialTapped(t *testing.T, uri, name string, maxRead int) (*loadAgent, *tappe
 	}
 	a := &loadAgent{name: name, c: c}
 	t.Cleanup(a.close)
-	if err := a.register(t.Context(), false, false); err != nil {
+	if err := a.register(t.Context(), "", false, false); err != nil {
 		t.Fatal(err)
 	}
 	return a, tap
@@ -87,7 +87,7 @@ func dialTapped(t *testing.T, uri, name string, maxRead int) (*loadAgent, *tappe
 
 func mustDial(t *testing.T, uri, name string) *loadAgent {
 	t.Helper()
-	a, err := dialAgent(t.Context(), uri, name, false)
+	a, err := dialAgent(t.Context(), uri, name, "", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestWSClient_ClosingHandshakeBothWays(t *testing.T) {
 	a := mustDial(t, uri, "wsc/first")
 
 	// The hub closes the socket beyond its capacity with a code and reason.
-	_, err := dialAgent(t.Context(), uri, "wsc/second", false)
+	_, err := dialAgent(t.Context(), uri, "wsc/second", "", false)
 	if !errors.Is(err, errClosed) || !strings.Contains(err.Error(), "4013") {
 		t.Fatalf("dial beyond capacity: %v, want the hub's close 4013", err)
 	}

@@ -100,10 +100,14 @@ func (s *State) owned(task, agent string, hasEpoch bool, epoch int64, now float6
 		return nil, notFound
 	}
 	if c.Owner != agent {
-		return nil, refuse(CodeNotOwner, task, ownerFmt, task, c.Owner, agent)
+		ref := refuse(CodeNotOwner, task, ownerFmt, task, c.Owner, agent)
+		ref.Owner = c.Owner
+		return nil, ref
 	}
 	if hasEpoch && epoch != c.Epoch { // INV-EF-2
-		return nil, refuse(CodeEpochStale, task, "Task '%s' epoch is stale (current %d).", task, c.Epoch)
+		ref := refuse(CodeEpochStale, task, "Task '%s' epoch is stale (current %d).", task, c.Epoch)
+		ref.Owner = c.Owner
+		return nil, ref
 	}
 	return c, nil
 }
@@ -199,7 +203,9 @@ func (s *State) decideHandoff(r HandoffRequest, now float64) ([]Event, *Refusal)
 		return nil, refuse(CodeAlreadyOwner, task, "Task '%s' is already owned by %s.", task, to)
 	}
 	if r.HasEpoch && r.Epoch != c.Epoch { // INV-EF-2
-		return nil, refuse(CodeEpochStale, task, "Task '%s' epoch is stale (current %d).", task, c.Epoch)
+		ref := refuse(CodeEpochStale, task, "Task '%s' epoch is stale (current %d).", task, c.Epoch)
+		ref.Owner = c.Owner
+		return nil, ref
 	}
 	if !r.ToOnline {
 		return nil, refuse(CodeTargetOffline, task, "Handoff target '%s' is not online.", to)

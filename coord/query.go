@@ -1,6 +1,9 @@
 package coord
 
 import (
+	"errors"
+	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -200,6 +203,62 @@ func (c *Capture) Image() Image {
 		img.Notes = append(img.Notes, cp)
 	}
 	return img
+}
+
+// ErrBadImage wraps every reason Image.Check refuses an image.
+var ErrBadImage = errors.New("coord: bad image")
+
+// Check reports whether img could have been taken from a State: what
+// FromImage needs to rebuild that state and its indexes exactly. Claims,
+// offers and board tasks are sorted and unique by their keys, retained
+// checkpoints unique by task; a claim has a task id, a known status, finite
+// times, an epoch no higher than the image's (INV-EF-1: the next grant must
+// not reissue it), and holds the whole worktree as no paths rather than as
+// a root path "" among them (the index files that under no directory, so a
+// path claim would not see it: INV-ME-4). A snapshot decoder runs it on
+// every image it reads, so a corrupt body is refused rather than restored.
+func (img *Image) Check() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrBadImage, fmt.Sprintf(format, args...))
+	}
+	finite := func(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+	for i := range img.Claims {
+		c := &img.Claims[i]
+		switch {
+		case c.TaskID == "":
+			return bad("claim %d has no task id", i)
+		case i > 0 && img.Claims[i-1].TaskID >= c.TaskID:
+			return bad("claim %q is out of order or repeated", c.TaskID)
+		case c.Status > StatusFailed:
+			return bad("claim %q has status %d", c.TaskID, c.Status)
+		case !finite(c.ClaimedAt) || !finite(c.ExpiresAt):
+			return bad("claim %q has a time that is not finite", c.TaskID)
+		case c.Epoch < 0 || c.Epoch > img.Epoch:
+			return bad("claim %q has epoch %d outside [0, %d]", c.TaskID, c.Epoch, img.Epoch)
+		case c.Version < 0:
+			return bad("claim %q has version %d", c.TaskID, c.Version)
+		case slices.Contains(c.Paths, ""):
+			return bad("claim %q names the root among its paths", c.TaskID)
+		}
+	}
+	seen := make(map[string]bool, len(img.Retained))
+	for _, r := range img.Retained {
+		if seen[r.TaskID] {
+			return bad("checkpoint of %q retained twice", r.TaskID)
+		}
+		seen[r.TaskID] = true
+	}
+	for i := range img.Offers {
+		if i > 0 && img.Offers[i-1].Key() >= img.Offers[i].Key() {
+			return bad("offer %q is out of order or repeated", img.Offers[i].Key())
+		}
+	}
+	for i := range img.Tasks {
+		if i > 0 && img.Tasks[i-1].TaskID >= img.Tasks[i].TaskID {
+			return bad("board task %q is out of order or repeated", img.Tasks[i].TaskID)
+		}
+	}
+	return nil
 }
 
 // FromImage rebuilds a state from an image, with its indexes.

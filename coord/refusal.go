@@ -60,6 +60,10 @@ type Refusal struct {
 	Holder string
 	// ConflictTask is the task whose scope conflicts (SCOPE_CONFLICT).
 	ConflictTask string
+	// Owner is the live claim's owner when a fenced verb is refused
+	// (NOT_OWNER, EPOCH_STALE): the other party, for audit (the
+	// dashboard's refusals); it is not sent on the wire.
+	Owner string
 }
 
 func (r *Refusal) Error() string { return string(r.Code) + ": " + r.Message }

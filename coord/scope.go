@@ -10,6 +10,11 @@ import (
 // absolute, climbs with "..", is too long (in characters, as Python counts)
 // or is not printable becomes "" —
 // the whole worktree. Over-claiming is safe; under-claiming is not.
+//
+// So does a path whose first or last kept segment starts or ends with white
+// space ("./ a", "a/ /."): the result would not be its own normal form (a
+// second pass strips it to "a"), and a client echoing its granted paths
+// back would silently narrow its claim. Normalising is idempotent.
 func NormalizePath(p string, maxLen int) string {
 	p = strings.ReplaceAll(strip(p), `\`, "/")
 	if strings.HasPrefix(p, "/") || utf8.RuneCountInString(p) > maxLen || !printable(p) {
@@ -26,7 +31,11 @@ func NormalizePath(p string, maxLen int) string {
 		}
 		out = append(out, s)
 	}
-	return strings.Join(out, "/")
+	p = strings.Join(out, "/")
+	if strip(p) != p {
+		return ""
+	}
+	return p
 }
 
 // NormalizePaths canonicalises a declared path set: each path normalised,

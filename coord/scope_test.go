@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/synapse-hub/synapse/coord"
 )
@@ -38,6 +39,11 @@ func TestNormalizePath_PROTOCOL_3_4(t *testing.T) {
 		{"unicode is printable", "src/é/ü.go", "src/é/ü.go"},
 		{"case kept", "Src/A", "Src/A"},
 		{"globs are literal", "src/*.go", "src/*.go"},
+		// Found by FuzzPathOverlap: these gave " a" and "a/ ", which a
+		// second pass turns into "a" — not idempotent.
+		{"white space bared by a dot segment is the root", "./ a", ""},
+		{"white space bared by a trailing dot is the root", "a/ /.", ""},
+		{"white space inside a segment is kept", "a/ b /c", "a/ b /c"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -329,4 +335,94 @@ func TestScopeIndex_ReplayedRootPathBlocksItsWorktree_INV_ME_4(t *testing.T) {
 	}
 	r.refused(coord.ClaimRequest{Agent: "B", TaskID: "T2", Worktree: "/wt", Paths: []string{"src/x"}},
 		coord.CodeScopeConflict, "Task 'T2' file scope conflicts with 'R' held by A.")
+}
+
+// FuzzPathOverlap: NormalizePath is idempotent and gives a normalised path;
+// NormalizePaths is idempotent, bounded and gives distinct normalised paths;
+// PathsOverlap is reflexive, symmetric and agrees with the spec's definition
+// (shadowOverlap: one path's segments are a prefix of the other's, or either
+// is the root); ScopesConflict, on the inputs split at ',', is symmetric,
+// reflexive and agrees with INV-ME-2..4 written out (shadowConflict).
+func FuzzPathOverlap(f *testing.F) {
+	for _, s := range [][2]string{
+		{"src/core", "src/core/x.go"}, {"src/a", "src/ab"}, {"./src/./a", `src\a`}, {"/etc", "x"},
+		{"src/../x", "src"}, {"a//b/", "a/b/c"}, {"./ a", "a"}, {"a/ /.", "a"}, {"", "docs"},
+		{"src/é", "src/é/ü.go"}, {"a,b", "b/c,d"}, {"src/*.go", "src/x.go"}, {"a\tb", "a"},
+	} {
+		f.Add(s[0], s[1], "wt", "wt")
+	}
+	f.Add("a/b,c", "c/d", "wt1", "wt2")
+	f.Fuzz(func(t *testing.T, rawA, rawB, wtA, wtB string) {
+		const maxLen = 64
+		a, b := coord.NormalizePath(rawA, maxLen), coord.NormalizePath(rawB, maxLen)
+		for _, c := range [][2]string{{rawA, a}, {rawB, b}} {
+			if !normalised(c[1]) {
+				t.Fatalf("NormalizePath(%q) = %q is not normalised", c[0], c[1])
+			}
+			if again := coord.NormalizePath(c[1], maxLen); again != c[1] {
+				t.Fatalf("NormalizePath is not idempotent: %q → %q → %q", c[0], c[1], again)
+			}
+		}
+		if !coord.PathsOverlap(a, a) || !coord.PathsOverlap(b, b) {
+			t.Fatalf("INV-ME-2: overlap is not reflexive for %q or %q", a, b)
+		}
+		ab, ba := coord.PathsOverlap(a, b), coord.PathsOverlap(b, a)
+		if ab != ba {
+			t.Fatalf("INV-ME-2: PathsOverlap(%q, %q) = %v but reversed %v", a, b, ab, ba)
+		}
+		if want := shadowOverlap(a, b); ab != want {
+			t.Fatalf("INV-ME-2: PathsOverlap(%q, %q) = %v, by definition %v", a, b, ab, want)
+		}
+
+		lim := coord.Limits{MaxPathLength: maxLen, MaxPathsPerClaim: 4}
+		pa := coord.NormalizePaths(strings.Split(rawA, ","), lim)
+		pb := coord.NormalizePaths(strings.Split(rawB, ","), lim)
+		for _, ps := range [][]string{pa, pb} {
+			if len(ps) > lim.MaxPathsPerClaim {
+				t.Fatalf("NormalizePaths kept %d paths, more than %d", len(ps), lim.MaxPathsPerClaim)
+			}
+			for i, p := range ps {
+				if p == "" || !normalised(p) || slices.Contains(ps[:i], p) {
+					t.Fatalf("NormalizePaths gave %q: %q is empty, unnormalised or repeated", ps, p)
+				}
+			}
+			if again := coord.NormalizePaths(ps, lim); !slices.Equal(again, ps) {
+				t.Fatalf("NormalizePaths is not idempotent: %q → %q", ps, again)
+			}
+		}
+		got := coord.ScopesConflict(wtA, pa, wtB, pb)
+		if rev := coord.ScopesConflict(wtB, pb, wtA, pa); rev != got {
+			t.Fatalf("ScopesConflict is not symmetric: %q %q vs %q %q", wtA, pa, wtB, pb)
+		}
+		if want := shadowConflict(wtA, pa, wtB, pb); got != want {
+			t.Fatalf("ScopesConflict(%q %q, %q %q) = %v, by definition %v", wtA, pa, wtB, pb, got, want)
+		}
+		if !coord.ScopesConflict(wtA, pa, wtA, pa) {
+			t.Fatalf("a scope does not conflict with itself: %q %q", wtA, pa)
+		}
+	})
+}
+
+// normalised reports what PROTOCOL.md §3.4 promises of a normalised path:
+// relative, slash-separated, printable, no empty, "." or ".." segment, and
+// nothing a second pass would strip.
+func normalised(p string) bool {
+	if p == "" {
+		return true
+	}
+	edge := func(r rune) bool { return unicode.IsSpace(r) || r >= 0x1c && r <= 0x1f }
+	if strings.ContainsRune(p, '\\') || strings.TrimFunc(p, edge) != p {
+		return false
+	}
+	for _, r := range p {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	for _, s := range strings.Split(p, "/") {
+		if s == "" || s == "." || s == ".." {
+			return false
+		}
+	}
+	return true
 }

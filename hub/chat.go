@@ -331,6 +331,9 @@ func (h *Hub) deadLetterLocked(target, sender string, now float64) {
 	}
 	d.count++
 	d.lastTS, d.lastSender = now, sender
+	if h.feed.listening() {
+		h.feed.publish("dead_letter", APIDeadLetter{Target: target, Count: d.count, LastTS: now, LastSender: sender})
+	}
 }
 
 // journalDeadLetterClear makes a dead letter cleared by sender's frame

@@ -321,6 +321,7 @@ func (s *session) refuseCode(sender, typ string, in *wire.Inbound, code, msg str
 	if extra != nil {
 		extra(f)
 	}
+	s.h.feed.refusal(APIRefusal{At: s.h.now(), Verb: dt, Code: code, Agent: sender, TaskID: taskID(in), Message: msg})
 	s.h.m.framesOut.WithLabelValues(dt).Inc()
 	if dt == "claim_denied" {
 		s.h.m.claimsDenied.WithLabelValues(code).Inc()

@@ -59,21 +59,27 @@ var Features = []string{"wait_ready", "error_code", "scoped_fanout", "leave", "n
 // Config configures a Hub. The zero value serves an open, memory-only hub
 // with the reference's defaults.
 type Config struct {
-	HubID                 string        // default "syn-" + 8 random hex
-	Token                 string        // "" = open hub; else the first frame must carry it
-	MaxClients            int           // 256 (--max-clients) → close 4013 "hub at capacity"
-	MaxConnectionsPerHost int           // 32, 0 = unlimited (--max-connections-per-host) → close 4015
-	MaxUnauthClients      int           // secured hub: sockets in the pre-auth window; default MaxClients (--max-unauth-clients) → close 4014
-	MaxFrameBytes         int           // 1 MiB (--max-msg-kb 1024)
-	MaxHistory            int           // 10000 chat history (--max-history)
-	PendingReceiptWindow  int           // 1024 receipts awaiting an ack; beyond, the oldest expires (--pending-receipt-window)
-	SendQueue             int           // bounded outbound frames per socket (default 1024)
-	PingInterval          time.Duration // 15s
-	PongTimeout           time.Duration // 15s
-	AuthTimeout           time.Duration // 10s
-	Limits                coord.Limits  // core limits (MaxClaimsPerPrincipal = --max-claims-per-agent)
-	State                 *coord.State  // recovered state; nil = empty
-	Journal               *journal.Store
+	HubID                 string // default "syn-" + 8 random hex
+	Token                 string // "" = open hub; else the first frame must carry it
+	MaxClients            int    // 256 (--max-clients) → close 4013 "hub at capacity"
+	MaxConnectionsPerHost int    // 32, 0 = unlimited (--max-connections-per-host) → close 4015
+	MaxUnauthClients      int    // secured hub: sockets in the pre-auth window; default MaxClients (--max-unauth-clients) → close 4014
+	MaxFrameBytes         int    // 1 MiB (--max-msg-kb 1024)
+	MaxHistory            int    // 10000 chat history (--max-history)
+	PendingReceiptWindow  int    // 1024 receipts awaiting an ack; beyond, the oldest expires (--pending-receipt-window)
+	SendQueue             int    // bounded outbound frames per socket (default 1024)
+	// SendQueueBytes bounds the bytes waiting in one socket's send queue:
+	// a socket past it is dropped as a slow consumer, so a reader that
+	// stops reading while large frames are broadcast holds at most this
+	// much of the hub's memory (issue 12). 0 = DefaultSendQueueBytes,
+	// < 0 = only SendQueue bounds it (--send-queue-kb).
+	SendQueueBytes int
+	PingInterval   time.Duration // 15s
+	PongTimeout    time.Duration // 15s
+	AuthTimeout    time.Duration // 10s
+	Limits         coord.Limits  // core limits (MaxClaimsPerPrincipal = --max-claims-per-agent)
+	State          *coord.State  // recovered state; nil = empty
+	Journal        *journal.Store
 	// Store, when set instead of Journal, is where the sequencer commits:
 	// a fleet on etcd (package cluster) keeps each namespace's authority
 	// there. Chats and mailboxes are then kept in memory only.
@@ -118,6 +124,31 @@ type Config struct {
 	// MalformedBurst is how many malformed frames a socket may send at
 	// once; 0 = DefaultMalformedBurst (--malformed-burst).
 	MalformedBurst int
+	// FramesPerSocket paces the frames one socket sends, of every kind,
+	// once FramesPerSocketBurst are spent: after each frame past the burst
+	// the socket's reader waits its share of a second before the next
+	// read, so a socket flooding valid frames is read at this rate and
+	// takes no more of the registry lock than that; nothing is refused.
+	// Sockets of peer hubs are exempt. 0 = off (the zero Config, for
+	// tests); `synapse hub` defaults to DefaultFramesPerSocket
+	// (--frames-per-socket).
+	FramesPerSocket float64
+	// FramesPerSocketBurst is how many frames a socket may send at once
+	// before its reads are paced; 0 = twice FramesPerSocket
+	// (--frames-burst).
+	FramesPerSocketBurst int
+	// ClosesPerHostPerSecond paces new sockets from a remote host whose
+	// sockets the hub keeps closing for cause (an oversized frame, a
+	// wrong token, a refused takeover or name, a registration timeout, a
+	// slow consumer: closeCharged): past ClosesPerHostBurst such closes,
+	// each costs the host 1/rate seconds, and its next upgrade waits until
+	// that is paid (at most AuthTimeout), so a reconnect loop runs at this
+	// rate instead of as fast as handshakes go (ratelimit.go). 0 =
+	// DefaultClosesPerHostPerSecond, < 0 = off (--closes-per-host).
+	ClosesPerHostPerSecond float64
+	// ClosesPerHostBurst is how many such closes a host may have before
+	// its upgrades wait; 0 = DefaultClosesPerHostBurst (--closes-burst).
+	ClosesPerHostBurst int
 	// LeaseOfflineTTL is how long a name-ownership lease outlives its
 	// holder's connection (--lease-offline-ttl; default 3600 s).
 	LeaseOfflineTTL time.Duration
@@ -134,6 +165,20 @@ type Config struct {
 	// AllowOrigins are the browser Origins accepted besides same-origin
 	// ones: "SCHEME://HOST[:PORT]", or "*" for any (--allow-origin).
 	AllowOrigins []string
+
+	// NoDashboard turns off the dashboard at / and its JSON API under
+	// /api/ (--no-dashboard; api.go, docs/api.md).
+	NoDashboard bool
+	// EventBuffer is how many events wait for one /api/events stream
+	// before the hub drops it as too slow (--dashboard-event-buffer;
+	// default DefaultEventBuffer).
+	EventBuffer int
+	// EventStreams is how many /api/events streams may be open at once
+	// (--dashboard-streams; default DefaultEventStreams).
+	EventStreams int
+	// RecentRefusals is how many refusals /api/state lists
+	// (--dashboard-refusals; default DefaultRecentRefusals, < 0 = none).
+	RecentRefusals int
 
 	// MCP, when set, is served at /mcp for every method (Streamable HTTP
 	// is plain HTTP, not a WebSocket upgrade): `synapse hub` mounts the MCP
@@ -158,6 +203,7 @@ const (
 	DefaultMaxConnectionsPerHost = 32
 	DefaultMaxHistory            = 10000
 	DefaultSendQueue             = 1024
+	DefaultSendQueueBytes        = 16 << 20
 	DefaultPingInterval          = 15 * time.Second
 	DefaultPongTimeout           = 15 * time.Second
 	DefaultAuthTimeout           = 10 * time.Second
@@ -188,6 +234,8 @@ type Hub struct {
 
 	m *metrics
 
+	feed feed // the dashboard's event streams and recent refusals (apifeed.go)
+
 	mu  sync.Mutex // guards the registry below
 	reg registry
 	mb  mailboxes // the mailbox pending projection (mailbox.go), under mu
@@ -204,6 +252,8 @@ type Hub struct {
 	verifier  *verifier      // per-message HMAC; nil without keys
 	hostRates *hostBuckets   // per-host frame limiter; nil when off
 	authFails *hostBuckets   // failed first frames per host; nil when unlimited
+	closes    *hostBuckets   // sockets closed for cause per host (closeCharged); nil when off
+	quit      chan struct{}  // closed by Close: paced upgrades stop waiting
 }
 
 // New builds a hub and starts its sequencer. The caller serves Handler and
@@ -233,6 +283,12 @@ func New(cfg Config) (*Hub, error) {
 	}
 	if cfg.SendQueue <= 0 {
 		cfg.SendQueue = DefaultSendQueue
+	}
+	switch {
+	case cfg.SendQueueBytes == 0:
+		cfg.SendQueueBytes = DefaultSendQueueBytes
+	case cfg.SendQueueBytes < 0:
+		cfg.SendQueueBytes = 0 // transport: no bound
 	}
 	if cfg.PendingReceiptWindow <= 0 {
 		cfg.PendingReceiptWindow = DefaultPendingReceiptWindow
@@ -278,6 +334,24 @@ func New(cfg Config) (*Hub, error) {
 	if cfg.AuthFailuresPerMinute == 0 {
 		cfg.AuthFailuresPerMinute = DefaultAuthFailuresPerMinute
 	}
+	if cfg.FramesPerSocket > 0 && cfg.FramesPerSocketBurst <= 0 {
+		cfg.FramesPerSocketBurst = int(2 * cfg.FramesPerSocket)
+	}
+	if cfg.ClosesPerHostPerSecond == 0 {
+		cfg.ClosesPerHostPerSecond = DefaultClosesPerHostPerSecond
+	}
+	if cfg.ClosesPerHostBurst <= 0 {
+		cfg.ClosesPerHostBurst = DefaultClosesPerHostBurst
+	}
+	if cfg.EventBuffer <= 0 {
+		cfg.EventBuffer = DefaultEventBuffer
+	}
+	if cfg.EventStreams <= 0 {
+		cfg.EventStreams = DefaultEventStreams
+	}
+	if cfg.RecentRefusals == 0 {
+		cfg.RecentRefusals = DefaultRecentRefusals
+	}
 	h := &Hub{
 		cfg:      cfg,
 		log:      cfg.Logger.With("hub_id", cfg.HubID),
@@ -290,6 +364,8 @@ func New(cfg Config) (*Hub, error) {
 	h.verifier = newVerifier(keys, h.started)
 	h.hostRates = newHostBuckets(cfg.RateLimits.HostPerSecond, cfg.RateLimits.HostBurst)
 	h.authFails = newHostBuckets(float64(cfg.AuthFailuresPerMinute)/60, cfg.AuthFailuresPerMinute)
+	h.closes = newHostBuckets(cfg.ClosesPerHostPerSecond, cfg.ClosesPerHostBurst)
+	h.quit = make(chan struct{})
 	h.reg.init()
 	h.mb.init()
 	h.pending = newPendingWindow(cfg.PendingReceiptWindow)
@@ -301,6 +377,7 @@ func New(cfg Config) (*Hub, error) {
 	}
 	h.activeClaims.Store(int64(cfg.State.ClaimCount()))
 	h.m = newMetrics(h)
+	h.feed.init(cfg.EventBuffer, cfg.EventStreams, max(cfg.RecentRefusals, 0), h.m.eventStreamsDropped.Inc)
 	var j sequencer.Journal
 	maxBatch := 0
 	switch {
@@ -347,7 +424,8 @@ func New(cfg Config) (*Hub, error) {
 func (h *Hub) HubID() string { return h.cfg.HubID }
 
 // Handler serves WebSocket upgrades on any path, and GET /health and
-// /metrics as plain HTTP on the same port (and /mcp with Config.MCP). Every
+// /metrics as plain HTTP on the same port (and /mcp with Config.MCP, and
+// the dashboard at / with its JSON API under /api/, api.go). Every
 // request, whatever its route, passes the Host and Origin policy first
 // (origin.go) or gets 403.
 func (h *Hub) Handler() http.Handler {
@@ -365,6 +443,9 @@ func (h *Hub) Handler() http.Handler {
 				return
 			case "/metrics":
 				metricsHandler.ServeHTTP(w, r)
+				return
+			}
+			if !h.cfg.NoDashboard && h.serveDashboard(w, r) {
 				return
 			}
 			http.Error(w, "websocket upgrade required", http.StatusUpgradeRequired)
@@ -387,11 +468,13 @@ func (h *Hub) Close(ctx context.Context) error {
 	if h.closing.Swap(true) {
 		return nil
 	}
+	close(h.quit)
 	// No new Submit can start now (see beginSubmit); wait for the ones in
 	// flight so their replies are queued before the sockets close.
 	h.subMu.Lock()
 	h.subMu.Unlock()
 	waitCtx(ctx, &h.submits)
+	h.feed.close() // ends every event stream
 	h.mu.Lock()
 	for s := range h.reg.sessions {
 		s.closeWith(1001, "hub shutting down")

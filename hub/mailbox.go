@@ -180,6 +180,9 @@ func (m *mailboxes) onChatLocked(h *Hub, seq int64, sender, target string) {
 		}
 	}
 	m.lastDirected = max(m.lastDirected, seq)
+	if h.feed.listening() {
+		h.feed.publish("mailbox", APIMailboxEvent{Identity: target})
+	}
 	count := func(id string, e *mbox) {
 		if e.wmKnown && seq <= e.wm {
 			return
@@ -242,6 +245,9 @@ func (m *mailboxes) onWatermarkLocked(h *Hub, id string, through int64) {
 	}
 	e.wm, e.wmKnown = max(e.wm, through), true
 	e.invalidate(m.lastDirected)
+	if h.feed.listening() {
+		h.feed.publish("mailbox", APIMailboxEvent{Identity: id})
+	}
 }
 
 // mailboxPresenceLocked is called when an identity's seat or sidecar binds
@@ -293,6 +299,22 @@ func sameRoles(a, b []string) bool {
 // mailboxPending is who_snapshot.mailbox_pending: every online identity,
 // and every other known identity with something waiting.
 func (h *Hub) mailboxPending() []byte {
+	counts := h.mailboxCounts()
+	ids := make([]string, 0, len(counts))
+	for id := range counts {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	f := wire.Object()
+	for _, id := range ids {
+		f.Int(id, counts[id])
+	}
+	return f.Bytes()
+}
+
+// mailboxCounts is mailboxPending as a map (also the dashboard's
+// mailbox_pending).
+func (h *Hub) mailboxCounts() map[string]int64 {
 	st := h.cfg.Journal
 	h.mu.Lock()
 	var ids []string
@@ -307,15 +329,14 @@ func (h *Hub) mailboxPending() []byte {
 		}
 	}
 	h.mu.Unlock()
-	sort.Strings(ids)
-	f := wire.Object()
+	counts := make(map[string]int64, len(ids))
 	for _, id := range ids {
 		n, ok := h.recount(st, id)
 		if ok && (n > 0 || h.online(id)) {
-			f.Int(id, n)
+			counts[id] = n
 		}
 	}
-	return f.Bytes()
+	return counts
 }
 
 func (h *Hub) online(id string) bool {

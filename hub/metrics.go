@@ -28,9 +28,13 @@ type metrics struct {
 	claimsGranted       prometheus.Counter
 	claimsDenied        *prometheus.CounterVec
 	slowConsumers       prometheus.Counter
+	eventStreamsDropped prometheus.Counter
+	dashboardAuthFailed prometheus.Counter
 	reaped              prometheus.Counter
 	authFailures        prometheus.Counter
 	authLockouts        prometheus.Counter
+	upgradesPaced       prometheus.Counter
+	framesPaced         prometheus.Counter
 	httpRefused         *prometheus.CounterVec
 	messageAuthFailures *prometheus.CounterVec
 	rateLimited         *prometheus.CounterVec
@@ -76,8 +80,12 @@ func newMetrics(h *Hub) *metrics {
 	m.claimsGranted = counter("synapse_claims_granted_total", "Claims granted.")
 	m.claimsDenied = vec("synapse_claims_denied_total", "Claims denied, by reason code.", "reason")
 	m.slowConsumers = counter("synapse_slow_consumer_disconnects_total", "Sockets dropped because their send queue was full.")
+	m.eventStreamsDropped = counter("synapse_event_streams_dropped_total", "Dashboard event streams (/api/events) dropped because their buffer was full.")
+	m.dashboardAuthFailed = counter("synapse_dashboard_auth_failures_total", "Dashboard and /api requests refused for a missing or wrong token.")
 	m.reaped = counter("synapse_dead_sockets_reaped_total", "Sockets dropped for a missed pong.")
 	m.authFailures = counter("synapse_auth_failures_total", "First frames refused by the token gate.")
+	m.framesPaced = counter("synapse_frames_paced_total", "Frames past a socket's burst, after which its reader paused (--frames-per-socket).")
+	m.upgradesPaced = counter("synapse_upgrades_paced_total", "New sockets that waited because their host's sockets were closed for cause too often (--closes-per-host).")
 	m.authLockouts = counter("synapse_auth_lockout_refusals_total", "First frames refused unchecked because their host failed the token too often.")
 	m.httpRefused = vec("synapse_http_refused_total", "HTTP requests and upgrades refused 403 by the Host and Origin policy, by header (host or origin).", "header")
 	m.messageAuthFailures = vec("synapse_message_auth_failures_total", "Signed-verb frames refused by per-message authentication, by verification_result.", "result")
@@ -219,26 +227,10 @@ func (h *Hub) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	h.mu.Lock()
 	online := len(h.reg.byName)
 	h.mu.Unlock()
-	status, reason := "ok", ""
-	if h.cfg.Degraded != "" {
-		status, reason = "degraded", h.cfg.Degraded
-	}
-	if err := h.journalErr(); err != nil {
-		status, reason = "degraded", h.journalHealth(err)
-	}
+	status, reason, journalKind := h.health()
 	corrupt := 0
 	if h.cfg.Degraded != "" {
 		corrupt = 1
-	}
-	journalKind := "memory"
-	switch {
-	case h.cfg.Journal != nil:
-		journalKind = "sqlite"
-	case h.cfg.Store != nil:
-		journalKind = "etcd"
-	}
-	if fl, ok := h.fed.Authority().(federation.Fleet); ok && !fl.Serving() && status == "ok" {
-		status, reason = "fenced", "this hub could not renew its etcd lease in time and serves no namespace until it has re-registered"
 	}
 	body := map[string]any{
 		"status":                   status,
@@ -258,6 +250,30 @@ func (h *Hub) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(body)
+}
+
+// health is the hub's verdict on itself (/health, /api/state): ok,
+// degraded (replay quarantined rows, or the journal cannot be written: the
+// reason says what to do) or fenced (a fleet member without its etcd
+// lease); why, when not ok; and where its journal is.
+func (h *Hub) health() (status, reason, journal string) {
+	status, journal = "ok", "memory"
+	switch {
+	case h.cfg.Journal != nil:
+		journal = "sqlite"
+	case h.cfg.Store != nil:
+		journal = "etcd"
+	}
+	if h.cfg.Degraded != "" {
+		status, reason = "degraded", h.cfg.Degraded
+	}
+	if err := h.journalErr(); err != nil {
+		status, reason = "degraded", h.journalHealth(err)
+	}
+	if fl, ok := h.fed.Authority().(federation.Fleet); ok && !fl.Serving() && status == "ok" {
+		status, reason = "fenced", "this hub could not renew its etcd lease in time and serves no namespace until it has re-registered"
+	}
+	return status, reason, journal
 }
 
 // configEpoch is an opaque fingerprint of the hub's posture (who_snapshot

@@ -102,6 +102,9 @@ func (h *Hub) presenceLocked(name string, joined bool) bool {
 	}
 	h.reg.online, h.reg.onlineJSON = next, nil
 	h.reg.presenceChanges++
+	if h.feed.listening() {
+		h.feed.publish("presence", APIPresenceEvent{Agent: name, Online: joined, At: h.now()})
+	}
 	for f := range h.reg.presence {
 		b := &h.reg.presence[f]
 		b.changes = append(b.changes, presenceChange{name, joined})

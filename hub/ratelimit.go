@@ -3,6 +3,8 @@ package hub
 import (
 	"sync"
 	"time"
+
+	"github.com/synapse-hub/synapse/transport"
 )
 
 // Rate limits bound how fast one socket or one remote host can make the
@@ -57,6 +59,36 @@ const (
 // its further attempts are refused unchecked (--auth-fail-limit).
 const DefaultAuthFailuresPerMinute = 10
 
+// The frames of one socket are paced past a burst by `synapse hub` (the
+// zero Config leaves them unpaced): 100 a second, burst 200, which an
+// agent driven by a model never reaches, while a socket flooding valid
+// frames (who_request, chat, heartbeats) is read a hundred frames a second
+// instead of as fast as it writes. Every frame the hub reads from a bound
+// socket takes the registry lock (its identity gates), so an unpaced flood
+// from a few dozen sockets queues every agent's claims behind it on that
+// lock (docs/benchmarks.md, "Hostile clients").
+const (
+	DefaultFramesPerSocket      = 100
+	DefaultFramesPerSocketBurst = 200
+)
+
+// Sockets closed for cause are charged to their remote host: past a burst
+// of DefaultClosesPerHostBurst, each costs it 1/DefaultClosesPerHostPerSecond
+// s, and its next upgrade waits that out (at most the auth timeout) before
+// the hub does any work for it. A client that reconnects as soon as it is
+// closed (a token guesser, a takeover storm, a sender of oversized frames)
+// then costs the hub ten handshakes a second instead of thousands. A
+// well-behaved fleet is closed for cause rarely; a burst of 100 covers a
+// fleet restarted while its old sockets still hold their names.
+const (
+	DefaultClosesPerHostPerSecond = 10
+	DefaultClosesPerHostBurst     = 100
+)
+
+// maxCloseDebt bounds how far a host's close bucket goes into debt, in
+// seconds: a host that stops misbehaving is trusted again within a minute.
+const maxCloseDebt = 60
+
 // maxHostBuckets bounds each per-host table; idle (refilled) buckets are
 // swept when it is exceeded, so a host that stops sending costs nothing.
 var maxHostBuckets = 4096
@@ -103,15 +135,33 @@ func (b *bucket) allow(now float64) bool {
 // reserve spends a token even if there is none, and returns how long,
 // in seconds, until the debt is earned back: 0 while the bucket holds one.
 func (b *bucket) reserve(now float64) float64 {
+	return b.reserveN(now, 1)
+}
+
+// reserveN is reserve for n tokens.
+func (b *bucket) reserveN(now float64, n int) float64 {
 	if b.rate <= 0 {
 		return 0
 	}
 	b.refill(now)
-	b.tokens--
+	b.tokens -= float64(n)
 	if b.tokens >= 0 {
 		return 0
 	}
 	return -b.tokens / b.rate
+}
+
+// wait is how long, in seconds, until the bucket holds a token again; 0
+// while it holds one.
+func (b *bucket) wait(now float64) float64 {
+	if b.rate <= 0 {
+		return 0
+	}
+	b.refill(now)
+	if b.tokens >= 1 {
+		return 0
+	}
+	return (1 - b.tokens) / b.rate
 }
 
 // full reports whether the bucket has refilled to its burst by now, i.e.
@@ -145,6 +195,11 @@ func (hb *hostBuckets) allow(host string, now float64) bool {
 	}
 	hb.mu.Lock()
 	defer hb.mu.Unlock()
+	return hb.bucketLocked(host, now).allow(now)
+}
+
+// bucketLocked is host's bucket, made full if it has none.
+func (hb *hostBuckets) bucketLocked(host string, now float64) *bucket {
 	b := hb.m[host]
 	if b == nil {
 		hb.sweepLocked(now)
@@ -152,7 +207,7 @@ func (hb *hostBuckets) allow(host string, now float64) bool {
 		b = &nb
 		hb.m[host] = b
 	}
-	return b.allow(now)
+	return b
 }
 
 // empty reports, without spending, whether host has no token left.
@@ -168,6 +223,34 @@ func (hb *hostBuckets) empty(host string, now float64) bool {
 	}
 	b.refill(now)
 	return b.tokens < 1
+}
+
+// owe spends one of host's tokens even if it has none: the host owes the
+// time until it is earned back (at most maxCloseDebt seconds).
+func (hb *hostBuckets) owe(host string, now float64) {
+	if hb == nil {
+		return
+	}
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	b := hb.bucketLocked(host, now)
+	b.reserve(now)
+	b.tokens = max(b.tokens, -maxCloseDebt*b.rate)
+}
+
+// debt is how long, in seconds, until host's bucket holds a token again;
+// 0 while it holds one.
+func (hb *hostBuckets) debt(host string, now float64) float64 {
+	if hb == nil {
+		return 0
+	}
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	b := hb.m[host]
+	if b == nil {
+		return 0
+	}
+	return b.wait(now)
 }
 
 // sweepLocked forgets refilled buckets once the table is over its bound.
@@ -192,6 +275,7 @@ func (s *session) allowFrame() bool {
 	}
 	h.m.rateLimited.WithLabelValues("host").Inc()
 	s.fail(s.replyTarget(), "host_rate_limited", "Host rate limit exceeded.")
+	s.owePause(h.hostRates.debt(s.host, h.now()))
 	return false
 }
 
@@ -203,6 +287,7 @@ func (s *session) allowAgentFrame(sender, typ string) bool {
 	}
 	s.h.m.rateLimited.WithLabelValues("agent").Inc()
 	s.fail(sender, "rate_limited", "Rate limit exceeded.")
+	s.owePause(s.rate.wait(s.h.now()))
 	return false
 }
 
@@ -217,11 +302,17 @@ func (s *session) replyTarget() string {
 	return "all"
 }
 
-// chargeMalformed charges a frame that failed to decode to the socket's
-// malformed bucket; past the burst it sets the pause the reader owes
-// before its next read (the frame itself is still answered).
-func (s *session) chargeMalformed() {
-	d := s.malformed.reserve(s.h.now())
+// malformedUnit is the size of frame one malformed token pays for: a
+// malformed frame of n bytes costs 1 + n/malformedUnit tokens, so the
+// pacing bounds the bytes a flood makes the hub read (reading is most of
+// its cost), not only its frames.
+const malformedUnit = 16 << 10
+
+// chargeMalformed charges a frame of size bytes that failed to decode to
+// the socket's malformed bucket; past the burst it sets the pause the
+// reader owes before its next read (the frame itself is still answered).
+func (s *session) chargeMalformed(size int) {
+	d := s.malformed.reserveN(s.h.now(), 1+size/malformedUnit)
 	if d <= 0 {
 		return
 	}
@@ -233,6 +324,29 @@ func (s *session) chargeMalformed() {
 	s.pause = time.Duration(d * float64(time.Second))
 }
 
+// owePause makes the reader wait d seconds before its next read: a socket
+// refused by a rate limit is not read again until its limit would admit a
+// frame, so a flood past the limit costs the hub one refusal per token,
+// not one per frame sent (its frames wait in the kernel's buffers).
+func (s *session) owePause(d float64) {
+	if d > 0 && s.conn != nil {
+		s.pause = max(s.pause, time.Duration(d*float64(time.Second)))
+	}
+}
+
+// chargeFrame charges a frame read to the socket's pace (Config.
+// FramesPerSocket); past the burst the reader owes its share of a second
+// before the next read. A peer hub's socket is exempt.
+func (s *session) chargeFrame() {
+	if s.pace.rate <= 0 || s.peer != nil {
+		return
+	}
+	if d := s.pace.reserve(s.h.now()); d > 0 {
+		s.h.m.framesPaced.Inc()
+		s.owePause(d)
+	}
+}
+
 // flooding reports whether the socket's malformed burst is spent now.
 func (s *session) flooding() bool {
 	b := &s.malformed
@@ -241,6 +355,44 @@ func (s *session) flooding() bool {
 	}
 	b.refill(s.h.now())
 	return b.tokens < 1
+}
+
+// closeCharged reports whether a socket closed with code was closed for
+// its own conduct, so its host pays for it (Config.ClosesPerHostPerSecond):
+// a policy violation (slow consumer, missed pong) or protocol error, an
+// oversized frame, a refused name or token, a registration timeout, a
+// refused takeover, too many sockets from its host. A superseded socket
+// lost its name to someone else; a full hub or a shutdown is nobody's
+// conduct.
+func closeCharged(code int, superseded bool) bool {
+	switch code {
+	case transport.StatusPolicyViolation, transport.StatusProtocolError, transport.StatusMessageTooBig,
+		4009, 4012, 4014, 4015, NameOwnedCloseCode:
+		return true
+	case 4010:
+		return !superseded
+	}
+	return false
+}
+
+// paceUpgrade makes a new socket from a host that owes for its closed
+// sockets wait until it has paid, at most AuthTimeout, before the hub
+// upgrades it: the wait costs a parked goroutine, not a handshake. It
+// reports false if the hub closed meanwhile.
+func (h *Hub) paceUpgrade(host string) bool {
+	d := h.closes.debt(host, h.now())
+	if d <= 0 {
+		return true
+	}
+	h.m.upgradesPaced.Inc()
+	t := time.NewTimer(min(time.Duration(d*float64(time.Second)), h.cfg.AuthTimeout))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-h.quit:
+		return false
+	}
 }
 
 // wait pauses the read goroutine for d, or until the socket closes.

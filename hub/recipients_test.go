@@ -43,6 +43,7 @@ func (n *nullSocket) Send([]byte) error {
 func (n *nullSocket) Hold()                    {}
 func (n *nullSocket) Release()                 {}
 func (n *nullSocket) Queued() int              { return 0 }
+func (n *nullSocket) QueuedBytes() int         { return 0 }
 func (n *nullSocket) QueueLen() int            { return 1024 }
 func (n *nullSocket) Close(int, string)        { n.once.Do(func() { close(n.closing); close(n.done) }) }
 func (n *nullSocket) Kill()                    { n.Close(0, "") }
@@ -149,6 +150,24 @@ func trickyRegistry(t *testing.T, h *Hub) {
 	gone.handleJSON(t, map[string]any{"type": "leave", "sender": "t/left"})
 }
 
+// checkIndexes reports whether the project and role indexes hold exactly
+// the bound names' projects and roles.
+func (r *registry) checkIndexes() error {
+	wantProject, wantRole := map[string]map[string]struct{}{}, map[string]map[string]struct{}{}
+	for n, rs := range r.byName {
+		if p := coord.NamespaceOf(n); p != "" {
+			addName(wantProject, p, n)
+		}
+		for _, role := range rs.roles {
+			addName(wantRole, role, n)
+		}
+	}
+	if fmt.Sprint(r.byProject) != fmt.Sprint(wantProject) || fmt.Sprint(r.byRole) != fmt.Sprint(wantRole) {
+		return fmt.Errorf("indexes %v %v, the bound names say %v %v", r.byProject, r.byRole, wantProject, wantRole)
+	}
+	return nil
+}
+
 func mergeFrame(f map[string]any, extra map[string]any) map[string]any {
 	for k, v := range extra {
 		f[k] = v
@@ -177,17 +196,8 @@ func TestRecipients_LiteralTargetsReachWhatTheScanReaches_PROTOCOL_2_2(t *testin
 	}
 	// The indexes hold exactly the bound names: nothing of a superseded,
 	// left or re-registered socket lingers.
-	wantProject, wantRole := map[string]map[string]struct{}{}, map[string]map[string]struct{}{}
-	for n, rs := range h.reg.byName {
-		if p := coord.NamespaceOf(n); p != "" {
-			addName(wantProject, p, n)
-		}
-		for _, r := range rs.roles {
-			addName(wantRole, r, n)
-		}
-	}
-	if fmt.Sprint(h.reg.byProject) != fmt.Sprint(wantProject) || fmt.Sprint(h.reg.byRole) != fmt.Sprint(wantRole) {
-		t.Errorf("indexes %v %v, want %v %v", h.reg.byProject, h.reg.byRole, wantProject, wantRole)
+	if err := h.reg.checkIndexes(); err != nil {
+		t.Error(err)
 	}
 	for _, target := range targets {
 		if !literalTarget(target) {

@@ -244,9 +244,18 @@ func (s *session) register(sender string, in *wire.Inbound, typ string) bool {
 	h.touchLocked(sender, now)
 	if first || typ != "heartbeat" {
 		s.lastReaction = now
+		if now-s.shownAt >= activityStep && h.feed.listening() {
+			s.shownAt = now
+			if !first { // a join's presence event says it already
+				h.feed.publish("activity", APIActivityEvent{Agent: sender, At: now})
+			}
+		}
 		if _, ok := h.reg.deadLetters[sender]; ok {
 			delete(h.reg.deadLetters, sender)
 			s.deadCleared = max(h.mb.lastDirected, 1)
+			if h.feed.listening() { // count 0: the target is back, its dead letters forgotten
+				h.feed.publish("dead_letter", APIDeadLetter{Target: sender, LastTS: now})
+			}
 		}
 	}
 	return true

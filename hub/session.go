@@ -33,8 +33,10 @@ type socket interface {
 	// that goroutine, with one write (no hand-off to a writer goroutine).
 	Hold()
 	Release()
-	// Queued and QueueLen report the send queue's length and capacity.
+	// Queued and QueueLen report the send queue's length and capacity,
+	// QueuedBytes the bytes of the frames in it.
 	Queued() int
+	QueuedBytes() int
 	QueueLen() int
 	// Close sends what is queued, then a close frame; the first Close or
 	// Kill counts.
@@ -59,6 +61,7 @@ type session struct {
 	// bucket, the pause owed before the next read, and whether the
 	// pacing was logged (once per socket).
 	malformed bucket
+	pace      bucket // every frame (Config.FramesPerSocket)
 	pause     time.Duration
 	paced     bool
 
@@ -70,7 +73,8 @@ type session struct {
 	roles        []string
 	wake         string
 	lastReaction float64
-	visit        uint64 // recipient resolution mark: reached once per chat (recipients.go)
+	shownAt      float64 // the last reaction the dashboard's streams were told of (activityStep)
+	visit        uint64  // recipient resolution mark: reached once per chat (recipients.go)
 
 	// presence (Hub.mu; presence.go)
 	presenceAsk   string // the registration's presence field: "full", "compact" or ""
@@ -102,9 +106,15 @@ func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "hub shutting down", http.StatusServiceUnavailable)
 		return
 	}
+	host := remoteHost(r)
+	if !h.paceUpgrade(host) {
+		http.Error(w, "hub shutting down", http.StatusServiceUnavailable)
+		return
+	}
 	c, err := transport.Accept(w, r, transport.Options{
 		MaxMessageBytes: h.cfg.MaxFrameBytes,
 		QueueLen:        h.cfg.SendQueue,
+		QueueBytes:      h.cfg.SendQueueBytes,
 		WriteTimeout:    writeTimeout,
 	})
 	if err != nil {
@@ -114,12 +124,15 @@ func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {
 		h:      h,
 		id:     h.nextID.Add(1),
 		conn:   c,
-		host:   remoteHost(r),
+		host:   host,
 		authed: h.cfg.Token == "",
 		rate:   newBucket(h.cfg.RateLimits.AgentPerSecond, h.cfg.RateLimits.AgentBurst, h.now()),
 	}
 	if h.cfg.MalformedPerSecond > 0 {
 		s.malformed = newBucket(h.cfg.MalformedPerSecond, h.cfg.MalformedBurst, h.now())
+	}
+	if h.cfg.FramesPerSocket > 0 {
+		s.pace = newBucket(h.cfg.FramesPerSocket, h.cfg.FramesPerSocketBurst, h.now())
 	}
 	h.conns.Add(1)
 	// The socket is served on a goroutine of its own and the HTTP handler
@@ -129,10 +142,19 @@ func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {
 	go s.serve(c)
 }
 
-// serve runs an accepted socket to its end.
+// serve runs an accepted socket to its end, and charges its host if it
+// was closed for cause.
 func (s *session) serve(c *transport.Conn) {
 	h := s.h
 	defer h.conns.Done()
+	defer func() {
+		h.mu.Lock()
+		superseded := s.superseded
+		h.mu.Unlock()
+		if code, _ := c.CloseStatus(); closeCharged(code, superseded) {
+			h.closes.owe(s.host, h.now())
+		}
+	}()
 	if code, reason, ok := h.admit(s); !ok {
 		h.m.rejected.WithLabelValues(strconv.Itoa(code)).Inc()
 		s.closeWith(code, reason)
@@ -184,6 +206,7 @@ func (s *session) readLoop() {
 			continue
 		}
 		s.h.m.bytesIn.Add(float64(len(data)))
+		s.chargeFrame()
 		s.conn.Hold()
 		s.handle(data)
 		s.conn.Release()
@@ -223,7 +246,7 @@ func (s *session) send(b []byte) bool {
 		return true
 	case errors.Is(err, transport.ErrQueueFull):
 		s.h.m.slowConsumers.Inc()
-		s.h.log.Warn("hub: slow consumer disconnected", "session", s.id, "queue", s.conn.QueueLen())
+		s.h.log.Warn("hub: slow consumer disconnected", "session", s.id, "queued_frames", s.conn.Queued(), "queued_bytes", s.queuedBytes())
 		s.kill()
 	}
 	return false
@@ -252,6 +275,14 @@ func (s *session) kill() {
 	if s.conn != nil {
 		s.conn.Kill()
 	}
+}
+
+// queuedBytes is how many bytes wait in the send queue.
+func (s *session) queuedBytes() int {
+	if s.conn == nil {
+		return 0
+	}
+	return s.conn.QueuedBytes()
 }
 
 // queued is how many frames wait in the send queue.

@@ -53,7 +53,7 @@ func (s *session) handle(data []byte) {
 		de := wire.ErrMalformedJSON
 		errors.As(err, &de)
 		h.m.framesIn.WithLabelValues("malformed").Inc()
-		s.chargeMalformed()
+		s.chargeMalformed(len(data))
 		// The reference sends decode errors to the offending socket only,
 		// but with target "all" (PROTOCOL.md §10).
 		s.reply(s.frame("error", "all", de.Message).Str("error_code", de.Code).Bytes())
@@ -187,6 +187,15 @@ func (s *session) refused(sender, denialType string, ref *coord.Refusal, task st
 	if ref.TaskID != "" {
 		task = ref.TaskID
 	}
+	verb, holder := denialType, ref.Holder
+	if verb == "" {
+		verb = "error"
+	}
+	if holder == "" {
+		holder = ref.Owner // a fenced verb's other party
+	}
+	s.h.feed.refusal(APIRefusal{At: s.h.now(), Verb: verb, Code: string(ref.Code), Agent: sender, TaskID: task,
+		Holder: holder, ConflictTask: ref.ConflictTask, Message: ref.Message})
 	if denialType == "" || denialType == "error" {
 		f := s.frame("error", sender, ref.Message).Str("error_code", string(ref.Code))
 		if task != "" {

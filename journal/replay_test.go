@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"testing"
@@ -364,6 +365,54 @@ func TestSnapshot_DecodeRefusesDamage(t *testing.T) {
 		if _, err := DecodeImage(body[:i]); err == nil {
 			t.Errorf("truncated at %d decoded", i)
 		}
+	}
+}
+
+// A body that decodes but holds what no state could — found by
+// FuzzDecodeImage (claims out of order or repeated, which FromImage would
+// silently merge) or alongside it — is refused, not restored: replay falls
+// back to an older snapshot or the log.
+func TestSnapshot_DecodeRefusesImagesNoStateHolds(t *testing.T) {
+	claim := func(task string, epoch int64, paths ...string) coord.Claim {
+		return coord.Claim{TaskID: task, Owner: "a", QuotaPrincipal: "p", ExpiresAt: 10, Epoch: epoch, Paths: paths}
+	}
+	for name, img := range map[string]coord.Image{
+		"repeated claim":                 {Epoch: 2, Claims: []coord.Claim{claim("T", 1), claim("T", 2)}},
+		"claims out of order":            {Epoch: 2, Claims: []coord.Claim{claim("U", 1), claim("T", 2)}},
+		"epoch above the image's":        {Epoch: 1, Claims: []coord.Claim{claim("T", 2)}},
+		"the root among a claim's paths": {Epoch: 1, Claims: []coord.Claim{claim("T", 1, "docs", "")}},
+		"repeated offer":                 {Offers: []coord.Offer{{Agent: "a", Kind: "k", Name: "n"}, {Agent: "a", Kind: "k", Name: "n"}}},
+		"repeated board task":            {Tasks: []coord.BoardTask{{TaskID: "B", DependsOn: []string{}}, {TaskID: "B", DependsOn: []string{}}}},
+		"repeated retained checkpoint":   {Retained: []coord.RetainedCheckpoint{{TaskID: "T"}, {TaskID: "T"}}},
+	} {
+		if _, err := DecodeImage(EncodeImage(img)); !errors.Is(err, ErrBadSnapshot) || !errors.Is(err, coord.ErrBadImage) {
+			t.Errorf("%s: DecodeImage = %v, want ErrBadSnapshot wrapping coord.ErrBadImage", name, err)
+		}
+	}
+	// A status past a byte must not wrap round to 0 (claimed).
+	w := imgWriter{b: append([]byte(nil), snapshotMagic...)}
+	w.i(1)
+	w.u(1)
+	w.s("T")
+	w.s("a")
+	w.s("")
+	w.u(256) // status
+	w.s("")
+	w.s("")
+	w.ss(nil)
+	w.s("")
+	w.s("")
+	w.u(0) // no git
+	w.s("p")
+	w.f(0)
+	w.f(10)
+	w.i(1)
+	w.i(0)
+	for range 4 { // retained, offers, tasks, notes
+		w.u(0)
+	}
+	if img, err := DecodeImage(w.b); !errors.Is(err, ErrBadSnapshot) {
+		t.Errorf("status 256 decoded as %+v, %v", img, err)
 	}
 }
 

@@ -351,7 +351,7 @@ func DecodeImage(body []byte) (coord.Image, error) {
 			c.TaskID = r.s()
 			c.Owner = r.is()
 			c.Note = r.s()
-			c.Status = coord.Status(r.u())
+			c.Status = r.status()
 			c.DataRef = r.s()
 			c.Worktree = r.is()
 			c.Paths = r.ss(false)
@@ -400,10 +400,8 @@ func DecodeImage(body []byte) (coord.Image, error) {
 	if r.err != nil {
 		return coord.Image{}, fmt.Errorf("%w: %v", ErrBadSnapshot, r.err)
 	}
-	for _, c := range img.Claims {
-		if c.Status > coord.StatusFailed {
-			return coord.Image{}, fmt.Errorf("%w: claim %q has status %d", ErrBadSnapshot, c.TaskID, c.Status)
-		}
+	if err := img.Check(); err != nil {
+		return coord.Image{}, fmt.Errorf("%w: %w", ErrBadSnapshot, err)
 	}
 	return img, nil
 }
@@ -488,6 +486,20 @@ func (r *imgReader) bytes() []byte {
 }
 
 func (r *imgReader) s() string { return string(r.bytes()) }
+
+// status reads a claim status, refusing one out of range before it is
+// narrowed to a byte (status 256 must not read as 0, claimed).
+func (r *imgReader) status() coord.Status {
+	v := r.u()
+	if v > uint64(coord.StatusFailed) {
+		if r.err == nil {
+			r.err = fmt.Errorf("claim status %d", v)
+		}
+		r.b = nil
+		return 0
+	}
+	return coord.Status(v)
+}
 
 // is reads a string that is likely repeated and shares it.
 func (r *imgReader) is() string {

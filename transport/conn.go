@@ -50,6 +50,9 @@ const (
 	StatusProtocolError   = 1002
 	StatusPolicyViolation = 1008
 	StatusMessageTooBig   = 1009
+	// StatusAbnormalClosure is never sent: CloseStatus reports it for a
+	// connection dropped because a write failed.
+	StatusAbnormalClosure = 1006
 )
 
 var (
@@ -117,6 +120,12 @@ type Options struct {
 	MaxMessageBytes int
 	// QueueLen is how many frames Send may queue before ErrQueueFull.
 	QueueLen int
+	// QueueBytes bounds the bytes of the text frames waiting in the send
+	// queue: a Send that would pass it fails with ErrQueueFull, so a peer
+	// that reads slowly while large frames pile up is reported before its
+	// queue holds QueueLen of them. A frame alone in the queue is always
+	// taken, whatever its size. 0 = no bound.
+	QueueBytes int
 	// WriteTimeout bounds one batch's write: a peer that accepts nothing
 	// for this long is dropped even if its queue never fills.
 	WriteTimeout time.Duration
@@ -132,6 +141,7 @@ type Conn struct {
 	mu          sync.Mutex
 	q           []outFrame // queued frames, oldest first
 	texts, ctls int        // text and control frames in q
+	qBytes      int        // bytes of the text frames in q
 	spare       []outFrame // a taken batch's slice, reused
 	rest        []byte     // the unwritten tail of a partial inline write: written first
 	writing     bool       // a writer owns the socket's writes
@@ -376,20 +386,23 @@ func (c *Conn) endRead(err error) {
 }
 
 // Send queues a text frame and never blocks. It fails with ErrClosed once
-// a close was asked for, and with ErrQueueFull when QueueLen frames are
-// already waiting (the caller decides what a slow consumer costs).
+// a close was asked for, and with ErrQueueFull when QueueLen frames, or
+// QueueBytes bytes, are already waiting (the caller decides what a slow
+// consumer costs).
 func (c *Conn) Send(b []byte) error {
 	c.mu.Lock()
 	switch {
 	case c.closeAsked:
 		c.mu.Unlock()
 		return ErrClosed
-	case c.texts >= c.opts.QueueLen:
+	case c.texts >= c.opts.QueueLen,
+		c.opts.QueueBytes > 0 && c.texts > 0 && c.qBytes+len(b) > c.opts.QueueBytes:
 		c.mu.Unlock()
 		return ErrQueueFull
 	}
 	c.q = append(c.q, outFrame{ws.OpText, b})
 	c.texts++
+	c.qBytes += len(b)
 	// A held socket's frames wait for Release, unless its request turns
 	// out to produce many (a mailbox replay): a writer starts draining
 	// them at once, so the queue's bound applies to the peer, not to us.
@@ -431,6 +444,13 @@ func (c *Conn) Queued() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.texts
+}
+
+// QueuedBytes reports the bytes of the text frames in the send queue.
+func (c *Conn) QueuedBytes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.qBytes
 }
 
 // QueueLen reports the send queue's capacity.
@@ -482,7 +502,7 @@ func (c *Conn) Release() {
 	case err != nil:
 		c.mu.Unlock()
 		c.giveBack(bp, buf, batch)
-		c.Kill()
+		c.lost()
 		c.end() // the writer ends the socket it killed
 		return
 	case !whole: // too big to write inline: requeue it for the writer goroutine
@@ -524,6 +544,7 @@ func (c *Conn) countLocked(batch []outFrame, sign int) {
 	for _, f := range batch {
 		if f.op == ws.OpText {
 			c.texts += sign
+			c.qBytes += sign * len(f.p)
 		} else {
 			c.ctls += sign
 		}
@@ -611,7 +632,7 @@ func (c *Conn) writeLoop() {
 		batch := c.takeLocked()
 		c.mu.Unlock()
 		if err := c.writeBlocking(rest, batch); err != nil {
-			c.Kill()
+			c.lost()
 			c.end() // the writer ends the socket it killed
 			return
 		}
@@ -689,6 +710,16 @@ func (c *Conn) Kill() {
 	c.endIfIdle()
 }
 
+// lost drops a connection whose write failed (the peer is gone or took
+// nothing for WriteTimeout): as Kill, with 1006, which is never sent.
+func (c *Conn) lost() {
+	c.closeOnce.Do(func() {
+		c.closeCode, c.closeReason = StatusAbnormalClosure, "connection lost"
+		close(c.closing)
+	})
+	c.Kill()
+}
+
 // endIfIdle ends a killed socket when no writer runs; a running writer
 // ends it when its write fails.
 func (c *Conn) endIfIdle() {
@@ -707,6 +738,18 @@ func (c *Conn) end() {
 		_ = c.nc.Close()
 		close(c.done)
 	})
+}
+
+// CloseStatus is the code and reason the socket was closed with (by Close
+// or Kill, or echoing the peer's close), and 0 and "" while no close was
+// asked for.
+func (c *Conn) CloseStatus() (int, string) {
+	select {
+	case <-c.closing:
+		return c.closeCode, c.closeReason
+	default:
+		return 0, ""
+	}
 }
 
 // RemoteAddr is the peer's address.

@@ -170,6 +170,49 @@ func TestConn_AFullQueueIsReported(t *testing.T) {
 	}
 }
 
+// A peer that reads nothing while large frames pile up is reported by the
+// byte bound long before QueueLen frames wait: the queue never holds more
+// than QueueBytes (issue 12: a slow reader must not grow the hub's memory).
+// A frame alone in the queue is taken whatever its size.
+func TestConn_QueueBytesBoundsASlowReadersQueue(t *testing.T) {
+	const bound = 64 << 10
+	type result struct {
+		err        error
+		sent, max  int
+		aloneTaken error
+	}
+	done := make(chan result, 1)
+	url := serve(t, Options{MaxMessageBytes: 4096, QueueLen: 1 << 20, QueueBytes: bound, WriteTimeout: testDeadline}, func(c *Conn) {
+		go readToEnd(c)
+		var r result
+		for r.err == nil { // the client does not read frames
+			r.err = c.Send(make([]byte, 8<<10))
+			r.sent++
+			r.max = max(r.max, c.QueuedBytes())
+		}
+		done <- r
+		c.Kill()
+	})
+	dial(t, url)
+	r := <-done
+	if !errors.Is(r.err, ErrQueueFull) || r.max > bound {
+		t.Fatalf("send %d: %v with %d bytes queued at most; want ErrQueueFull and at most %d", r.sent, r.err, r.max, bound)
+	}
+
+	alone := make(chan error, 1)
+	url = serve(t, Options{MaxMessageBytes: 4096, QueueLen: 8, QueueBytes: 1, WriteTimeout: testDeadline}, func(c *Conn) {
+		go readToEnd(c)
+		c.Hold() // nothing is written meanwhile: the frame waits in the queue
+		alone <- c.Send(make([]byte, 1024))
+		c.Release()
+		c.Kill()
+	})
+	dial(t, url)
+	if err := <-alone; err != nil {
+		t.Fatalf("a frame alone in the queue: %v, want it taken", err)
+	}
+}
+
 // The keeper pings every socket: one whose peer answers stays up across
 // many intervals, one whose peer has stopped reading (no pong) is killed
 // and reported (PROTOCOL.md §1.1: a dead socket is reaped).

@@ -131,15 +131,34 @@ func compileGlob(pattern string) []globTok {
 			if len(body) > 0 && body[0] == '!' {
 				t.negate, body = true, body[1:]
 			}
+			// Python drops reversed ranges by splicing them out of the
+			// bracket's text, then reads a leading '!' as negation: so in
+			// "[c-a!x]" the '!' bared by dropping "c-a" negates ([^x]), and
+			// in "[c-a!-z]" it negates what is left, "-z". Found by
+			// FuzzFnmatch against a transcription of fnmatch.translate.
+			bared := false // reversed ranges dropped before any kept item
+			keep := func(lo, hi rune) {
+				if bared && !t.negate && lo == '!' {
+					t.negate = true
+					if lo != hi {
+						t.ranges = append(t.ranges, [2]rune{'-', '-'}, [2]rune{hi, hi})
+					}
+				} else {
+					t.ranges = append(t.ranges, [2]rune{lo, hi})
+				}
+				bared = false
+			}
 			for k := 0; k < len(body); {
 				if k+2 < len(body) && body[k+1] == '-' {
-					if body[k] <= body[k+2] { // Python drops reversed ranges
-						t.ranges = append(t.ranges, [2]rune{body[k], body[k+2]})
+					if body[k] <= body[k+2] {
+						keep(body[k], body[k+2])
+					} else if len(t.ranges) == 0 && !t.negate {
+						bared = true
 					}
 					k += 3
 					continue
 				}
-				t.ranges = append(t.ranges, [2]rune{body[k], body[k]})
+				keep(body[k], body[k])
 				k++
 			}
 			toks = append(toks, t)

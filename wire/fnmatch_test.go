@@ -41,6 +41,17 @@ func TestFnmatch_PythonFnmatchcaseSemantics(t *testing.T) {
 		{"proj/ab", "proj/a", false},
 		{"a\xffb", "a\xfeb", true}, // invalid bytes compare as U+FFFD, as Fnmatch always did
 		{"a\xffb", "a\uFFFDb", true},
+		// A '!' bared by dropping a reversed range negates (found by
+		// FuzzFnmatch; checked against CPython 3.11's fnmatchcase).
+		{"y", "[c-a!x]", true},
+		{"x", "[c-a!x]", false},
+		{"!", "[c-a!x]", true},
+		{"q", "[c-a!-z]", true},
+		{"-", "[c-a!-z]", false},
+		{"y", "[c-ab-a!x]", true},
+		{"!", "[xc-a!y]", true}, // not bared: a literal
+		{"q", "[c-a!]", true},
+		{"!", "[!c-a!x]", false}, // negated once only
 	}
 	for _, c := range cases {
 		if got := Fnmatch(c.name, c.pat); got != c.want {

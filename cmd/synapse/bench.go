@@ -67,6 +67,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return runBenchSoak(args[1:], stdout, stderr)
 	case "echo-server": // bench load --floor's child: not for users
 		return runEchoServer(args[1:], stderr)
+	case "attack": // bench load --hostile's child: not for users
+		return runAttack(args[1:], stdout, stderr)
 	case "core", "journal":
 	case "-h", "--help", "help":
 		fs.Usage()

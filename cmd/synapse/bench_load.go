@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,7 +10,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +21,7 @@ import (
 	"github.com/synapse-hub/synapse/internal/hubproc"
 )
 
-const benchLoadUsage = `Usage: synapse bench load [--agents 1,8,32] [--idle N] [--fanout full|scoped] [--journal] [--duration 5s] [--hostile N] [--json]
+const benchLoadUsage = `Usage: synapse bench load [--agents 1,8,32] [--idle N] [--fanout full|scoped] [--journal] [--duration 5s] [--hostile N [--hostile-kind K,…]] [--json]
 
 Measures a hub over real sockets, as users meet it. Without --uri it starts
 'synapse hub' as a child process on a free loopback port (memory only, or
@@ -34,6 +37,22 @@ hub CPU per operation is the figure to compare), the client's CPU µs per cycle
 and per chat, and the hub's resident memory. --json prints one object per
 agent count, one per line. A progress line goes to stderr.
 
+With --hostile N, the cycling phase is the quiet baseline (each agent at
+--cycle-rate, 20 cycles/s unless given: the started hub keeps its default
+pacing of 100 frames/s per socket, which a throughput run turns off), and one more
+cycling phase follows per --hostile-kind, beside N sockets attacking the hub
+that way: malformed (garbage, deep nesting, 64 KiB garbage), oversized
+(frames over the hub's limit), nested (100,000 open arrays), halfopen (TCP
+connections that never upgrade, and bound sockets that never read),
+slowreader (bound, reading a byte a second), bruteforce (wrong tokens, from
+127.0.0.2), takeover (eight sockets per name taking it over in turn),
+validflood (who_request, chat to self and heartbeats as fast as the hub
+takes them), or mix (all at once, the sockets shared). Each phase prints
+the good agents' claim p50/p99 against the quiet phase, the hub's RSS
+before, at its peak and after, how the hub ended the attackers' sockets and
+the hub counters (/metrics) that moved. A started hub gets a token when a
+kind needs one (bruteforce, mix).
+
 Flags:
 `
 
@@ -47,10 +66,13 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	journalOn := fs.Bool("journal", false, "the started hub keeps a journal (synchronous=FULL for claims) in a temporary folder")
 	duration := fs.Duration("duration", 5*time.Second, "how long each cycling phase runs")
 	conflict := fs.Float64("conflict", 0, "share of claims aimed at one contended scope (0..1)")
+	cycleRate := fs.Float64("cycle-rate", 0, "most claim+release cycles per second per agent (agents that think between claims), 0 = as fast as the hub answers (with --hostile: 20, under the hub's default --frames-per-socket)")
 	uri := fs.String("uri", "", "measure the hub at this address instead of starting one (its CPU is read with --hub-pid)")
 	hubPID := fs.Int("hub-pid", 0, "with --uri: the hub's process id, to read its CPU and memory from /proc")
 	asJSON := fs.Bool("json", false, "one JSON object per agent count, one per line")
-	hostile := fs.Int("hostile", 0, "sockets that flood malformed frames (garbage, deep nesting, 64 KiB garbage) through the cycling phase, as fast as the hub takes them")
+	hostile := fs.Int("hostile", 0, "hostile sockets: after the quiet cycling phase, one phase per --hostile-kind beside this many attackers")
+	hostileKind := fs.String("hostile-kind", "malformed", "attacks, comma-separated, one phase each: "+strings.Join(bench.HostileKinds, ", ")+", or mix (all at once)")
+	token := fs.String("token", "", "with --uri: the hub's connect token, sent by every agent")
 	floor := fs.Bool("floor", false, "first measure a bare WebSocket echo server (a child process) with the same client: no hub can cost less CPU per round trip on this machine, and a cycle is two")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -61,6 +83,20 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	if *fanout != "full" && *fanout != "scoped" {
 		fmt.Fprintln(stderr, "synapse bench load: --fanout is full or scoped")
 		return 2
+	}
+	kinds, err := bench.ParseHostileKinds(*hostileKind)
+	if err != nil {
+		fmt.Fprintln(stderr, "synapse bench load: --hostile-kind:", err)
+		return 2
+	}
+	hubToken := *token
+	if *uri == "" && *hostile > 0 && slices.ContainsFunc(kinds, func(k []string) bool { return slices.Contains(k, "bruteforce") }) {
+		hubToken = "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	}
+	if *hostile > 0 && *cycleRate == 0 {
+		// The hub paces each socket (--frames-per-socket, 100/s): agents
+		// cycling faster would be measured against that, not the attack.
+		*cycleRate = hostileCycleRate
 	}
 	var counts []int
 	for _, s := range strings.Split(*agentsFlag, ",") {
@@ -85,15 +121,17 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, n := range counts {
 		cfg := bench.LoadConfig{URI: *uri, HubPID: *hubPID, Agents: n, Idle: *idle, Scoped: *fanout == "scoped",
-			Duration: *duration, Conflict: *conflict, Hostile: *hostile, Progress: func(s string) { fmt.Fprintf(stderr, "\r  %-60s", s) }}
+			Duration: *duration, Conflict: *conflict, CycleRate: *cycleRate, Hostile: *hostile, HostileKinds: kinds, Token: hubToken, Progress: func(s string) { fmt.Fprintf(stderr, "\r  %-60s", s) }}
+		cfg.Attackers = attackProcess(cfg.URI, hubToken, *hostile)
 		stop := func() {}
 		if *uri == "" {
-			h, err := startHubChild(n+*idle, *journalOn)
+			h, err := startHubChild(n+*idle+2**hostile, hubToken, *hostile > 0, *journalOn)
 			if err != nil {
 				fmt.Fprintln(stderr, "synapse bench load:", err)
 				return 1
 			}
 			cfg.URI, cfg.HubPID, stop = h.uri, h.pid, h.stop
+			cfg.Attackers = attackProcess(h.uri, hubToken, *hostile)
 		}
 		fmt.Fprintf(stderr, "bench load: %d agents (+%d idle), %s fan-out, journal %v\n", n, *idle, *fanout, *journalOn)
 		res, err := bench.RunLoad(context.Background(), cfg)
@@ -109,16 +147,24 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		fmt.Fprintf(stdout, "agents %d (+%d idle, %s): connect %.2fs, %d cycles, %.0f cycles/s\n", res.Agents, res.Idle, res.Fanout, res.ConnectSeconds, res.Cycles, res.CyclesPerSecond)
-		fmt.Fprintf(stdout, "  claim p50 %.0f µs p99 %.0f µs max %.0f µs; release p50 %.0f µs p99 %.0f µs; refused (conflict) %d\n",
+		fmt.Fprintf(stdout, "  claim p50 %.0f µs p99 %.0f µs max %.0f µs; release p50 %.0f µs p99 %.0f µs; refused (conflict or error) %d\n",
 			res.Claim.P50, res.Claim.P99, res.Claim.Max, res.Release.P50, res.Release.P99, res.Conflicts)
-		if res.Hostile > 0 {
-			fmt.Fprintf(stdout, "  hostile: %d sockets sent %d malformed frames; the hub closed %d of them\n", res.Hostile, res.HostileFrames, res.HostileClosed)
+		for _, h := range res.Hostile {
+			fmt.Fprintf(stdout, "  hostile %s (%d sockets): claim p50 %.0f µs (%.2f× quiet) p99 %.0f µs (%.2f× quiet), %d cycles; %d sent on %d sockets\n",
+				h.Kind, h.Sockets, h.Claim.P50, h.P50Ratio, h.Claim.P99, h.P99Ratio, h.Cycles, h.Sent, h.Dials)
+			fmt.Fprintf(stdout, "    hub %.2f cores, agents %.2f cores, attackers %.2f cores; hub RSS %d → peak %d → %d KiB; sockets ended %v; hub counters %v\n",
+				h.HubCores, h.ClientCores, h.AttackerCores, h.RSSBeforeKB, h.RSSPeakKB, h.RSSAfterKB, h.Ends, h.Hub)
 		}
 		fmt.Fprintf(stdout, "  hub CPU %.0f µs/cycle, %.0f µs/chat (chat p50 %.0f µs); client CPU %.0f µs/cycle, %.0f µs/chat; hub RSS %d KiB\n",
 			res.HubCPUPerCycle, res.HubCPUPerChat, res.Chat.P50, res.ClientCPUPerCycle, res.ClientCPUPerChat, res.HubRSSKB)
 	}
 	return 0
 }
+
+// hostileCycleRate is each agent's cycles per second beside hostile
+// sockets, unless --cycle-rate says otherwise: 40 frames a second, under
+// the hub's default pace of 100 per socket.
+const hostileCycleRate = 20
 
 // hubChild is a hub started as a child process by a benchmark.
 type hubChild struct {
@@ -130,9 +176,11 @@ type hubChild struct {
 }
 
 // startHubChild runs this binary's hub on a free loopback port with limits
-// that fit sockets connections, with a journal in a temporary folder when
-// journalOn, given extra flags, and returns once it listens.
-func startHubChild(sockets int, journalOn bool, extra ...string) (*hubChild, error) {
+// that fit sockets connections, its token set to token, its per-socket
+// pacing of frames kept when paced (else off, for throughput), with a
+// journal in a temporary folder when journalOn, given extra flags, and
+// returns once it listens.
+func startHubChild(sockets int, token string, paced, journalOn bool, extra ...string) (*hubChild, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -145,6 +193,11 @@ func startHubChild(sockets int, journalOn bool, extra ...string) (*hubChild, err
 	ln.Close()
 	args := []string{"hub", "--port", strconv.Itoa(port), "--no-mcp", "--max-clients", strconv.Itoa(sockets + 16),
 		"--max-connections-per-host", "0", "--max-claims-per-agent", "1000000"}
+	if !paced {
+		// Throughput: agents that cycle as fast as the hub answers are
+		// not paced (a hub under attack keeps its default pacing).
+		args = append(args, "--frames-per-socket", "0")
+	}
 	dir, dbPath := "", ""
 	if journalOn {
 		if dir, err = os.MkdirTemp("", "synapse-bench-"); err != nil {
@@ -156,7 +209,7 @@ func startHubChild(sockets int, journalOn bool, extra ...string) (*hubChild, err
 		args = append(args, "--no-db")
 	}
 	cmd := exec.Command(self, append(args, extra...)...)
-	cmd.Env = append(os.Environ(), "SYNAPSE_TOKEN=")
+	cmd.Env = append(os.Environ(), "SYNAPSE_TOKEN="+token)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -187,6 +240,63 @@ func startHubChild(sockets int, journalOn bool, extra ...string) (*hubChild, err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	return &hubChild{uri: "ws://" + addr, metricsURL: "http://" + addr + "/metrics", dbPath: dbPath, pid: cmd.Process.Pid, stop: stop}, nil
+}
+
+// attackProcess starts a hostile phase's attackers as a child process
+// ('synapse bench attack'), so that they do not share a Go scheduler with
+// the good agents measured beside them; its stop interrupts the child and
+// reads what it did from its stdout.
+func attackProcess(uri, token string, n int) func(kinds []string, maxMsg int) (func() (bench.AttackStats, error), error) {
+	return func(kinds []string, maxMsg int) (func() (bench.AttackStats, error), error) {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(self, "bench", "attack", "--uri", uri, "--kinds", strings.Join(kinds, ","),
+			"--sockets", strconv.Itoa(n), "--max-msg-bytes", strconv.Itoa(maxMsg))
+		cmd.Env = append(os.Environ(), "SYNAPSE_TOKEN="+token)
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, os.Stderr
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		return func() (bench.AttackStats, error) {
+			_ = cmd.Process.Signal(os.Interrupt)
+			var st bench.AttackStats
+			if err := cmd.Wait(); err != nil {
+				return st, fmt.Errorf("attackers: %w", err)
+			}
+			if err := json.Unmarshal([]byte(out.String()), &st); err != nil {
+				return st, fmt.Errorf("attackers: %w", err)
+			}
+			return st, nil
+		}, nil
+	}
+}
+
+// runAttack is 'synapse bench attack' (bench load --hostile's child): the
+// attackers of one hostile phase, until interrupted; then what they did,
+// as JSON on stdout. The hub's token, if any, is in SYNAPSE_TOKEN.
+func runAttack(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench attack", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	uri := fs.String("uri", "", "the hub")
+	kinds := fs.String("kinds", "malformed", "attacks, comma-separated")
+	n := fs.Int("sockets", 1, "attackers")
+	maxMsg := fs.Int("max-msg-bytes", 1<<20, "the hub's frame limit")
+	if err := fs.Parse(args); err != nil || *uri == "" {
+		fmt.Fprintln(stderr, "synapse bench attack --uri URI --kinds K --sockets N: bench load --hostile's attackers")
+		return 2
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
+	st, err := bench.RunAttack(ctx, *uri, os.Getenv("SYNAPSE_TOKEN"), *maxMsg, strings.Split(*kinds, ","), *n)
+	if err != nil {
+		fmt.Fprintln(stderr, "synapse bench attack:", err)
+		return 1
+	}
+	printJSON(stdout, st)
+	return 0
 }
 
 // measureFloor runs this binary's bare echo server as a child process and

@@ -24,9 +24,10 @@ import (
 
 const hubUsage = `Usage: synapse hub [flags]
 
-Runs the coordination hub: WebSocket (protocol v2) and HTTP (/health, /metrics)
-on one port. With no flags it listens on ws://127.0.0.1:8876 and keeps its
-journal in %s, so a restart remembers every claim it acknowledged.
+Runs the coordination hub: WebSocket (protocol v2) and HTTP (/health, /metrics,
+the dashboard at /, its JSON API under /api/) on one port. With no flags it
+listens on ws://127.0.0.1:8876 and keeps its journal in %s,
+so a restart remembers every claim it acknowledged.
 
 Stop it with Ctrl-C (SIGINT) or SIGTERM: it stops accepting, finishes the
 batch in flight, closes the journal and exits 0.
@@ -61,12 +62,20 @@ type hubFlags struct {
 	journalMaxKB           int64        // the journal file's cap (--journal-max-kb)
 	malformedRate          float64
 	malformedBurst         int
+	closesRate             float64
+	framesRate             float64
+	framesBurst            int
+	closesBurst            int
 	sendQueue              int
+	sendQueueKB            int
 	pendingReceipts        int
 	pingInterval           time.Duration
 	pongTimeout            time.Duration
 	authTimeout            time.Duration
 	presenceWindow         time.Duration
+	eventBuffer            int // the dashboard's limits (docs/api.md)
+	eventStreams           int
+	recentRefusals         int
 
 	// security (docs/security.md)
 	tokenFile, keyFile        string
@@ -116,6 +125,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.logJSON, "log-json", false, "log as JSON lines on stderr")
 	fs.StringVar(&f.pprofAddr, "pprof", "", "serve Go's profiler (/debug/pprof/) at this loopback `ADDR` (e.g. 127.0.0.1:6060), apart from the hub's port; see docs/benchmarks.md")
 	noMCP := fs.Bool("no-mcp", false, "do not serve MCP (Streamable HTTP) at /mcp; see 'synapse mcp --help'")
+	noDashboard := fs.Bool("no-dashboard", false, "do not serve the dashboard at / and its JSON API under /api/ (docs/dashboard.md, docs/api.md)")
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the connect token from the first line of `PATH` (not world-readable; keeps it out of ps and shell history)")
 	fs.IntVar(&f.authFailLimit, "auth-fail-limit", hub.DefaultAuthFailuresPerMinute, "failed token attempts per remote host per minute before the host's attempts are refused unchecked (close 4010), 0 = unlimited")
 	fs.Var(&f.keySpecs, "message-auth-key", "per-message HMAC key `KEY_ID:SECRET:SENDER[,SENDER…]`: signed claim-family frames from those senders are verified (repeatable; the secret shows in ps, prefer --message-auth-key-file)")
@@ -162,13 +172,25 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		MaxFrameBytes: f.maxMsgKB << 10, MaxHistory: f.maxHistory,
 		Limits:          f.limits,
 		LeaseOfflineTTL: time.Duration(f.leaseOfflineTTL * float64(time.Second)),
-		SendQueue:       f.sendQueue, PendingReceiptWindow: f.pendingReceipts,
+		SendQueue:       f.sendQueue, SendQueueBytes: f.sendQueueKB << 10, PendingReceiptWindow: f.pendingReceipts,
 		PingInterval: f.pingInterval, PongTimeout: f.pongTimeout, AuthTimeout: f.authTimeout, PresenceWindow: f.presenceWindow,
 		MalformedPerSecond: f.malformedRate, MalformedBurst: f.malformedBurst,
+		ClosesPerHostPerSecond: f.closesRate, ClosesPerHostBurst: f.closesBurst,
+		FramesPerSocket: f.framesRate, FramesPerSocketBurst: f.framesBurst,
+		NoDashboard: *noDashboard, EventBuffer: f.eventBuffer, EventStreams: f.eventStreams, RecentRefusals: f.recentRefusals,
 		Logger: log,
 	}
 	if f.malformedRate <= 0 {
 		cfg.MalformedPerSecond = -1 // unpaced
+	}
+	if f.closesRate <= 0 {
+		cfg.ClosesPerHostPerSecond = -1 // off
+	}
+	if f.sendQueueKB <= 0 {
+		cfg.SendQueueBytes = -1 // frames only
+	}
+	if f.recentRefusals <= 0 {
+		cfg.RecentRefusals = -1 // none kept
 	}
 	if cfg.Federation, err = f.federationConfig(); err != nil {
 		fmt.Fprintln(stderr, "synapse hub:", err)
@@ -275,6 +297,13 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		selfURI = loopbackURI(f.host, ln.Addr())
 		fmt.Fprintf(stdout, "mcp: http://%s/mcp?name=PROJECT/AGENT (Streamable HTTP)\n", ln.Addr())
 	}
+	if !*noDashboard {
+		login := ""
+		if f.token != "" {
+			login = " (asks for the token)"
+		}
+		fmt.Fprintf(stdout, "dashboard: http://%s/%s\n", ln.Addr(), login)
+	}
 
 	if f.pprofAddr != "" {
 		stopProf, err := servePprof(f.pprofAddr, h.RequestPolicy())
@@ -335,14 +364,22 @@ func (f *hubFlags) registerLimits(fs *flag.FlagSet) {
 	fs.IntVar(&l.MaxNotesPerAuthor, "max-notes-per-author", d.MaxNotesPerAuthor, "progress notes kept per author")
 	fs.IntVar(&l.MaxNotesPerTask, "max-notes-per-task", d.MaxNotesPerTask, "progress notes kept per task")
 	fs.IntVar(&f.sendQueue, "send-queue", hub.DefaultSendQueue, "frames queued to one socket before it is dropped as a slow consumer")
+	fs.IntVar(&f.sendQueueKB, "send-queue-kb", hub.DefaultSendQueueBytes>>10, "KiB queued to one socket before it is dropped as a slow consumer (a reader that stops reading holds at most this), 0 = frames only (--send-queue)")
 	fs.IntVar(&f.pendingReceipts, "pending-receipt-window", hub.DefaultPendingReceiptWindow, "delivery receipts awaiting the recipient's ack; one more expires the oldest, and its sender gets an expired delivery_receipt")
 	fs.DurationVar(&f.pingInterval, "ping-interval", hub.DefaultPingInterval, "how often each socket is pinged")
 	fs.DurationVar(&f.pongTimeout, "pong-timeout", hub.DefaultPongTimeout, "how long a ping may go unanswered before the socket is reaped")
 	fs.DurationVar(&f.authTimeout, "auth-timeout", hub.DefaultAuthTimeout, "how long a new socket may take to send its first frame (close 4012)")
 	fs.Float64Var(&f.malformedRate, "malformed-per-socket", hub.DefaultMalformedPerSecond, "frames per second a socket may send that fail to decode, past --malformed-burst: its reads are paced to this (docs/security.md), 0 = unpaced")
 	fs.IntVar(&f.malformedBurst, "malformed-burst", hub.DefaultMalformedBurst, "frames failing to decode a socket may send before its reads are paced")
+	fs.Float64Var(&f.framesRate, "frames-per-socket", hub.DefaultFramesPerSocket, "frames per second one socket is read at, of every kind, past --frames-burst: its reads are paced, nothing refused; peer hubs exempt (docs/security.md), 0 = unpaced")
+	fs.IntVar(&f.framesBurst, "frames-burst", hub.DefaultFramesPerSocketBurst, "frames a socket may send at once before its reads are paced")
+	fs.Float64Var(&f.closesRate, "closes-per-host", hub.DefaultClosesPerHostPerSecond, "sockets per second one remote host may have closed for cause (oversized frame, wrong token, refused name or takeover, registration timeout, slow consumer) past --closes-burst; beyond, its new sockets wait before the upgrade (docs/security.md), 0 = off")
+	fs.IntVar(&f.closesBurst, "closes-burst", hub.DefaultClosesPerHostBurst, "sockets one remote host may have closed for cause before its new sockets wait")
 	fs.Int64Var(&f.journalMaxKB, "journal-max-kb", 0, "largest the journal file may grow, in KiB, 0 = no cap: past it every mutation is refused as on a full disk until the hub restarts with room (docs/journal.md, Disk faults)")
 	fs.DurationVar(&f.presenceWindow, "presence-window", hub.DefaultPresenceWindow, "presence changes within this of the last presence_update are sent together at its end (docs/protocol.md, Presence)")
+	fs.IntVar(&f.eventBuffer, "dashboard-event-buffer", hub.DefaultEventBuffer, "events queued to one /api/events stream before it is dropped as too slow (its browser reconnects and reloads the state)")
+	fs.IntVar(&f.eventStreams, "dashboard-streams", hub.DefaultEventStreams, "/api/events streams open at once (503 beyond)")
+	fs.IntVar(&f.recentRefusals, "dashboard-refusals", hub.DefaultRecentRefusals, "recent refusals /api/state and the dashboard list, 0 = none")
 }
 
 // openHubJournal opens the hub's journal for writing. When the file, its

@@ -60,10 +60,13 @@ func TestHub_EveryLimitHasAFlag(t *testing.T) {
 	if err := fs.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	if f.limits != coord.DefaultLimits() || f.sendQueue != hub.DefaultSendQueue || f.pendingReceipts != hub.DefaultPendingReceiptWindow ||
-		f.pingInterval != hub.DefaultPingInterval ||
+	if f.limits != coord.DefaultLimits() || f.sendQueue != hub.DefaultSendQueue || f.sendQueueKB<<10 != hub.DefaultSendQueueBytes ||
+		f.pendingReceipts != hub.DefaultPendingReceiptWindow || f.pingInterval != hub.DefaultPingInterval ||
 		f.pongTimeout != hub.DefaultPongTimeout || f.authTimeout != hub.DefaultAuthTimeout || f.presenceWindow != hub.DefaultPresenceWindow ||
-		f.malformedRate != hub.DefaultMalformedPerSecond || f.malformedBurst != hub.DefaultMalformedBurst {
+		f.malformedRate != hub.DefaultMalformedPerSecond || f.malformedBurst != hub.DefaultMalformedBurst ||
+		f.closesRate != hub.DefaultClosesPerHostPerSecond || f.closesBurst != hub.DefaultClosesPerHostBurst ||
+		f.framesRate != hub.DefaultFramesPerSocket || f.framesBurst != hub.DefaultFramesPerSocketBurst ||
+		f.eventBuffer != hub.DefaultEventBuffer || f.eventStreams != hub.DefaultEventStreams || f.recentRefusals != hub.DefaultRecentRefusals {
 		t.Fatalf("defaults %+v differ from the hub's", f)
 	}
 	cases := []struct {
@@ -86,14 +89,22 @@ func TestHub_EveryLimitHasAFlag(t *testing.T) {
 		{"max-notes-per-author", "13", func() any { return f.limits.MaxNotesPerAuthor }, 13},
 		{"max-notes-per-task", "14", func() any { return f.limits.MaxNotesPerTask }, 14},
 		{"send-queue", "99", func() any { return f.sendQueue }, 99},
+		{"send-queue-kb", "512", func() any { return f.sendQueueKB }, 512},
 		{"pending-receipt-window", "17", func() any { return f.pendingReceipts }, 17},
 		{"ping-interval", "3s", func() any { return f.pingInterval }, 3 * time.Second},
 		{"pong-timeout", "4s", func() any { return f.pongTimeout }, 4 * time.Second},
 		{"auth-timeout", "5s", func() any { return f.authTimeout }, 5 * time.Second},
 		{"malformed-per-socket", "2.5", func() any { return f.malformedRate }, 2.5},
 		{"malformed-burst", "7", func() any { return f.malformedBurst }, 7},
+		{"frames-per-socket", "50", func() any { return f.framesRate }, 50.0},
+		{"frames-burst", "60", func() any { return f.framesBurst }, 60},
+		{"closes-per-host", "3.5", func() any { return f.closesRate }, 3.5},
+		{"closes-burst", "8", func() any { return f.closesBurst }, 8},
 		{"journal-max-kb", "64", func() any { return f.journalMaxKB }, int64(64)},
 		{"presence-window", "250ms", func() any { return f.presenceWindow }, 250 * time.Millisecond},
+		{"dashboard-event-buffer", "16", func() any { return f.eventBuffer }, 16},
+		{"dashboard-streams", "3", func() any { return f.eventStreams }, 3},
+		{"dashboard-refusals", "5", func() any { return f.recentRefusals }, 5},
 	}
 	for _, c := range cases {
 		if err := fs.Parse([]string{"--" + c.flag, c.value}); err != nil {

@@ -1,0 +1,251 @@
+package hub
+
+// The dashboard's JSON (GET /api/state, the bodies of /api/events;
+// docs/api.md). The state is gathered in one Query on the sequencer's
+// leader: pointers to the immutable claims and board tasks, and, under
+// Hub.mu, the registry's small maps and the feed's event counter, so every
+// part is of one instant. Sorting and encoding happen afterwards, on the
+// request's goroutine, as state_request does.
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/federation"
+)
+
+// APIState is the body of GET /api/state.
+type APIState struct {
+	HubID       string  `json:"hub_id"`
+	Version     string  `json:"version"`
+	GeneratedAt float64 `json:"generated_at"` // the hub's clock, unix seconds
+	Secured     bool    `json:"secured"`      // the hub has a token: the page offers to sign out
+	// EventID is the id of the last /api/events event this state reflects:
+	// apply only events with a greater id.
+	EventID     uint64             `json:"event_id"`
+	Health      APIHealth          `json:"health"`
+	Agents      []APIAgent         `json:"agents"`
+	Claims      []APIClaim         `json:"claims"`
+	Board       APIBoard           `json:"board"`
+	Refusals    []APIRefusal       `json:"refusals"`
+	DeadLetters []APIDeadLetter    `json:"dead_letters"`
+	Mailbox     map[string]int64   `json:"mailbox_pending"` // null when the hub keeps no mailbox (no journal)
+	Federation  *federation.Status `json:"federation,omitempty"`
+}
+
+// APIHealth is the hub's and its journal's health.
+type APIHealth struct {
+	Status           string  `json:"status"` // ok, degraded, fenced
+	Reason           string  `json:"reason,omitempty"`
+	Journal          string  `json:"journal"` // sqlite, etcd, memory
+	UptimeSeconds    float64 `json:"uptime_seconds"`
+	OnlineAgents     int     `json:"online_agents"`
+	ConnectedClients int     `json:"connected_clients"`
+	ActiveClaims     int     `json:"active_claims"`
+	BoardTasks       int     `json:"board_tasks"`
+	Epoch            int64   `json:"epoch"` // the highest fencing epoch issued
+	EventStreams     int     `json:"event_streams"`
+	Commands         int64   `json:"commands"` // requests the sequencer answered
+	Appends          int64   `json:"journal_appends"`
+	Snapshots        int64   `json:"snapshots"`
+	SnapshotErrors   int64   `json:"snapshot_errors"`
+}
+
+// APIAgent is one agent the hub has seen.
+type APIAgent struct {
+	Name     string   `json:"name"`
+	Online   bool     `json:"online"`
+	LastSeen float64  `json:"last_seen"`
+	Roles    []string `json:"roles,omitempty"`
+	// LastReaction is when an online agent last sent anything but a
+	// heartbeat; ProvenLive says it did within 90 s, or has a waiting
+	// sidecar (who_snapshot.agent_liveness).
+	LastReaction  float64 `json:"last_reaction,omitempty"`
+	ProvenLive    bool    `json:"proven_live"`
+	HasLiveWaiter bool    `json:"has_live_waiter,omitempty"`
+	Claims        int     `json:"claims"` // live claims it owns
+}
+
+// APIClaim is one live claim.
+type APIClaim struct {
+	TaskID     string   `json:"task_id"`
+	Owner      string   `json:"owner"`
+	Worktree   string   `json:"worktree"`
+	Paths      []string `json:"paths"` // empty: the whole worktree
+	Epoch      int64    `json:"epoch"`
+	Version    int64    `json:"version"`
+	Status     string   `json:"status"`
+	Note       string   `json:"note,omitempty"`
+	ClaimedAt  float64  `json:"claimed_at"`
+	ExpiresAt  float64  `json:"lease_expires_at"`
+	Checkpoint bool     `json:"has_checkpoint"`
+}
+
+// APIBoard is the task board.
+type APIBoard struct {
+	Tasks []APITask `json:"tasks"`
+	Ready []string  `json:"ready"` // open tasks whose dependencies are all done or cancelled
+}
+
+// APITask is one board task.
+type APITask struct {
+	TaskID         string   `json:"task_id"`
+	Title          string   `json:"title"`
+	Status         string   `json:"status"`
+	DependsOn      []string `json:"depends_on"`
+	SuggestedOwner string   `json:"suggested_owner,omitempty"`
+	Project        string   `json:"project,omitempty"`
+	Version        int64    `json:"version"`
+	CreatedBy      string   `json:"created_by,omitempty"`
+	UpdatedAt      float64  `json:"updated_at"`
+}
+
+// APIRefusal is one refused request, with both parties.
+type APIRefusal struct {
+	At     float64 `json:"at"`
+	Verb   string  `json:"verb"` // the refusal frame: claim_denied, release_denied, error, ...
+	Code   string  `json:"code"` // error_code: SCOPE_CONFLICT, EPOCH_STALE, ...
+	Agent  string  `json:"agent"`
+	TaskID string  `json:"task_id,omitempty"`
+	// Holder is who stood in the way (a live lease's or a conflicting
+	// scope's owner); ConflictTask the task whose scope conflicts.
+	Holder       string `json:"holder,omitempty"`
+	ConflictTask string `json:"conflict_task,omitempty"`
+	Message      string `json:"message"`
+}
+
+// APIDeadLetter is a target whose directed chats found nobody.
+type APIDeadLetter struct {
+	Target     string  `json:"target"`
+	Count      int64   `json:"count"`
+	LastTS     float64 `json:"last_ts"`
+	LastSender string  `json:"last_sender"`
+}
+
+func apiClaim(c *coord.Claim) APIClaim {
+	paths := c.Paths
+	if paths == nil {
+		paths = []string{}
+	}
+	return APIClaim{TaskID: c.TaskID, Owner: c.Owner, Worktree: c.Worktree, Paths: paths, Epoch: c.Epoch,
+		Version: c.Version, Status: c.Status.String(), Note: c.Note, ClaimedAt: c.ClaimedAt, ExpiresAt: c.ExpiresAt,
+		Checkpoint: c.Checkpoint != ""}
+}
+
+func apiTask(t *coord.BoardTask) APITask {
+	deps := t.DependsOn
+	if deps == nil {
+		deps = []string{}
+	}
+	return APITask{TaskID: t.TaskID, Title: t.Title, Status: t.Status, DependsOn: deps,
+		SuggestedOwner: t.SuggestedOwner, Project: t.Project, Version: t.Version, CreatedBy: t.CreatedBy,
+		UpdatedAt: t.UpdatedAt}
+}
+
+// State gathers the dashboard's state (GET /api/state). It holds the
+// sequencer for a pointer copy per claim and task, and Hub.mu for a copy of
+// the registry's bounded maps; the rest runs on the caller's goroutine.
+func (h *Hub) State(ctx context.Context) (APIState, error) {
+	type refs struct {
+		claims   []*coord.Claim
+		tasks    []*coord.BoardTask
+		epoch    int64
+		at       float64
+		agents   []APIAgent
+		dead     []APIDeadLetter
+		refusals []APIRefusal
+		eventID  uint64
+		clients  int
+		online   int
+	}
+	v, err := h.seq.Query(ctx, func(st *coord.State) any {
+		r := refs{claims: st.ClaimPointers(), tasks: st.BoardTaskPointers(), epoch: st.Epoch()}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		r.at = h.now()
+		r.agents = make([]APIAgent, 0, len(h.reg.lastSeen))
+		for n, seen := range h.reg.lastSeen {
+			a := APIAgent{Name: n, LastSeen: seen}
+			if s := h.reg.byName[n]; s != nil {
+				a.Online, a.Roles, a.LastReaction = true, s.roles, s.lastReaction
+				a.HasLiveWaiter = h.reg.byName[n+"-rx"] != nil || h.reg.byName[n+"-pane-rx"] != nil
+				a.ProvenLive = r.at-s.lastReaction <= livenessWindow || a.HasLiveWaiter
+			}
+			r.agents = append(r.agents, a)
+		}
+		r.dead = h.deadLettersLocked()
+		r.clients, r.online = h.liveSocketsLocked(), len(h.reg.byName)
+		h.feed.mu.Lock()
+		r.eventID, r.refusals = h.feed.seq, h.feed.recentLocked()
+		h.feed.mu.Unlock()
+		return r
+	})
+	if err != nil {
+		return APIState{}, err
+	}
+	r := v.(refs)
+	out := APIState{HubID: h.cfg.HubID, Version: Version, GeneratedAt: r.at, Secured: h.cfg.Token != "",
+		EventID: r.eventID, Refusals: r.refusals}
+
+	owned := map[string]int{}
+	out.Claims = make([]APIClaim, 0, len(r.claims))
+	for _, c := range r.claims {
+		if c.Live(r.at) { // a lapsed lease the next tick will expire is no longer held
+			out.Claims = append(out.Claims, apiClaim(c))
+			owned[c.Owner]++
+		}
+	}
+	sort.Slice(out.Claims, func(i, j int) bool { return out.Claims[i].TaskID < out.Claims[j].TaskID })
+
+	slices.SortFunc(r.tasks, func(a, b *coord.BoardTask) int { return strings.Compare(a.TaskID, b.TaskID) })
+	out.Board.Tasks = make([]APITask, 0, len(r.tasks))
+	for _, t := range r.tasks {
+		out.Board.Tasks = append(out.Board.Tasks, apiTask(t))
+	}
+	out.Board.Ready = coord.ReadyOf(r.tasks)
+	if out.Board.Ready == nil {
+		out.Board.Ready = []string{}
+	}
+
+	for i := range r.agents {
+		r.agents[i].Claims = owned[r.agents[i].Name]
+	}
+	sort.Slice(r.agents, func(i, j int) bool { return r.agents[i].Name < r.agents[j].Name })
+	out.Agents = r.agents
+	sortDeadLetters(r.dead) // worst first, as state_snapshot
+	out.DeadLetters = r.dead
+
+	out.Health = h.apiHealth(r.at, r.online, r.clients)
+	out.Health.ActiveClaims, out.Health.BoardTasks, out.Health.Epoch = len(out.Claims), len(out.Board.Tasks), r.epoch
+
+	if h.cfg.Journal != nil {
+		out.Mailbox = h.mailboxCounts()
+	}
+	if h.fed.Governed() || len(h.fed.Peers()) > 0 {
+		used := map[string]bool{}
+		for _, a := range out.Agents {
+			if a.Online {
+				used[coord.NamespaceOf(identity(a.Name))] = true
+			}
+		}
+		extra := make([]string, 0, len(used))
+		for ns := range used {
+			extra = append(extra, ns)
+		}
+		st := h.fed.Status(extra)
+		out.Federation = &st
+	}
+	return out, nil
+}
+
+// apiHealth is /health's verdict with the sequencer's counters.
+func (h *Hub) apiHealth(now float64, online, clients int) APIHealth {
+	hl := APIHealth{UptimeSeconds: now - h.started, OnlineAgents: online, ConnectedClients: clients, EventStreams: h.feed.streams()}
+	hl.Status, hl.Reason, hl.Journal = h.health()
+	st := h.seq.Stats()
+	hl.Commands, hl.Appends, hl.Snapshots, hl.SnapshotErrors = st.Commands, st.Appends, st.Snapshots, st.SnapshotErrors
+	return hl
+}
