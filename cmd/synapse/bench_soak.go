@@ -103,7 +103,7 @@ func runBenchSoak(args []string, stdout, stderr io.Writer) int {
 	if *pprofAddr != "" {
 		extra = []string{"--pprof", *pprofAddr}
 	}
-	h, err := startHubChild(2**teams+*readers+2**churn, !*noDB, extra...)
+	h, err := startHubChild(2**teams+*readers+2**churn, "", true, !*noDB, extra...) // the hub paced as deployed
 	if err != nil {
 		fmt.Fprintln(stderr, "synapse bench soak:", err)
 		return 1
