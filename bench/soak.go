@@ -558,7 +558,7 @@ func soakChurner(ctx context.Context, uri string, idx int, n *soakCounts) {
 				return nil
 			}
 			a := &loadAgent{name: name, c: c}
-			err = a.register(dctx, false, takeover)
+			err = a.register(dctx, "", false, takeover)
 			if err == nil {
 				n.connects.Add(1)
 				if takeover {
