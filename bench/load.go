@@ -107,22 +107,25 @@ func dialAgent(ctx context.Context, uri, name, token string, scoped bool) (*load
 		return nil, err
 	}
 	a := &loadAgent{name: name, c: c}
-	if err := a.register(ctx, token, scoped); err != nil {
+	if err := a.register(ctx, token, scoped, false); err != nil {
 		c.close()
 		return nil, err
 	}
 	return a, nil
 }
 
-// register sends the agent's first frame and waits until the hub has read
-// it.
-func (a *loadAgent) register(ctx context.Context, token string, scoped bool) error {
+// register sends the agent's first frame (with takeover, evicting a live
+// socket of the same name) and waits until the hub has read it.
+func (a *loadAgent) register(ctx context.Context, token string, scoped, takeover bool) error {
 	b := appendField(a.request("heartbeat", "System"), "payload", "online")
 	if token != "" {
 		b = appendField(b, "token", token)
 	}
 	if scoped {
 		b = appendField(b, "fanout", "scoped")
+	}
+	if takeover {
+		b = append(pyjson.AppendKey(b, "takeover"), "true"...)
 	}
 	if err := a.send(b); err != nil {
 		return fmt.Errorf("register %s: %w", a.name, err)

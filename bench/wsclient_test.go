@@ -79,7 +79,7 @@ func dialTapped(t *testing.T, uri, name string, maxRead int) (*loadAgent, *tappe
 	}
 	a := &loadAgent{name: name, c: c}
 	t.Cleanup(a.close)
-	if err := a.register(t.Context(), "", false); err != nil {
+	if err := a.register(t.Context(), "", false, false); err != nil {
 		t.Fatal(err)
 	}
 	return a, tap

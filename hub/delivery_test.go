@@ -723,3 +723,121 @@ func TestPendingWindow_BoundAndOldestFirst(t *testing.T) {
 		t.Fatalf("left %d members, %d reserved", w.len(), w.reserved)
 	}
 }
+
+// A reconnect must not recount an identity's mailbox from its watermark:
+// for an agent that never acks, that is every directed chat ever sent, and
+// each `who` after any reconnect paid it, more with every chat (found by
+// synapse bench soak: who_request was half the hub's CPU after 7 minutes).
+// Coming back with the same roles reads only the chats sent while away;
+// the counts stay what a recount from the watermark gives.
+func TestMailbox_ReconnectReadsOnlyWhatItMissed_INV_DG_3(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.db")
+	j := openJournalHub(t, path)
+	a := j.join("p/a")
+	sendAll(t, a, "p/a", "p/b", 300, "old") // history nobody acks
+	reviewer := map[string]any{"roles": []string{"q/reviewer"}}
+	c := j.join("q/c", reviewer)
+	pendingOf(t, a, "p/a")
+	named, group := 0, 0
+	for round := range 3 {
+		c.close()
+		sendAll(t, a, "p/a", "q/reviewer", 2, fmt.Sprintf("role%d", round)) // reaches q/c only while online
+		sendAll(t, a, "p/a", "q/c", 1, fmt.Sprintf("name%d", round))
+		named, group = named+1, group+2
+		if got := pendingCount(t, pendingOf(t, a, "p/a"), "q/c"); got != named {
+			t.Fatalf("round %d, q/c away: mailbox_pending %d, want %d (named only)", round, got, named)
+		}
+		before := j.h.mb.read.Load()
+		c = j.join("q/c", reviewer)
+		if got := pendingCount(t, pendingOf(t, a, "p/a"), "q/c"); got != named+group {
+			t.Fatalf("round %d, q/c back: mailbox_pending %d, want %d", round, got, named+group)
+		}
+		if read := j.h.mb.read.Load() - before; read > 3 {
+			t.Errorf("round %d: the recount read %d directed chats, want at most the 3 sent while q/c was away", round, read)
+		}
+	}
+	// Visits nobody asks `who` about (a one-shot CLI command): each keeps
+	// its gap to catch up on, the chats counted live meanwhile dropped.
+	before := j.h.mb.read.Load()
+	for visit := range 3 {
+		c.close()
+		sendAll(t, a, "p/a", "q/reviewer", 1, fmt.Sprintf("visit%d", visit))
+		c = j.join("q/c", reviewer)
+		sendAll(t, a, "p/a", "q/reviewer", 1, fmt.Sprintf("during%d", visit))
+		group += 2
+	}
+	if got := pendingCount(t, pendingOf(t, a, "p/a"), "q/c"); got != named+group {
+		t.Fatalf("after visits: mailbox_pending %d, want %d", got, named+group)
+	}
+	if read := j.h.mb.read.Load() - before; read > 5 {
+		t.Errorf("after visits: the recount read %d directed chats, want at most the 5 sent since q/c first left", read)
+	}
+	c.close()
+	c = j.join("q/c", map[string]any{"roles": []string{"q/other"}}) // other roles: a recount from the watermark
+	if got := pendingCount(t, pendingOf(t, a, "p/a"), "q/c"); got != named {
+		t.Fatalf("back with other roles: mailbox_pending %d, want %d (named only)", got, named)
+	}
+	c.close()
+	a.close()
+	j.close()
+	j = openJournalHub(t, path) // a restart: counted from the journal with the roles it comes back with
+	a = j.join("p/a")
+	j.join("q/c", reviewer)
+	if got := pendingCount(t, pendingOf(t, a, "p/a"), "q/c"); got != named+group {
+		t.Fatalf("after a restart: mailbox_pending %d, want %d", got, named+group)
+	}
+}
+
+// The split counts (named, group, catch-ups) must report what a recount
+// from the watermark under the current presence and roles gives, whatever
+// the order of joins, leaves, role changes, chats and `who`s: a seeded
+// random walk checks every identity at every `who` against that scan.
+func TestMailbox_PendingMatchesAFullRecount_RandomWalk_INV_DG_3(t *testing.T) {
+	j := openJournalHub(t, filepath.Join(t.TempDir(), "j.db"))
+	a := j.join("p/a")
+	ids := []string{"q/c", "q/d"}
+	roleSets := [][]string{nil, {"q/reviewer"}, {"q/other"}, {"q/reviewer", "q/other"}}
+	targets := []string{"q/c", "q/d", "q/reviewer", "q/other", "q", "q/*", "q/c,q/d", "p/a", "r/x"}
+	conns := map[string]*tconn{}
+	seed := uint64(12)
+	next := func(n int) int { // a fixed sequence, no clock: xorshift
+		seed ^= seed << 13
+		seed ^= seed >> 7
+		seed ^= seed << 17
+		return int(seed % uint64(n))
+	}
+	for step := range 300 {
+		switch op := next(10); {
+		case op < 3:
+			id := ids[next(len(ids))]
+			if c := conns[id]; c != nil {
+				c.close()
+				delete(conns, id)
+			} else {
+				roles := roleSets[next(len(roleSets))]
+				conns[id] = j.join(id, map[string]any{"roles": roles})
+			}
+		case op < 8:
+			sendAll(t, a, "p/a", targets[next(len(targets))], 1, fmt.Sprintf("s%d", step))
+		default:
+			got := pendingOf(t, a, "p/a")
+			for _, id := range ids {
+				want := 0
+				err := j.st.ScanDirected(0, func(d journal.DirectedChat) error {
+					j.h.mu.Lock()
+					defer j.h.mu.Unlock()
+					if j.h.countsLocked(d.Target, d.Sender, id) {
+						want++
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := pendingCount(t, got, id); n != want {
+					t.Fatalf("step %d: mailbox_pending[%s] = %d, a full recount gives %d", step, id, n, want)
+				}
+			}
+		}
+	}
+}

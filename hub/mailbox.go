@@ -14,14 +14,25 @@ package hub
 // a recount reads directed_chats after the watermark outside the lock, up
 // to the newest directed chat the projection had seen, and adds the chats
 // counted live since. What counts for identity X: directed chats after X's
-// watermark, not sent by X, whose target names X exactly (a comma part) or,
-// while X is online, reaches X by project or role.
+// watermark, not sent by X, whose target names X exactly (a comma part:
+// "named") or, while X is online, reaches X by name pattern, project or role
+// ("group").
+//
+// The two parts are kept apart so that presence does not cost a recount:
+// an identity that goes offline keeps its group count (it is only not
+// reported), and one that comes back with the same roles reads only the
+// directed chats sent while it was away (a catch-up). A recount from the
+// watermark reads every directed chat after it, which for an identity that
+// never acks is the whole history: the soak (synapse bench soak) found each
+// `who` after a reconnect costing that, more with every chat ever sent.
 
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/synapse-hub/synapse/journal"
@@ -43,18 +54,40 @@ const (
 
 type mailboxes struct {
 	ids          map[string]*mbox
-	clock        uint64 // LRU clock
-	lastDirected int64  // newest directed chat seq the projection counted
+	clock        uint64       // LRU clock
+	lastDirected int64        // newest directed chat seq the projection counted
+	read         atomic.Int64 // directed chats recounts read from the journal (a metric)
 }
 
 type mbox struct {
 	wm      int64 // watermark (valid when wmKnown)
 	wmKnown bool
-	valid   bool  // pending is exact; else recount (wm, base] and add delta
-	pending int64 // exact count, or the delta counted live after base
+	valid   bool  // named (and group, when groupKnown) exact; else recount (wm, base] and add the deltas
+	named   int64 // chats naming the identity: exact, or the delta counted live after base
+	group   int64 // chats reaching it otherwise, with roles (see groupKnown, away)
 	base    int64
 	gen     uint64 // bumped on every invalidation
 	used    uint64
+	// groupKnown: group counts the chats after wm that reach the identity
+	// with roles, through the moment it went away if away, else live.
+	groupKnown bool
+	roles      []string // the roles group is counted with
+	away       bool     // offline: group stopped counting at awayFrom
+	awayFrom   int64
+	// catchUp: back with the same roles; group still lacks the chats in
+	// (catchFrom, catchTo], sent while it was away, and has counted
+	// sinceCatch live since it came back.
+	catchUp            bool
+	catchFrom, catchTo int64
+	sinceCatch         int64
+}
+
+// pending is what the identity has waiting, as mailbox_pending reports it.
+func (e *mbox) pending(online bool) int64 {
+	if online {
+		return e.named + e.group
+	}
+	return e.named
 }
 
 func (m *mailboxes) init() { m.ids = make(map[string]*mbox) }
@@ -74,7 +107,8 @@ func (m *mailboxes) entryLocked(h *Hub, id string) *mbox {
 }
 
 func (e *mbox) invalidate(base int64) {
-	e.valid, e.pending, e.base = false, 0, base
+	e.valid, e.named, e.group, e.base = false, 0, 0, base
+	e.groupKnown, e.catchUp, e.sinceCatch = false, false, 0
 	e.gen++
 }
 
@@ -102,18 +136,24 @@ func (m *mailboxes) evictLocked(h *Hub) {
 
 // countsLocked reports whether a directed chat counts as pending for id.
 func (h *Hub) countsLocked(target, sender, id string) bool {
+	named, group := reach(target, sender, id, h.rolesLocked(id))
+	return named || group && h.reg.byName[id] != nil
+}
+
+// reach says how a directed chat counts for identity id holding roles:
+// named (a comma part of its target is id), or else group (its target
+// reaches id by name pattern, project or role: it counts while id is
+// online). Neither for a chat id sent.
+func reach(target, sender, id string, roles []string) (named, group bool) {
 	if identity(sender) == id {
-		return false
+		return false, false
 	}
 	for _, part := range strings.Split(target, ",") {
 		if strings.TrimSpace(part) == id {
-			return true
+			return true, false
 		}
 	}
-	if rs := h.reg.byName[id]; rs != nil {
-		return isRecipient(target, []string{id}, h.rolesLocked(id))
-	}
-	return false
+	return false, isRecipient(target, []string{id}, roles)
 }
 
 // rolesLocked are the roles an identity holds: its seat's and its
@@ -144,8 +184,23 @@ func (m *mailboxes) onChatLocked(h *Hub, seq int64, sender, target string) {
 		h.feed.publish("mailbox", APIMailboxEvent{Identity: target})
 	}
 	count := func(id string, e *mbox) {
-		if (!e.wmKnown || seq > e.wm) && h.countsLocked(target, sender, id) {
-			e.pending++
+		if e.wmKnown && seq <= e.wm {
+			return
+		}
+		if h.reg.byName[id] == nil { // offline: only named chats count (group is frozen while away)
+			if named, _ := reach(target, sender, id, nil); named {
+				e.named++
+			}
+			return
+		}
+		switch named, group := reach(target, sender, id, h.rolesLocked(id)); {
+		case named:
+			e.named++
+		case group:
+			e.group++
+			if e.catchUp {
+				e.sinceCatch++
+			}
 		}
 	}
 	if !literalTarget(target) {
@@ -195,13 +250,50 @@ func (m *mailboxes) onWatermarkLocked(h *Hub, id string, through int64) {
 	}
 }
 
-// onPresenceLocked is called when an identity's seat or sidecar binds or
-// leaves: what counts for it changes with its roles and presence.
+// mailboxPresenceLocked is called when an identity's seat or sidecar binds
+// or leaves: what counts for it changes with its roles and presence. A
+// seat that leaves keeps its group count, unreported; one that comes back
+// with the same roles catches up on what it missed (one that leaves again
+// before the catch-up keeps the gap, its live count since dropped); a change
+// of roles recounts from the watermark.
 func (h *Hub) mailboxPresenceLocked(name string) {
 	if h.cfg.Journal == nil {
 		return
 	}
-	h.mb.entryLocked(h, identity(name)).invalidate(h.mb.lastDirected)
+	id := identity(name)
+	e := h.mb.entryLocked(h, id)
+	roles := h.rolesLocked(id)
+	online := h.reg.byName[id] != nil
+	switch {
+	case !e.valid:
+		e.invalidate(h.mb.lastDirected) // a recount in flight must not land
+		if online {
+			e.roles = roles // offline, it keeps the roles it had: a seat's go with it
+		}
+		e.away = !online
+	case !online && e.catchUp:
+		e.group -= e.sinceCatch
+		e.catchUp, e.sinceCatch, e.away, e.awayFrom = false, 0, true, e.catchFrom
+	case !online:
+		if !e.away {
+			e.away, e.awayFrom = true, h.mb.lastDirected
+		}
+	case !e.groupKnown || !sameRoles(roles, e.roles):
+		e.invalidate(h.mb.lastDirected)
+		e.roles, e.away = roles, false
+	case e.away:
+		e.away, e.catchUp, e.catchFrom, e.catchTo, e.sinceCatch = false, true, e.awayFrom, h.mb.lastDirected, 0
+	}
+}
+
+func sameRoles(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }
 
 // mailboxPending is who_snapshot.mailbox_pending: every online identity,
@@ -232,7 +324,7 @@ func (h *Hub) mailboxCounts() map[string]int64 {
 		}
 	}
 	for id, e := range h.mb.ids {
-		if h.reg.byName[id] != nil || !e.valid || e.pending > 0 {
+		if h.reg.byName[id] != nil || !e.valid || e.catchUp || e.named > 0 {
 			ids = append(ids, id)
 		}
 	}
@@ -256,7 +348,8 @@ func (h *Hub) online(id string) bool {
 var errStopScan = errors.New("stop")
 
 // recount makes id's count exact if it is not, reading the journal outside
-// the lock, and returns it.
+// the lock, and returns it: from the watermark when it was invalidated,
+// only the chats sent while it was away when it is catching up.
 func (h *Hub) recount(st *journal.Store, id string) (int64, bool) {
 	for attempt := 0; attempt < 3; attempt++ {
 		h.mu.Lock()
@@ -265,44 +358,65 @@ func (h *Hub) recount(st *journal.Store, id string) (int64, bool) {
 			h.mu.Unlock()
 			return 0, false
 		}
-		if e.valid {
-			n := e.pending
+		online := h.reg.byName[id] != nil
+		if e.valid && !e.catchUp {
+			n := e.pending(online)
 			h.mu.Unlock()
 			return n, true
 		}
-		gen, base, wm, wmKnown := e.gen, e.base, e.wm, e.wmKnown
+		gen, catchUp, wm, wmKnown := e.gen, e.catchUp, e.wm, e.wmKnown
+		from, to := wm, e.base
+		// The roles it holds now, or offline the ones it held when last
+		// online (a change of roles invalidates: gen).
+		roles := slices.Clone(e.roles)
+		if online {
+			roles = h.rolesLocked(id)
+		}
+		if catchUp {
+			from, to, roles = max(e.catchFrom, wm), e.catchTo, slices.Clone(e.roles)
+		}
 		h.mu.Unlock()
-		if !wmKnown {
+		if !wmKnown && !catchUp {
 			var err error
 			if wm, err = st.Watermark(id); err != nil {
 				return 0, false
 			}
+			from = wm
 		}
-		var n int64
-		var chats []journal.DirectedChat
-		err := st.ScanDirected(wm, func(d journal.DirectedChat) error {
-			if d.Seq > base {
+		var named, group int64
+		err := st.ScanDirected(from, func(d journal.DirectedChat) error {
+			if d.Seq > to {
 				return errStopScan
 			}
-			chats = append(chats, journal.DirectedChat{Sender: d.Sender, Target: d.Target})
+			h.mb.read.Add(1)
+			switch n, g := reach(d.Target, d.Sender, id, roles); {
+			case n:
+				named++
+			case g:
+				group++
+			}
 			return nil
 		})
 		if err != nil && !errors.Is(err, errStopScan) {
 			return 0, false
 		}
 		h.mu.Lock()
-		for _, d := range chats {
-			if h.countsLocked(d.Target, d.Sender, id) {
-				n++
+		if e2 := h.mb.ids[id]; e2 == e && e.gen == gen && e.catchUp == catchUp {
+			if catchUp { // named was counted live while away
+				e.group += group
+				e.catchUp, e.sinceCatch = false, 0
+			} else {
+				if !e.wmKnown {
+					e.wm, e.wmKnown = wm, true
+				}
+				// Offline, group is exact through to (it counts no more
+				// while away); online, it has counted live since.
+				e.named += named
+				e.group += group
+				e.valid, e.groupKnown, e.roles = true, true, roles
+				e.away, e.awayFrom = !online, to
 			}
-		}
-		if e2 := h.mb.ids[id]; e2 == e && e.gen == gen {
-			if !e.wmKnown {
-				e.wm, e.wmKnown = wm, true
-			}
-			e.pending += n
-			e.valid = true
-			n = e.pending
+			n := e.pending(online)
 			h.mu.Unlock()
 			return n, true
 		}
@@ -523,7 +637,7 @@ func (h *Hub) loadDelivery() (overflow []journal.ReceiptRow, err error) {
 	}
 	now := h.now()
 	for id, wm := range marks {
-		h.mb.ids[id] = &mbox{wm: wm, wmKnown: true, valid: true}
+		h.mb.ids[id] = &mbox{wm: wm, wmKnown: true, valid: true, away: true}
 	}
 	err = st.ScanDirected(0, func(d journal.DirectedChat) error {
 		h.mb.lastDirected = d.Seq
@@ -534,11 +648,11 @@ func (h *Hub) loadDelivery() (overflow []journal.ReceiptRow, err error) {
 			}
 			e := h.mb.ids[p]
 			if e == nil {
-				e = &mbox{wmKnown: true, valid: true}
+				e = &mbox{wmKnown: true, valid: true, away: true}
 				h.mb.ids[p] = e
 			}
 			if d.Seq > e.wm {
-				e.pending++
+				e.named++
 			}
 		}
 		if d.Dead && now-d.TS <= deadLetterMaxAge {

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"runtime"
+	rtmetrics "runtime/metrics"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -195,8 +197,27 @@ func newMetrics(h *Hub) *metrics {
 	gaugeFunc("synapse_socket_writes", "Write system calls to sockets by writer goroutines.", func() float64 { return float64(transport.Stats().Writes) })
 	gaugeFunc("synapse_socket_inline_writes", "Non-blocking socket writes by the goroutine that read the request (its own replies).", func() float64 { return float64(transport.Stats().InlineWrites) })
 	gaugeFunc("synapse_sequencer_inline_calls", "Calls decided on the caller's goroutine because the sequencer was idle (no hand-off).", func() float64 { return float64(h.seq.Stats().Inline) })
+	gaugeFunc("synapse_mailbox_recount_chats_read", "Directed chats read from the journal to make mailbox_pending counts exact.", func() float64 { return float64(h.mb.read.Load()) })
+	// The process's own footprint, for soaks (synapse bench soak) and
+	// dashboards: goroutines, and the heap from runtime/metrics, which reads
+	// it without stopping the world (runtime.ReadMemStats would).
+	gaugeFunc("synapse_go_goroutines", "Goroutines of the hub process.", func() float64 { return float64(runtime.NumGoroutine()) })
+	gaugeFunc("synapse_go_heap_live_bytes", "Heap bytes the last garbage collection marked live.", runtimeMetric("/gc/heap/live:bytes"))
+	gaugeFunc("synapse_go_heap_objects_bytes", "Heap bytes in objects, live or not yet swept.", runtimeMetric("/memory/classes/heap/objects:bytes"))
 	gaugeFunc("synapse_sequencer_max_batch", "Most requests one batch carried.", func() float64 { return float64(h.seq.Stats().MaxBatch) })
 	return m
+}
+
+// runtimeMetric reads one runtime/metrics value (a uint64 kind) per call.
+func runtimeMetric(name string) func() float64 {
+	return func() float64 {
+		s := []rtmetrics.Sample{{Name: name}}
+		rtmetrics.Read(s)
+		if s[0].Value.Kind() != rtmetrics.KindUint64 {
+			return 0
+		}
+		return float64(s[0].Value.Uint64())
+	}
 }
 
 func (m *metrics) handler() http.Handler {

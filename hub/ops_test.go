@@ -189,6 +189,9 @@ func TestHealthAndMetrics(t *testing.T) {
 		"synapse_commit_latency_seconds_count 2",
 		"synapse_slow_consumer_disconnects_total 0",
 		"synapse_send_queue_frames",
+		"synapse_go_goroutines ",
+		"synapse_go_heap_live_bytes ",
+		"synapse_go_heap_objects_bytes ",
 	} {
 		if !strings.Contains(string(body), line) {
 			t.Errorf("/metrics lacks %q", line)

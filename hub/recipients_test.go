@@ -263,8 +263,8 @@ func TestMailbox_LiteralTargetCountsWhatTheScanCounts_INV_DG_3(t *testing.T) {
 			if h.countsLocked(target, "solo", id) {
 				want = 1
 			}
-			if e.pending != want {
-				t.Errorf("chat to %q: %q pending %d, want %d", target, id, e.pending, want)
+			if got := e.pending(h.reg.byName[id] != nil); got != want {
+				t.Errorf("chat to %q: %q pending %d, want %d", target, id, got, want)
 			}
 		}
 	}

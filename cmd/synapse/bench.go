@@ -18,6 +18,7 @@ import (
 
 const benchUsage = `Usage: synapse bench core|journal [--json] [--runs N]
        synapse bench load [flags]   (a hub over real sockets: 'synapse bench load --help')
+       synapse bench soak [flags]   (a mixed fleet for minutes, failing on growth: 'synapse bench soak --help')
 
 Runs in-process benchmarks and prints the median of N runs. Progress goes to
 stderr; --json prints one JSON object on stdout for scripts.
@@ -62,6 +63,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	switch what {
 	case "load":
 		return runBenchLoad(args[1:], stdout, stderr)
+	case "soak":
+		return runBenchSoak(args[1:], stdout, stderr)
 	case "echo-server": // bench load --floor's child: not for users
 		return runEchoServer(args[1:], stderr)
 	case "attack": // bench load --hostile's child: not for users
@@ -71,7 +74,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 0
 	default:
-		fmt.Fprintln(stderr, "synapse bench: say what to measure: 'synapse bench core', 'synapse bench journal' or 'synapse bench load'.")
+		fmt.Fprintln(stderr, "synapse bench: say what to measure: 'synapse bench core', 'synapse bench journal', 'synapse bench load' or 'synapse bench soak'.")
 		return 2
 	}
 	asJSON := fs.Bool("json", false, "print one JSON object for scripts")

@@ -125,13 +125,13 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 		cfg.Attackers = attackProcess(cfg.URI, hubToken, *hostile)
 		stop := func() {}
 		if *uri == "" {
-			u, pid, s, err := startLoadHub(n+*idle+2**hostile, hubToken, *hostile > 0, *journalOn, stderr)
+			h, err := startHubChild(n+*idle+2**hostile, hubToken, *hostile > 0, *journalOn)
 			if err != nil {
 				fmt.Fprintln(stderr, "synapse bench load:", err)
 				return 1
 			}
-			cfg.URI, cfg.HubPID, stop = u, pid, s
-			cfg.Attackers = attackProcess(u, hubToken, *hostile)
+			cfg.URI, cfg.HubPID, stop = h.uri, h.pid, h.stop
+			cfg.Attackers = attackProcess(h.uri, hubToken, *hostile)
 		}
 		fmt.Fprintf(stderr, "bench load: %d agents (+%d idle), %s fan-out, journal %v\n", n, *idle, *fanout, *journalOn)
 		res, err := bench.RunLoad(context.Background(), cfg)
@@ -166,43 +166,56 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 // the hub's default pace of 100 per socket.
 const hostileCycleRate = 20
 
-// startLoadHub runs this binary's hub on a free loopback port with limits
-// that fit the load, and returns its address, its pid and how to stop it.
-func startLoadHub(sockets int, token string, hostile, journalOn bool, stderr io.Writer) (string, int, func(), error) {
+// hubChild is a hub started as a child process by a benchmark.
+type hubChild struct {
+	uri        string // ws://127.0.0.1:port
+	metricsURL string // its /metrics
+	dbPath     string // its journal, "" without one
+	pid        int
+	stop       func() // interrupts it, waits for it, removes its journal
+}
+
+// startHubChild runs this binary's hub on a free loopback port with limits
+// that fit sockets connections, its token set to token, its per-socket
+// pacing of frames kept when paced (else off, for throughput), with a
+// journal in a temporary folder when journalOn, given extra flags, and
+// returns once it listens.
+func startHubChild(sockets int, token string, paced, journalOn bool, extra ...string) (*hubChild, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return "", 0, nil, err
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", 0, nil, err
+		return nil, err
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	args := []string{"hub", "--port", strconv.Itoa(port), "--no-mcp", "--max-clients", strconv.Itoa(sockets + 16),
 		"--max-connections-per-host", "0", "--max-claims-per-agent", "1000000"}
-	if !hostile {
+	if !paced {
 		// Throughput: agents that cycle as fast as the hub answers are
 		// not paced (a hub under attack keeps its default pacing).
 		args = append(args, "--frames-per-socket", "0")
 	}
-	dir := ""
+	dir, dbPath := "", ""
 	if journalOn {
-		if dir, err = os.MkdirTemp("", "synapse-bench-load-"); err != nil {
-			return "", 0, nil, err
+		if dir, err = os.MkdirTemp("", "synapse-bench-"); err != nil {
+			return nil, err
 		}
-		args = append(args, "--db", filepath.Join(dir, "hub.db"))
+		dbPath = filepath.Join(dir, "hub.db")
+		args = append(args, "--db", dbPath)
 	} else {
 		args = append(args, "--no-db")
 	}
-	cmd := exec.Command(self, args...)
+	cmd := exec.Command(self, append(args, extra...)...)
 	cmd.Env = append(os.Environ(), "SYNAPSE_TOKEN="+token)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return "", 0, nil, err
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return "", 0, nil, err
+		return nil, err
 	}
 	up := hubproc.Listening(out)
 	stop := func() {
@@ -223,9 +236,10 @@ func startLoadHub(sockets int, token string, hostile, journalOn bool, stderr io.
 	case <-up:
 	case <-time.After(30 * time.Second):
 		stop()
-		return "", 0, nil, errors.New("the hub did not start within 30 s")
+		return nil, errors.New("the hub did not start within 30 s")
 	}
-	return "ws://127.0.0.1:" + strconv.Itoa(port), cmd.Process.Pid, stop, nil
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	return &hubChild{uri: "ws://" + addr, metricsURL: "http://" + addr + "/metrics", dbPath: dbPath, pid: cmd.Process.Pid, stop: stop}, nil
 }
 
 // attackProcess starts a hostile phase's attackers as a child process

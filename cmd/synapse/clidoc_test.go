@@ -16,6 +16,7 @@ var subcommands = map[string][]string{
 	"task":     {"declare", "update", "progress"},
 	"git-hook": {"install", "uninstall", "check"},
 	"ns":       {"list"},
+	"bench":    {"load", "soak"},
 }
 
 // docs/cli.md reproduces every command's --help: this test keeps it true.
