@@ -39,6 +39,7 @@ func (h *hubProc) start() error {
 	}
 	cmd := exec.Command(h.bin, args...)
 	cmd.Env = append(os.Environ(), "SYNAPSE_TOKEN=")
+	hubproc.DieWithParent(cmd) // a killed test run leaves no hub behind
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err

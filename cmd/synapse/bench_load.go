@@ -210,6 +210,7 @@ func startHubChild(sockets int, token string, paced, journalOn bool, extra ...st
 	}
 	cmd := exec.Command(self, append(args, extra...)...)
 	cmd.Env = append(os.Environ(), "SYNAPSE_TOKEN="+token)
+	hubproc.DieWithParent(cmd) // a crashed or killed bench leaves no hub behind
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -257,6 +258,7 @@ func attackProcess(uri, token string, n int) func(kinds []string, maxMsg int) (f
 		cmd.Env = append(os.Environ(), "SYNAPSE_TOKEN="+token)
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, os.Stderr
+		hubproc.DieWithParent(cmd)
 		if err := cmd.Start(); err != nil {
 			return nil, err
 		}
@@ -313,6 +315,7 @@ func measureFloor() (usPerRoundTrip, perSecond float64, err error) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	cmd := exec.Command(self, "bench", "echo-server", "--port", strconv.Itoa(port))
+	hubproc.DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return 0, 0, err
 	}
