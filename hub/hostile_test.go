@@ -503,3 +503,44 @@ func TestHostile_SocketsSendingAheadShareTheHeavyLane(t *testing.T) {
 		t.Fatal("the waiting agent's claim went to the heavy lane")
 	}
 }
+
+// Past its burst the heavy lane is paced hub-wide (--heavy-lane-rate):
+// here its third frame would wait 1,000 s of a held clock, so the flood
+// gets no more answers, the wait is counted, and an agent that waits for
+// its answers is served meanwhile.
+func TestHostile_TheHeavyLaneIsPacedHubWide(t *testing.T) {
+	clk := newFakeClock()
+	th := startHub(t, Config{FramesPerSocket: 1e6, FramesPerSocketBurst: 1e6,
+		HeavyLanePerSecond: 0.001, HeavyLaneBurst: 2, Clock: clk.now})
+	good := th.join("p/good")
+	flood := th.join("p/flood")
+	th.h.mu.Lock() // the flooder's frames pile up behind its first
+	for range 10 {
+		flood.send(map[string]any{"sender": "p/flood", "type": "who_request", "target": "System"})
+	}
+	time.Sleep(50 * time.Millisecond)
+	th.h.mu.Unlock()
+	answered := 0
+	for wait := time.After(300 * time.Millisecond); ; {
+		select {
+		case m := <-flood.frames:
+			if m["type"] == "who_snapshot" {
+				answered++
+			}
+			continue
+		case <-wait:
+		}
+		break
+	}
+	// The lane's burst of two, and the first frame if it was read alone.
+	if answered < 2 || answered > 3 {
+		t.Fatalf("the flood got %d answers, want the lane's burst (2) and at most its first frame", answered)
+	}
+	if n := counterValue(t, th.h.m.heavyLanePaced); n != 1 {
+		t.Fatalf("heavy_lane_paced = %v, want 1 (the frame now waiting)", n)
+	}
+	for i := range 3 {
+		good.send(f("claim", "sender", "p/good", "task_id", "G"+itoa(int64(i)), "paths", []string{"g" + itoa(int64(i))}))
+		good.expect("claim_granted")
+	}
+}

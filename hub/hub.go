@@ -137,6 +137,16 @@ type Config struct {
 	// before its reads are paced; 0 = twice FramesPerSocket
 	// (--frames-burst).
 	FramesPerSocketBurst int
+	// HeavyLanePerSecond paces the heavy lane hub-wide: the frames of
+	// sockets that send ahead of their answers (session.chargeFrame) are
+	// handled one at a time, and past HeavyLaneBurst at this many a
+	// second in all, however many sockets flood; agents that wait for
+	// their answers never wait for it. Only with FramesPerSocket on.
+	// 0 = DefaultHeavyLanePerSecond, < 0 = unpaced (--heavy-lane-rate).
+	HeavyLanePerSecond float64
+	// HeavyLaneBurst is how many heavy frames may pass at once; 0 =
+	// DefaultHeavyLaneBurst (--heavy-lane-burst).
+	HeavyLaneBurst int
 	// ClosesPerHostPerSecond paces new sockets from a remote host whose
 	// sockets the hub keeps closing for cause (an oversized frame, a
 	// wrong token, a refused takeover or name, a registration timeout, a
@@ -220,13 +230,15 @@ type Hub struct {
 	epoch   string // config_epoch: an opaque fingerprint of the posture
 
 	closing atomic.Bool
-	// heavy is the lane the frames of sockets past half their pace burst
-	// are handled in, one at a time (session.readLoop).
-	heavy   chan struct{}
-	conns   sync.WaitGroup // live socket handlers
-	submits sync.WaitGroup // in-flight Submits, so Close lets them finish
-	subMu   sync.Mutex     // orders submits.Add against Close's Wait
-	nextID  atomic.Int64
+	// heavy is the lane the frames of sockets that send ahead of their
+	// answers are handled in, one at a time (session.enterLane);
+	// heavyPace, touched only by the lane's holder, paces it hub-wide.
+	heavy     chan struct{}
+	heavyPace bucket
+	conns     sync.WaitGroup // live socket handlers
+	submits   sync.WaitGroup // in-flight Submits, so Close lets them finish
+	subMu     sync.Mutex     // orders submits.Add against Close's Wait
+	nextID    atomic.Int64
 
 	activeClaims atomic.Int64 // published from OnCommit for /health and /metrics
 
@@ -340,6 +352,12 @@ func New(cfg Config) (*Hub, error) {
 	if cfg.FramesPerSocket > 0 && cfg.FramesPerSocketBurst <= 0 {
 		cfg.FramesPerSocketBurst = int(2 * cfg.FramesPerSocket)
 	}
+	if cfg.HeavyLanePerSecond == 0 {
+		cfg.HeavyLanePerSecond = DefaultHeavyLanePerSecond
+	}
+	if cfg.HeavyLaneBurst <= 0 {
+		cfg.HeavyLaneBurst = DefaultHeavyLaneBurst
+	}
 	if cfg.ClosesPerHostPerSecond == 0 {
 		cfg.ClosesPerHostPerSecond = DefaultClosesPerHostPerSecond
 	}
@@ -362,6 +380,9 @@ func New(cfg Config) (*Hub, error) {
 		state:    cfg.State,
 		started:  cfg.Clock(),
 		rendered: make(map[any][]byte),
+	}
+	if cfg.HeavyLanePerSecond > 0 {
+		h.heavyPace = newBucket(cfg.HeavyLanePerSecond, cfg.HeavyLaneBurst, h.started)
 	}
 	h.epoch = configEpoch(cfg)
 	h.policy = policy

@@ -36,6 +36,7 @@ type metrics struct {
 	upgradesPaced       prometheus.Counter
 	framesPaced         prometheus.Counter
 	heavyLane           prometheus.Counter
+	heavyLanePaced      prometheus.Counter
 	httpRefused         *prometheus.CounterVec
 	messageAuthFailures *prometheus.CounterVec
 	rateLimited         *prometheus.CounterVec
@@ -87,6 +88,7 @@ func newMetrics(h *Hub) *metrics {
 	m.authFailures = counter("synapse_auth_failures_total", "First frames refused by the token gate.")
 	m.framesPaced = counter("synapse_frames_paced_total", "Frames past a socket's burst, after which its reader paused (--frames-per-socket).")
 	m.heavyLane = counter("synapse_heavy_lane_frames_total", "Frames of sockets sending ahead of their answers, handled one at a time in the heavy lane (on with --frames-per-socket).")
+	m.heavyLanePaced = counter("synapse_heavy_lane_paced_total", "Heavy-lane frames that waited for the lane's hub-wide pace (--heavy-lane-rate).")
 	m.upgradesPaced = counter("synapse_upgrades_paced_total", "New sockets that waited because their host's sockets were closed for cause too often (--closes-per-host).")
 	m.authLockouts = counter("synapse_auth_lockout_refusals_total", "First frames refused unchecked because their host failed the token too often.")
 	m.httpRefused = vec("synapse_http_refused_total", "HTTP requests and upgrades refused 403 by the Host and Origin policy, by header (host or origin).", "header")

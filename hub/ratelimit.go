@@ -70,6 +70,8 @@ const DefaultAuthFailuresPerMinute = 10
 const (
 	DefaultFramesPerSocket      = 100
 	DefaultFramesPerSocketBurst = 200
+	DefaultHeavyLanePerSecond   = 2000
+	DefaultHeavyLaneBurst       = 500
 )
 
 // Sockets closed for cause are charged to their remote host: past a burst

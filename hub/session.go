@@ -272,10 +272,21 @@ func (s *session) letGo() {
 
 // enterLane waits for the hub's heavy lane (chargeFrame): the frames of
 // sockets that send ahead of their answers are handled one at a time.
+//
+// Past its burst the lane is paced hub-wide (Config.HeavyLanePerSecond):
+// its holder waits out its frame's share of a second before handling it,
+// so all floods together take at most that many frames a second of the
+// hub.
 func (s *session) enterLane() {
 	s.h.heavy <- struct{}{}
 	s.inLane = true
 	s.h.m.heavyLane.Inc()
+	if p := &s.h.heavyPace; p.rate > 0 {
+		if d := p.reserve(s.h.now()); d > 0 {
+			s.h.m.heavyLanePaced.Inc()
+			s.wait(time.Duration(d * float64(time.Second)))
+		}
+	}
 }
 
 // leaveLane gives the heavy lane back, if this frame took it; before a

@@ -65,6 +65,8 @@ type hubFlags struct {
 	closesRate             float64
 	framesRate             float64
 	framesBurst            int
+	heavyRate              float64
+	heavyBurst             int
 	closesBurst            int
 	sendQueue              int
 	sendQueueKB            int
@@ -177,11 +179,15 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		MalformedPerSecond: f.malformedRate, MalformedBurst: f.malformedBurst,
 		ClosesPerHostPerSecond: f.closesRate, ClosesPerHostBurst: f.closesBurst,
 		FramesPerSocket: f.framesRate, FramesPerSocketBurst: f.framesBurst,
+		HeavyLanePerSecond: f.heavyRate, HeavyLaneBurst: f.heavyBurst,
 		NoDashboard: *noDashboard, EventBuffer: f.eventBuffer, EventStreams: f.eventStreams, RecentRefusals: f.recentRefusals,
 		Logger: log,
 	}
 	if f.malformedRate <= 0 {
 		cfg.MalformedPerSecond = -1 // unpaced
+	}
+	if f.heavyRate <= 0 {
+		cfg.HeavyLanePerSecond = -1 // unpaced
 	}
 	if f.closesRate <= 0 {
 		cfg.ClosesPerHostPerSecond = -1 // off
@@ -373,6 +379,8 @@ func (f *hubFlags) registerLimits(fs *flag.FlagSet) {
 	fs.IntVar(&f.malformedBurst, "malformed-burst", hub.DefaultMalformedBurst, "frames failing to decode a socket may send before its reads are paced")
 	fs.Float64Var(&f.framesRate, "frames-per-socket", hub.DefaultFramesPerSocket, "frames per second one socket is read at, of every kind, past --frames-burst: its reads are paced, nothing refused; peer hubs exempt (docs/security.md), 0 = unpaced")
 	fs.IntVar(&f.framesBurst, "frames-burst", hub.DefaultFramesPerSocketBurst, "frames a socket may send at once before its reads are paced")
+	fs.Float64Var(&f.heavyRate, "heavy-lane-rate", hub.DefaultHeavyLanePerSecond, "frames per second, hub-wide, of sockets that send ahead of their answers (floods, pipelining scripts), handled one at a time past --heavy-lane-burst; with --frames-per-socket on (docs/security.md), 0 = unpaced")
+	fs.IntVar(&f.heavyBurst, "heavy-lane-burst", hub.DefaultHeavyLaneBurst, "heavy-lane frames that may pass at once before the lane is paced")
 	fs.Float64Var(&f.closesRate, "closes-per-host", hub.DefaultClosesPerHostPerSecond, "sockets per second one remote host may have closed for cause (oversized frame, wrong token, refused name or takeover, registration timeout, slow consumer) past --closes-burst; beyond, its new sockets wait before the upgrade (docs/security.md), 0 = off")
 	fs.IntVar(&f.closesBurst, "closes-burst", hub.DefaultClosesPerHostBurst, "sockets one remote host may have closed for cause before its new sockets wait")
 	fs.Int64Var(&f.journalMaxKB, "journal-max-kb", 0, "largest the journal file may grow, in KiB, 0 = no cap: past it every mutation is refused as on a full disk until the hub restarts with room (docs/journal.md, Disk faults)")

@@ -66,6 +66,7 @@ func TestHub_EveryLimitHasAFlag(t *testing.T) {
 		f.malformedRate != hub.DefaultMalformedPerSecond || f.malformedBurst != hub.DefaultMalformedBurst ||
 		f.closesRate != hub.DefaultClosesPerHostPerSecond || f.closesBurst != hub.DefaultClosesPerHostBurst ||
 		f.framesRate != hub.DefaultFramesPerSocket || f.framesBurst != hub.DefaultFramesPerSocketBurst ||
+		f.heavyRate != hub.DefaultHeavyLanePerSecond || f.heavyBurst != hub.DefaultHeavyLaneBurst ||
 		f.eventBuffer != hub.DefaultEventBuffer || f.eventStreams != hub.DefaultEventStreams || f.recentRefusals != hub.DefaultRecentRefusals {
 		t.Fatalf("defaults %+v differ from the hub's", f)
 	}
@@ -98,6 +99,8 @@ func TestHub_EveryLimitHasAFlag(t *testing.T) {
 		{"malformed-burst", "7", func() any { return f.malformedBurst }, 7},
 		{"frames-per-socket", "50", func() any { return f.framesRate }, 50.0},
 		{"frames-burst", "60", func() any { return f.framesBurst }, 60},
+		{"heavy-lane-rate", "700", func() any { return f.heavyRate }, 700.0},
+		{"heavy-lane-burst", "70", func() any { return f.heavyBurst }, 70},
 		{"closes-per-host", "3.5", func() any { return f.closesRate }, 3.5},
 		{"closes-burst", "8", func() any { return f.closesBurst }, 8},
 		{"journal-max-kb", "64", func() any { return f.journalMaxKB }, int64(64)},
