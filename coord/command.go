@@ -14,6 +14,8 @@ type ClaimRequest struct {
 	HasTTL    bool
 	Worktree  string
 	Paths     []string // raw; the state normalises them
+	Globs     []string // raw glob patterns (glob.go); the state normalises them
+	Shared    bool     // a shared (read) claim; exclusive otherwise
 	// PathIdentity is the canonical JSON of a v1 path identity, validated by
 	// the wire layer; the core keeps it opaque.
 	PathIdentity string

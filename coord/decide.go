@@ -47,7 +47,12 @@ func principalOf(principal, agent string) string {
 
 func (s *State) decideClaim(r ClaimRequest, now float64) ([]Event, *Refusal) {
 	task := strip(r.TaskID)
-	paths := NormalizePaths(r.Paths, s.lim)
+	paths, globs := NormalizeScope(r.Paths, r.Globs, s.lim)
+	mode := ModeExclusive
+	if r.Shared {
+		mode = ModeShared
+	}
+	scope := Scope{Worktree: r.Worktree, Paths: paths, Globs: globs, Mode: mode}
 	deny := func(ref *Refusal) ([]Event, *Refusal) {
 		return []Event{ClaimDenied{Claimant: r.Agent, TaskID: task, Code: ref.Code, Worktree: r.Worktree, Paths: paths}}, ref
 	}
@@ -60,8 +65,8 @@ func (s *State) decideClaim(r ClaimRequest, now float64) ([]Event, *Refusal) {
 		ref.Holder = existing.Owner
 		return deny(ref)
 	}
-	if h := s.index.conflict(r.Worktree, paths, r.Agent, task, now); h != nil { // INV-ME-2..4
-		return deny(scopeConflict(task, h))
+	if h := s.index.conflict(scope, r.Agent, task, now); h != nil { // INV-ME-2..4, with globs and modes
+		return deny(scopeConflict(task, scope, h))
 	}
 	principal := principalOf(r.Principal, r.Agent)
 	renewal := existing != nil && existing.QuotaPrincipal == principal      // INV-LL-4: free even at the cap
@@ -70,7 +75,7 @@ func (s *State) decideClaim(r ClaimRequest, now float64) ([]Event, *Refusal) {
 	}
 	c := &Claim{
 		TaskID: task, Owner: r.Agent, Note: strip(r.Note), Status: StatusClaimed,
-		Worktree: r.Worktree, Paths: paths, PathIdentity: r.PathIdentity, Git: r.Git,
+		Worktree: r.Worktree, Paths: paths, Globs: globs, Mode: mode, PathIdentity: r.PathIdentity, Git: r.Git,
 		QuotaPrincipal: principal, ClaimedAt: now, ExpiresAt: now + s.lim.ClampTTL(r.TTL, r.HasTTL),
 		Epoch: s.epoch + 1, // INV-EF-1
 	}
@@ -112,9 +117,18 @@ func (s *State) owned(task, agent string, hasEpoch bool, epoch int64, now float6
 	return c, nil
 }
 
-func scopeConflict(task string, h *Claim) *Refusal {
-	ref := refuse(CodeScopeConflict, task, "Task '%s' file scope conflicts with '%s' held by %s.", task, h.TaskID, h.Owner)
-	ref.Holder, ref.ConflictTask = h.Owner, h.TaskID
+// scopeConflict is the refusal of scope sc by the holder h. It keeps the
+// reference's sentence when two exclusive literal scopes meet, and names
+// the holder's pattern and mode when a glob or a shared claim is involved.
+func scopeConflict(task string, sc Scope, h *Claim) *Refusal {
+	entry := conflictEntry(sc, h)
+	var ref *Refusal
+	if len(sc.Globs) == 0 && !IsGlob(entry) && sc.Mode == ModeExclusive && h.Mode == ModeExclusive {
+		ref = refuse(CodeScopeConflict, task, "Task '%s' file scope conflicts with '%s' held by %s.", task, h.TaskID, h.Owner)
+	} else {
+		ref = refuse(CodeScopeConflict, task, "Task '%s' file scope conflicts with '%s' held by %s (%s '%s').", task, h.TaskID, h.Owner, h.Mode, entry)
+	}
+	ref.Holder, ref.ConflictTask, ref.ConflictPattern = h.Owner, h.TaskID, entry
 	return ref
 }
 
@@ -214,8 +228,8 @@ func (s *State) decideHandoff(r HandoffRequest, now float64) ([]Event, *Refusal)
 	if principal != c.QuotaPrincipal && s.principals[principal] >= s.lim.MaxClaimsPerPrincipal { // INV-ME-5
 		return nil, refuse(CodeQuotaExceeded, task, "Agent %s holds the maximum %d claims.", to, s.lim.MaxClaimsPerPrincipal)
 	}
-	if h := s.index.conflict(c.Worktree, c.Paths, to, task, now); h != nil { // INV-CR-2 with INV-ME-2
-		return nil, scopeConflict(task, h)
+	if h := s.index.conflict(c.Scope(), to, task, now); h != nil { // INV-CR-2 with INV-ME-2
+		return nil, scopeConflict(task, c.Scope(), h)
 	}
 	n := c.clone()
 	n.Owner, n.QuotaPrincipal = to, principal

@@ -237,8 +237,10 @@ func (img *Image) Check() error {
 			return bad("claim %q has epoch %d outside [0, %d]", c.TaskID, c.Epoch, img.Epoch)
 		case c.Version < 0:
 			return bad("claim %q has version %d", c.TaskID, c.Version)
-		case slices.Contains(c.Paths, ""):
-			return bad("claim %q names the root among its paths", c.TaskID)
+		case slices.Contains(c.Paths, "") || slices.Contains(c.Globs, ""):
+			return bad("claim %q names the root among its paths or globs", c.TaskID)
+		case c.Mode > ModeShared:
+			return bad("claim %q has mode %d", c.TaskID, c.Mode)
 		}
 	}
 	seen := make(map[string]bool, len(img.Retained))
@@ -295,5 +297,12 @@ func FromImage(lim Limits, img Image) *State {
 
 // String renders a claim for logs: "T1 owner=a epoch=3 v=0 wt=/repo [src/x]".
 func (c *Claim) String() string {
-	return c.TaskID + " owner=" + c.Owner + " status=" + c.Status.String() + " wt=" + c.Worktree + " [" + strings.Join(c.Paths, ",") + "]"
+	s := c.TaskID + " owner=" + c.Owner + " status=" + c.Status.String() + " wt=" + c.Worktree + " [" + strings.Join(c.Paths, ",") + "]"
+	if len(c.Globs) > 0 {
+		s += " globs=[" + strings.Join(c.Globs, ",") + "]"
+	}
+	if c.Mode != ModeExclusive {
+		s += " " + c.Mode.String()
+	}
+	return s
 }

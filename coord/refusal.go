@@ -60,6 +60,9 @@ type Refusal struct {
 	Holder string
 	// ConflictTask is the task whose scope conflicts (SCOPE_CONFLICT).
 	ConflictTask string
+	// ConflictPattern is the conflicting holder's path or glob
+	// (SCOPE_CONFLICT); "" when it holds the whole worktree.
+	ConflictPattern string
 	// Owner is the live claim's owner when a fenced verb is refused
 	// (NOT_OWNER, EPOCH_STALE): the other party, for audit (the
 	// dashboard's refusals); it is not sent on the wire.

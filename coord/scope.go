@@ -98,3 +98,131 @@ func ScopesConflict(worktreeA string, pathsA []string, worktreeB string, pathsB 
 	}
 	return false
 }
+
+// Mode is how a claim holds its scope.
+type Mode uint8
+
+const (
+	// ModeExclusive is the default: no other agent may hold an overlapping
+	// live scope, shared or exclusive.
+	ModeExclusive Mode = iota
+	// ModeShared is a read claim: any number of agents may hold overlapping
+	// shared scopes, but none while another agent holds it exclusively.
+	ModeShared
+)
+
+func (m Mode) String() string {
+	if m == ModeShared {
+		return "shared"
+	}
+	return "exclusive"
+}
+
+// ParseMode returns the mode named s; "" is exclusive.
+func ParseMode(s string) (Mode, bool) {
+	switch s {
+	case "", "exclusive":
+		return ModeExclusive, true
+	case "shared":
+		return ModeShared, true
+	}
+	return 0, false
+}
+
+// Compatible reports whether holders in modes a and b may overlap: only
+// when both are shared.
+func (m Mode) Compatible(o Mode) bool { return m == ModeShared && o == ModeShared }
+
+// Scope is what a claim covers in its worktree: literal paths (each with
+// its subtree) and globs (each match with its subtree). No path and no glob
+// is the whole worktree.
+type Scope struct {
+	Worktree string
+	Paths    []string
+	Globs    []string
+	Mode     Mode
+}
+
+// Scope returns the claim's scope.
+func (c *Claim) Scope() Scope {
+	return Scope{Worktree: c.Worktree, Paths: c.Paths, Globs: c.Globs, Mode: c.Mode}
+}
+
+// Whole reports whether the scope covers its entire worktree.
+func (s Scope) Whole() bool { return len(s.Paths) == 0 && len(s.Globs) == 0 }
+
+// NormalizeScope canonicalises a declared path and glob set. Globs are
+// normalised as paths are; a glob without a wildcard stays a glob (it
+// matches one path). Over-claiming is safe, so the whole worktree (nil,
+// nil) is the answer when either set names the root or holds an invalid
+// entry, or when together they hold more than MaxPathsPerClaim entries.
+func NormalizeScope(paths, globs []string, l Limits) ([]string, []string) {
+	np := NormalizePaths(paths, l)
+	if len(paths) > 0 && len(np) == 0 {
+		return nil, nil
+	}
+	if len(globs) == 0 {
+		return np, nil
+	}
+	ng := NormalizePaths(globs, l)
+	if len(ng) == 0 || len(np)+len(ng) > l.MaxPathsPerClaim {
+		return nil, nil
+	}
+	return np, ng
+}
+
+// ScopesOverlap reports whether some path is covered by both scopes,
+// whatever their modes: never across worktrees (INV-ME-3), always when
+// either is the whole worktree (INV-ME-4), otherwise when any pair of
+// entries overlaps (INV-ME-2, with globs). It is exact for globs too (see
+// glob.go), and symmetric.
+func ScopesOverlap(a, b Scope) bool {
+	if a.Worktree != b.Worktree {
+		return false
+	}
+	if a.Whole() || b.Whole() {
+		return true
+	}
+	pa, pb := compileScope(a), compileScope(b)
+	for _, x := range pa {
+		for _, y := range pb {
+			if patternsOverlap(x, y) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ScopesConflictModes reports whether two holders' scopes conflict: they
+// overlap and at least one of them is exclusive.
+func ScopesConflictModes(a, b Scope) bool {
+	return !a.Mode.Compatible(b.Mode) && ScopesOverlap(a, b)
+}
+
+func compileScope(s Scope) []pattern {
+	out := make([]pattern, 0, len(s.Paths)+len(s.Globs))
+	for _, p := range s.Paths {
+		out = append(out, compileLiteral(p))
+	}
+	for _, g := range s.Globs {
+		out = append(out, compileGlob(g))
+	}
+	return out
+}
+
+// conflictEntry names the first of h's paths and globs that overlaps sc,
+// for the refusal; "" when h holds the whole worktree.
+func conflictEntry(sc Scope, h *Claim) string {
+	for _, p := range h.Paths {
+		if ScopesOverlap(sc, Scope{Worktree: h.Worktree, Paths: []string{p}}) {
+			return p
+		}
+	}
+	for _, g := range h.Globs {
+		if ScopesOverlap(sc, Scope{Worktree: h.Worktree, Globs: []string{g}}) {
+			return g
+		}
+	}
+	return ""
+}

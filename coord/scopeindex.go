@@ -9,10 +9,17 @@ import (
 // whether a new scope conflicts costs O(depth + matches) rather than a scan
 // of every live claim (the reference scans: ~0.3 s at 100k claims).
 //
-// A path conflicts with claims at its ancestors, at itself, and in its
-// subtree (INV-ME-2); whole-worktree claims sit beside the trie and conflict
-// with everything in their worktree (INV-ME-4); worktrees never meet
-// (INV-ME-3).
+// A literal path sits at its node and conflicts with claims at its
+// ancestors, at itself, and in its subtree (INV-ME-2). A glob sits at the
+// node of its literal prefix (the segments before its first wildcard) as a
+// subtree with a filter: everything it can cover lies below that node, so
+// only entries on the path to the node and in its subtree can overlap it,
+// and each of those is checked exactly (patternsOverlap); a walk of the
+// subtree follows the glob's automaton and skips branches it cannot reach.
+// Whole-worktree claims sit beside the trie and conflict with everything in
+// their worktree (INV-ME-4); worktrees never meet (INV-ME-3). Shared
+// holders never conflict with each other: each node counts the exclusive
+// entries below it, so a shared request skips branches holding none.
 type scopeIndex struct {
 	trees map[string]*scopeTree
 }
@@ -25,8 +32,17 @@ type scopeTree struct {
 
 type scopeNode struct {
 	children map[string]*scopeNode
-	holders  []*Claim // claims declaring exactly this path, sorted by task id
-	below    int      // holder entries in this subtree, this node included
+	holders  []*Claim    // claims declaring exactly this path, sorted by task id
+	globs    []globEntry // globs whose literal prefix is this path, by task id then pattern
+	below    int         // holder and glob entries in this subtree, this node included
+	belowX   int         // the exclusive ones among them
+}
+
+// globEntry is one glob of a claim, compiled once on insert.
+type globEntry struct {
+	c    *Claim
+	glob string
+	pat  pattern
 }
 
 func newScopeIndex() scopeIndex { return scopeIndex{trees: make(map[string]*scopeTree)} }
@@ -63,6 +79,49 @@ func removeHolder(hs []*Claim, c *Claim) []*Claim {
 	return hs
 }
 
+func compareGlobEntry(a globEntry, task, glob string) int {
+	if c := strings.Compare(a.c.TaskID, task); c != 0 {
+		return c
+	}
+	return strings.Compare(a.glob, glob)
+}
+
+func exclusiveCount(c *Claim) int {
+	if c.Mode == ModeShared {
+		return 0
+	}
+	return 1
+}
+
+// descend walks from the tree's root to the node for the segments of p,
+// creating nodes and counting one more entry of c on the way.
+func (t *scopeTree) descend(segs []string, c *Claim) *scopeNode {
+	x := exclusiveCount(c)
+	n := &t.root
+	n.below++
+	n.belowX += x
+	for _, seg := range segs {
+		next := n.children[seg]
+		if next == nil {
+			if n.children == nil {
+				n.children = make(map[string]*scopeNode, 1)
+			}
+			next = &scopeNode{}
+			n.children[seg] = next
+		}
+		n = next
+		n.below++
+		n.belowX += x
+	}
+	return n
+}
+
+func splitPath(p string) []string {
+	var out []string
+	segments(p, func(seg string) bool { out = append(out, seg); return true })
+	return out
+}
+
 func (x *scopeIndex) insert(c *Claim) {
 	t := x.trees[c.Worktree]
 	if t == nil {
@@ -75,22 +134,14 @@ func (x *scopeIndex) insert(c *Claim) {
 		return
 	}
 	for _, p := range c.Paths {
-		n := &t.root
-		n.below++
-		segments(p, func(seg string) bool {
-			next := n.children[seg]
-			if next == nil {
-				if n.children == nil {
-					n.children = make(map[string]*scopeNode, 1)
-				}
-				next = &scopeNode{}
-				n.children[seg] = next
-			}
-			n = next
-			n.below++
-			return true
-		})
+		n := t.descend(splitPath(p), c)
 		n.holders = insertHolder(n.holders, c)
+	}
+	for _, g := range c.Globs {
+		pat := compileGlob(g)
+		n := t.descend(pat.prefix(), c)
+		i, _ := slices.BinarySearchFunc(n.globs, c, func(e globEntry, c *Claim) int { return compareGlobEntry(e, c.TaskID, g) })
+		n.globs = slices.Insert(n.globs, i, globEntry{c: c, glob: g, pat: pat})
 	}
 }
 
@@ -100,9 +151,25 @@ func (x *scopeIndex) remove(c *Claim) {
 	if c.WholeWorktree() {
 		t.whole = removeHolder(t.whole, c)
 	} else {
+		xc := exclusiveCount(c)
 		for _, p := range c.Paths {
 			t.root.below--
-			removePath(&t.root, p, c)
+			t.root.belowX -= xc
+			removeEntry(&t.root, splitPath(p), c, xc, func(n *scopeNode) { n.holders = removeHolder(n.holders, c) })
+		}
+		for _, g := range c.Globs {
+			t.root.below--
+			t.root.belowX -= xc
+			removeEntry(&t.root, compileGlob(g).prefix(), c, xc, func(n *scopeNode) {
+				i := slices.IndexFunc(n.globs, func(e globEntry) bool { return e.c == c && e.glob == g })
+				if i < 0 {
+					panic("coord: scope index lost glob of " + c.TaskID)
+				}
+				n.globs = slices.Delete(n.globs, i, i+1)
+				if len(n.globs) == 0 {
+					n.globs = nil
+				}
+			})
 		}
 	}
 	if t.size == 0 {
@@ -131,86 +198,212 @@ func (x *scopeIndex) removeAll(cs []*Claim) {
 	}
 }
 
-// removePath takes c off the node for p below n, pruning emptied nodes.
-func removePath(n *scopeNode, p string, c *Claim) {
-	seg, rest, _ := strings.Cut(p, "/")
-	child := n.children[seg]
-	child.below--
-	if rest == "" {
-		child.holders = removeHolder(child.holders, c)
-	} else {
-		removePath(child, rest, c)
+// removeEntry takes one entry of c off the node at segs below n (drop does
+// it there), uncounting it on the way and pruning emptied nodes. The
+// caller has uncounted it at n.
+func removeEntry(n *scopeNode, segs []string, c *Claim, xc int, drop func(*scopeNode)) {
+	if len(segs) == 0 {
+		drop(n)
+		return
 	}
+	child := n.children[segs[0]]
+	child.below--
+	child.belowX -= xc
+	removeEntry(child, segs[1:], c, xc, drop)
 	if child.below == 0 {
-		delete(n.children, seg)
+		delete(n.children, segs[0])
 	}
 }
 
-// conflict returns the first live claim in worktree whose scope conflicts
-// with paths, ignoring claims of owner and the claim on task itself (a
-// claimant never conflicts with itself), or nil. The choice is
+// scopeQuery is a scope being checked: its entries compiled, and the
+// holders that block it.
+type scopeQuery struct {
+	blocks func(*Claim) bool
+	shared bool // only exclusive holders can block
+}
+
+// live reports whether the subtree at n may hold a blocking entry.
+func (q *scopeQuery) live(n *scopeNode) bool {
+	if q.shared {
+		return n.belowX > 0
+	}
+	return n.below > 0
+}
+
+// conflict returns the first live claim in the scope's worktree whose scope
+// conflicts with sc, ignoring claims of owner and the claim on task itself
+// (a claimant never conflicts with itself), or nil. The choice is
 // deterministic: whole-worktree claims first, then per declared path its
-// ancestors top-down, the path itself, and its subtree in lexical order.
-func (x *scopeIndex) conflict(worktree string, paths []string, owner, task string, now float64) *Claim {
-	t := x.trees[worktree]
+// ancestors top-down (globs at a node after its literal holders), the path
+// itself, and its subtree in lexical order; then per declared glob the
+// same along its literal prefix and below it.
+func (x *scopeIndex) conflict(sc Scope, owner, task string, now float64) *Claim {
+	t := x.trees[sc.Worktree]
 	if t == nil {
 		return nil
 	}
-	blocks := func(h *Claim) bool { return h.Owner != owner && h.TaskID != task && h.Live(now) }
+	q := &scopeQuery{
+		shared: sc.Mode == ModeShared,
+		blocks: func(h *Claim) bool {
+			return h.Owner != owner && h.TaskID != task && h.Live(now) && !sc.Mode.Compatible(h.Mode)
+		},
+	}
 	for _, h := range t.whole {
-		if blocks(h) {
+		if q.blocks(h) {
 			return h
 		}
 	}
-	if len(paths) == 0 {
-		return firstInSubtree(&t.root, blocks)
+	if sc.Whole() {
+		return q.firstInSubtree(&t.root)
 	}
-	for _, p := range paths {
-		n := &t.root
-		var found *Claim
-		segments(p, func(seg string) bool {
-			n = n.children[seg]
-			if n == nil {
-				return false
-			}
-			for _, h := range n.holders {
-				if blocks(h) {
-					found = h
-					return false
-				}
-			}
-			return true
-		})
-		if found != nil {
-			return found
+	for _, p := range sc.Paths {
+		if h := q.literal(&t.root, p); h != nil {
+			return h
 		}
-		if n == nil || n.below == len(n.holders) {
-			continue
-		}
-		for _, seg := range sortedKeys(n.children) {
-			if h := firstInSubtree(n.children[seg], blocks); h != nil {
-				return h
-			}
+	}
+	for _, g := range sc.Globs {
+		if h := q.glob(&t.root, compileGlob(g)); h != nil {
+			return h
 		}
 	}
 	return nil
 }
 
-func firstInSubtree(n *scopeNode, blocks func(*Claim) bool) *Claim {
-	for _, h := range n.holders {
-		if blocks(h) {
-			return h
+// literal checks the literal path p: holders at its ancestors and itself,
+// globs there that overlap it, and everything in its subtree (all of which
+// p covers).
+func (q *scopeQuery) literal(root *scopeNode, p string) *Claim {
+	var pat pattern // compiled only if a glob on the way needs it
+	n := root
+	var found *Claim
+	check := func(n *scopeNode) bool {
+		for _, h := range n.holders {
+			if q.blocks(h) {
+				found = h
+				return false
+			}
+		}
+		for _, e := range n.globs {
+			if !q.blocks(e.c) {
+				continue
+			}
+			if pat == nil {
+				pat = compileLiteral(p)
+			}
+			if patternsOverlap(pat, e.pat) {
+				found = e.c
+				return false
+			}
+		}
+		return true
+	}
+	if !check(n) {
+		return found
+	}
+	segments(p, func(seg string) bool {
+		n = n.children[seg]
+		if n == nil || !q.live(n) {
+			n = nil
+			return false
+		}
+		return check(n)
+	})
+	if found != nil || n == nil {
+		return found
+	}
+	return q.below(n)
+}
+
+// glob checks the glob pat: entries on the path to its literal prefix
+// (holders there cover all it matches; globs there are checked), then the
+// subtree of the prefix, walked along the glob's automaton.
+func (q *scopeQuery) glob(root *scopeNode, pat pattern) *Claim {
+	prefix := pat.prefix()
+	n := root
+	for depth := 0; ; depth++ {
+		for _, h := range n.holders {
+			if q.blocks(h) {
+				return h
+			}
+		}
+		for _, e := range n.globs {
+			if q.blocks(e.c) && patternsOverlap(pat, e.pat) {
+				return e.c
+			}
+		}
+		if depth == len(prefix) {
+			break
+		}
+		n = n.children[prefix[depth]]
+		if n == nil || !q.live(n) {
+			return nil
 		}
 	}
-	if n.below == len(n.holders) {
+	return q.walk(n, pat, pat.startStates(len(prefix)))
+}
+
+// walk searches the subtree below n (n itself done) for an entry the glob
+// pat overlaps, pat being at states on n's path.
+func (q *scopeQuery) walk(n *scopeNode, pat pattern, states patternStates) *Claim {
+	if n.below == len(n.holders)+len(n.globs) {
 		return nil
 	}
 	for _, seg := range sortedKeys(n.children) {
-		if h := firstInSubtree(n.children[seg], blocks); h != nil {
+		child := n.children[seg]
+		if !q.live(child) {
+			continue
+		}
+		next := pat.step(states, seg)
+		if len(next) == 0 {
+			continue // nothing pat matches lies at or below child
+		}
+		for _, h := range child.holders {
+			if q.blocks(h) {
+				return h // pat reaches child: it covers a path at, above or below it
+			}
+		}
+		for _, e := range child.globs {
+			if q.blocks(e.c) && patternsOverlap(pat, e.pat) {
+				return e.c
+			}
+		}
+		if h := q.walk(child, pat, next); h != nil {
 			return h
 		}
 	}
 	return nil
+}
+
+// below returns the first blocking entry strictly below n.
+func (q *scopeQuery) below(n *scopeNode) *Claim {
+	if n.below == len(n.holders)+len(n.globs) {
+		return nil
+	}
+	for _, seg := range sortedKeys(n.children) {
+		if h := q.firstInSubtree(n.children[seg]); h != nil {
+			return h
+		}
+	}
+	return nil
+}
+
+// firstInSubtree returns the first blocking entry at or below n: all of
+// them are covered by a scope that covers n.
+func (q *scopeQuery) firstInSubtree(n *scopeNode) *Claim {
+	if !q.live(n) {
+		return nil
+	}
+	for _, h := range n.holders {
+		if q.blocks(h) {
+			return h
+		}
+	}
+	for _, e := range n.globs {
+		if q.blocks(e.c) {
+			return e.c
+		}
+	}
+	return q.below(n)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -102,7 +102,7 @@ func FuzzScopeIndex(f *testing.F) {
 					want = append(want, c)
 				}
 			}
-			got := x.conflict(wt, paths, owner, probeTask, now)
+			got := x.conflict(Scope{Worktree: wt, Paths: paths}, owner, probeTask, now)
 			if (got != nil) != (len(want) > 0) || got != nil && !slices.Contains(want, got) {
 				t.Fatalf("step %d: scope %q %q by %s for %s at %v: index names %v, the scan finds %v",
 					step, wt, paths, owner, probeTask, now, got, want)
