@@ -227,6 +227,8 @@ type claimJSON struct {
 	DataRef        *string         `json:"data_ref"`
 	Worktree       *string         `json:"worktree"`
 	Paths          []*string       `json:"paths"`
+	Globs          []*string       `json:"globs"`
+	Mode           *string         `json:"mode"`
 	PathIdentity   json.RawMessage `json:"path_identity"`
 	Epoch          *int64          `json:"epoch"`
 	Version        *int64          `json:"version"`
@@ -303,8 +305,9 @@ func decodeClaim(payload []byte) (*coord.Claim, error) {
 	if p.QuotaPrincipal == nil {
 		c.QuotaPrincipal = "legacy-agent:" + c.Owner
 	}
-	// [] and [""] both mean the whole worktree, which the core holds as nil.
-	if !(len(p.Paths) == 0 || len(p.Paths) == 1 && p.Paths[0] != nil && *p.Paths[0] == "") {
+	// [] and [""] both mean the whole worktree, which the core holds as nil
+	// (beside globs, a root "" is kept: applying the claim widens it).
+	if !(len(p.Paths) == 0 || len(p.Globs) == 0 && len(p.Paths) == 1 && p.Paths[0] != nil && *p.Paths[0] == "") {
 		c.Paths = make([]string, len(p.Paths))
 		for i, s := range p.Paths {
 			if s == nil {
@@ -312,6 +315,22 @@ func decodeClaim(payload []byte) (*coord.Claim, error) {
 			}
 			c.Paths[i] = *s
 		}
+	}
+	if len(p.Globs) > 0 {
+		c.Globs = make([]string, len(p.Globs))
+		for i, s := range p.Globs {
+			if s == nil {
+				return nil, errors.New("null in globs")
+			}
+			c.Globs[i] = *s
+		}
+	}
+	if p.Mode != nil {
+		m, ok := coord.ParseMode(*p.Mode)
+		if !ok {
+			return nil, fmt.Errorf("unknown mode %q", *p.Mode)
+		}
+		c.Mode = m
 	}
 	if len(p.PathIdentity) > 0 && string(p.PathIdentity) != "null" {
 		if p.PathIdentity[0] != '{' {

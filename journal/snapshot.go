@@ -23,7 +23,8 @@ import (
 // section as a uvarint count followed by its items, strings as uvarint
 // length + bytes, ints as varints, floats as 8 little-endian bytes. It
 // restores a 100k-claim image several times faster than JSON would (see
-// docs/journal.md). Waits are not written: they are volatile and die with
+// docs/journal.md). Optional tagged sections follow the notes (claims'
+// globs and shared modes), absent when empty. Waits are not written: they are volatile and die with
 // their connections. The sha256 column is the digest of the body, checked
 // before the body is trusted.
 const snapshotFormat = 1
@@ -331,7 +332,61 @@ func EncodeImage(img coord.Image) []byte {
 		w.s(n.Text)
 		w.f(n.PostedAt)
 	}
+	w.claimScopes(img.Claims)
 	return w.b
+}
+
+// Sections after the notes: zero or more, each a uvarint tag and its body,
+// written only when they have something to say, so an image without them
+// encodes as format 1 always did and older bodies read as before.
+const (
+	sectionClaimScopes = 1 // claims with globs or a shared mode: index, globs, mode
+)
+
+// claimScopes writes the section of claims holding globs or a shared mode.
+func (w *imgWriter) claimScopes(claims []coord.Claim) {
+	var idx []int
+	for i := range claims {
+		if len(claims[i].Globs) > 0 || claims[i].Mode != coord.ModeExclusive {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return
+	}
+	w.u(sectionClaimScopes)
+	w.u(len(idx))
+	for _, i := range idx {
+		w.u(i)
+		w.ss(claims[i].Globs)
+		w.u(int(claims[i].Mode))
+	}
+}
+
+// sections reads the tagged sections after the notes.
+func (r *imgReader) sections(img *coord.Image) {
+	for r.err == nil && len(r.b) > 0 {
+		switch tag := r.u(); tag {
+		case sectionClaimScopes:
+			n := r.n()
+			for range n {
+				i := r.n()
+				globs := r.ss(false)
+				mode := r.u()
+				if r.err != nil {
+					return
+				}
+				if i >= len(img.Claims) {
+					r.fail("claim scope index")
+					return
+				}
+				img.Claims[i].Globs, img.Claims[i].Mode = globs, coord.Mode(min(mode, 255))
+			}
+		default:
+			r.fail("section tag")
+			return
+		}
+	}
 }
 
 // DecodeImage reads a snapshot body written by EncodeImage. Claims come
@@ -394,6 +449,7 @@ func DecodeImage(body []byte) (coord.Image, error) {
 			img.Notes[i] = coord.Note{TaskID: r.s(), Author: r.is(), Kind: r.is(), Text: r.s(), PostedAt: r.f()}
 		}
 	}
+	r.sections(&img)
 	if r.err == nil && len(r.b) != 0 {
 		r.err = errors.New("trailing bytes")
 	}

@@ -46,6 +46,16 @@ func AppendClaim(b []byte, c *coord.Claim, withPrincipal bool) []byte {
 			b = append(b, raw...)
 		}
 	}
+	// Globs and the shared mode are additive (issue 14): a claim without
+	// them is written as the reference writes it.
+	if len(c.Globs) > 0 {
+		b = pyjson.AppendKey(b, "globs")
+		b = pyjson.AppendStrings(b, c.Globs)
+	}
+	if c.Mode != coord.ModeExclusive {
+		b = pyjson.AppendKey(b, "mode")
+		b = pyjson.AppendString(b, c.Mode.String())
+	}
 	if withPrincipal {
 		b = pyjson.AppendKey(b, "quota_principal")
 		b = pyjson.AppendString(b, c.QuotaPrincipal)
