@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/synapse-hub/synapse/coord"
 )
@@ -35,6 +36,8 @@ type mClaim struct {
 	status, dataRef              string
 	worktree                     string
 	paths                        []string
+	globs                        []string
+	shared                       bool
 	pathIdentity                 string
 	git                          *coord.Git
 	checkpoint                   string
@@ -46,7 +49,7 @@ func (m *shadow) String() string {
 	var b strings.Builder
 	for _, task := range sortedKeysOf(m.claims) {
 		c := m.claims[task]
-		fmt.Fprintf(&b, "[%s %s e%d v%d %s exp=%v %q %q] ", task, c.owner, c.epoch, c.version, c.status, c.expiresAt, c.worktree, c.paths)
+		fmt.Fprintf(&b, "[%s %s e%d v%d %s exp=%v %q %q %q shared=%v] ", task, c.owner, c.epoch, c.version, c.status, c.expiresAt, c.worktree, c.paths, c.globs, c.shared)
 	}
 	return b.String()
 }
@@ -164,11 +167,11 @@ func (m *shadow) issue(epoch int64) {
 }
 
 // conflictWith returns a claim, other than on task and not held by owner,
-// whose scope conflicts with wt/paths.
-func (m *shadow) conflictWith(wt string, paths []string, owner, task string) *mClaim {
+// whose scope conflicts with sc: they overlap and they are not both shared.
+func (m *shadow) conflictWith(sc mScope, owner, task string) *mClaim {
 	for _, id := range sortedKeysOf(m.claims) {
 		c := m.claims[id]
-		if id != task && c.owner != owner && shadowConflict(wt, paths, c.worktree, c.paths) {
+		if id != task && c.owner != owner && !(sc.shared && c.shared) && shadowScopesOverlap(sc, c.scope()) {
 			return c
 		}
 	}
@@ -185,9 +188,9 @@ func (m *shadow) decideClaim(r coord.ClaimRequest) verdict {
 	if ex != nil && ex.owner != r.Agent {
 		return verdict{coord.CodeLeaseLive, "INV-ME-1"}
 	}
-	paths := shadowPaths(r.Paths)
-	if c := m.conflictWith(r.Worktree, paths, r.Agent, task); c != nil {
-		return verdict{coord.CodeScopeConflict, scopeInv(r.Worktree, paths, c.worktree, c.paths)}
+	sc := requestScope(r)
+	if c := m.conflictWith(sc, r.Agent, task); c != nil {
+		return verdict{coord.CodeScopeConflict, scopeInv(r.Worktree, sc.paths, c.worktree, c.paths)}
 	}
 	principal := shadowPrincipal(r.Principal, r.Agent)
 	renewal := ex != nil && ex.principal == principal
@@ -209,9 +212,11 @@ func (m *shadow) grantClaim(r coord.ClaimRequest, epoch int64) {
 	ex := m.claims[task]
 	n := &mClaim{
 		task: task, owner: r.Agent, principal: shadowPrincipal(r.Principal, r.Agent), note: strings.TrimSpace(r.Note),
-		status: "claimed", worktree: r.Worktree, paths: shadowPaths(r.Paths), pathIdentity: r.PathIdentity, git: r.Git,
+		status: "claimed", worktree: r.Worktree, pathIdentity: r.PathIdentity, git: r.Git,
 		claimedAt: m.now, expiresAt: m.now + shadowTTL(r.TTL, r.HasTTL), epoch: epoch,
 	}
+	sc := requestScope(r)
+	n.paths, n.globs, n.shared = sc.paths, sc.globs, sc.shared
 	retained := m.dropRetained(task)
 	if ex != nil {
 		n.checkpoint = ex.checkpoint
@@ -328,7 +333,7 @@ func (m *shadow) decideHandoff(r coord.HandoffRequest) verdict {
 	if p := shadowPrincipal(r.ToPrincipal, to); p != c.principal && m.count(p) >= m.maxClaims {
 		return verdict{coord.CodeQuotaExceeded, "INV-ME-5"}
 	}
-	if m.conflictWith(c.worktree, c.paths, to, task) != nil {
+	if m.conflictWith(c.scope(), to, task) != nil {
 		return verdict{coord.CodeScopeConflict, "INV-CR-2"}
 	}
 	return granted("INV-CR-2")
@@ -613,4 +618,149 @@ func sortedKeysOf[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// ---- glob scopes and modes, decided on concrete paths ----
+
+// mScope is the model's scope: normalised paths and globs (none: the whole
+// worktree) and whether it is held shared.
+type mScope struct {
+	worktree     string
+	paths, globs []string
+	shared       bool
+}
+
+func (c *mClaim) scope() mScope {
+	return mScope{worktree: c.worktree, paths: c.paths, globs: c.globs, shared: c.shared}
+}
+
+// requestScope normalises a claim request's scope as the spec reads it:
+// paths and globs each as a path; the root or an escape among either widens
+// the claim to the whole worktree.
+func requestScope(r coord.ClaimRequest) mScope {
+	sc := mScope{worktree: r.Worktree, shared: r.Shared}
+	for _, p := range r.Paths {
+		n := shadowPath(p)
+		if n == "" {
+			return mScope{worktree: r.Worktree, shared: r.Shared}
+		}
+		if !slices.Contains(sc.paths, n) {
+			sc.paths = append(sc.paths, n)
+		}
+	}
+	for _, g := range r.Globs {
+		n := shadowPath(g)
+		if n == "" {
+			return mScope{worktree: r.Worktree, shared: r.Shared}
+		}
+		if !slices.Contains(sc.globs, n) {
+			sc.globs = append(sc.globs, n)
+		}
+	}
+	return sc
+}
+
+// witnessSegs spells every segment the model's paths and globs can meet,
+// plus strangers; witnessPaths are all their paths up to witnessDepth
+// segments. Two scope entries from the model's vocabulary overlap exactly
+// when some witness path is covered by both (TestModel_WitnessesDecideOverlap
+// checks the vocabulary is small enough for that).
+var witnessSegs = []string{"src", "a", "b", "ab", "x.go", "docs", "guide.md", "etc", "q.md", "c"}
+
+const witnessDepth = 4
+
+var (
+	witnessOnce  sync.Once
+	witnessPaths []string
+	coverCache   = map[string][]bool{} // "g:" or "p:" + entry → covered witnesses
+	coverMu      sync.Mutex
+)
+
+func witnesses() []string {
+	witnessOnce.Do(func() {
+		level := []string{""}
+		for range witnessDepth {
+			var next []string
+			for _, base := range level {
+				for _, s := range witnessSegs {
+					p := s
+					if base != "" {
+						p = base + "/" + s
+					}
+					next = append(next, p)
+				}
+			}
+			witnessPaths = append(witnessPaths, next...)
+			level = next
+		}
+	})
+	return witnessPaths
+}
+
+// covered is the set of witness paths the entry covers, by the oracle.
+func covered(entry string, glob bool) []bool {
+	key := "p:" + entry
+	if glob {
+		key = "g:" + entry
+	}
+	coverMu.Lock()
+	defer coverMu.Unlock()
+	if c, ok := coverCache[key]; ok {
+		return c
+	}
+	ws := witnesses()
+	c := make([]bool, len(ws))
+	for i, p := range ws {
+		c[i] = oracleCovers(entry, glob, p)
+	}
+	coverCache[key] = c
+	return c
+}
+
+func entriesOverlap(a string, aGlob bool, b string, bGlob bool) bool {
+	ca, cb := covered(a, aGlob), covered(b, bGlob)
+	for i := range ca {
+		if ca[i] && cb[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// shadowScopesOverlap: never across worktrees, always with a whole
+// worktree, else some pair of entries covers a common witness path.
+func shadowScopesOverlap(a, b mScope) bool {
+	if a.worktree != b.worktree {
+		return false
+	}
+	if len(a.paths)+len(a.globs) == 0 || len(b.paths)+len(b.globs) == 0 {
+		return true
+	}
+	type entry struct {
+		e    string
+		glob bool
+	}
+	entries := func(s mScope) []entry {
+		var out []entry
+		for _, p := range s.paths {
+			out = append(out, entry{p, false})
+		}
+		for _, g := range s.globs {
+			out = append(out, entry{g, true})
+		}
+		return out
+	}
+	for _, x := range entries(a) {
+		for _, y := range entries(b) {
+			if entriesOverlap(x.e, x.glob, y.e, y.glob) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// scopeCovers reports whether the model's scope covers the witness path p.
+func scopeCovers(s mScope, p string) bool {
+	return oracleScopeCovers(s.paths, s.globs, p)
 }
