@@ -45,13 +45,15 @@ func TestGlobCovers_Syntax(t *testing.T) {
 }
 
 func TestScopesOverlap_Globs_INV_ME_2(t *testing.T) {
-	sc := func(paths, globs []string) coord.Scope { return coord.Scope{Worktree: "/r", Paths: paths, Globs: globs} }
+	sc := func(paths, globs []string) coord.Scope {
+		return coord.Scope{Worktree: "/r", Paths: paths, Globs: globs}
+	}
 	for _, tc := range []struct {
 		a, b coord.Scope
 		want bool
 	}{
 		{sc(nil, []string{"docs/*.md"}), sc([]string{"docs/guide.md"}, nil), true},
-		{sc(nil, []string{"docs/*.md"}), sc([]string{"docs"}, nil), true},          // docs covers docs/x.md
+		{sc(nil, []string{"docs/*.md"}), sc([]string{"docs"}, nil), true},            // docs covers docs/x.md
 		{sc(nil, []string{"docs/*.md"}), sc([]string{"docs/img/a.png"}, nil), false}, // not below a match
 		{sc(nil, []string{"docs/*.md"}), sc([]string{"src"}, nil), false},
 		{sc(nil, []string{"src/**/*.go"}), sc(nil, []string{"**/*_test.go"}), true},
@@ -60,7 +62,7 @@ func TestScopesOverlap_Globs_INV_ME_2(t *testing.T) {
 		{sc(nil, []string{"a*"}), sc(nil, []string{"*b"}), true},
 		{sc(nil, []string{"a?"}), sc(nil, []string{"abc"}), false},
 		{sc(nil, []string{"*"}), sc([]string{"x/y/z"}, nil), true},
-		{sc(nil, nil), sc(nil, []string{"x/*"}), true}, // the whole worktree (INV-ME-4)
+		{sc(nil, nil), sc(nil, []string{"x/*"}), true},                                           // the whole worktree (INV-ME-4)
 		{sc(nil, []string{"**"}), coord.Scope{Worktree: "/other", Globs: []string{"**"}}, false}, // INV-ME-3
 	} {
 		got, back := coord.ScopesOverlap(tc.a, tc.b), coord.ScopesOverlap(tc.b, tc.a)
@@ -88,7 +90,7 @@ func TestNormalizeScope_WidensWhatItCannotKeep(t *testing.T) {
 		wantPaths, wantGlobs []string
 	}{
 		{[]string{"./src/"}, []string{"docs//*.md"}, []string{"src"}, []string{"docs/*.md"}},
-		{nil, []string{"../*"}, nil, nil},             // climbing: the whole worktree
+		{nil, []string{"../*"}, nil, nil},               // climbing: the whole worktree
 		{[]string{"."}, []string{"src/*.go"}, nil, nil}, // the root among paths: the whole worktree, globs too
 		{nil, []string{"*.go", "*.go"}, nil, []string{"*.go"}},
 	} {

@@ -273,45 +273,29 @@ func (x *scopeIndex) conflict(sc Scope, owner, task string, now float64) *Claim 
 // globs there that overlap it, and everything in its subtree (all of which
 // p covers).
 func (q *scopeQuery) literal(root *scopeNode, p string) *Claim {
-	var pat pattern // compiled only if a glob on the way needs it
+	segs := splitPath(p)
 	n := root
-	var found *Claim
-	check := func(n *scopeNode) bool {
+	for depth := 0; ; depth++ {
 		for _, h := range n.holders {
 			if q.blocks(h) {
-				found = h
-				return false
+				return h
 			}
 		}
 		for _, e := range n.globs {
-			if !q.blocks(e.c) {
-				continue
-			}
-			if pat == nil {
-				pat = compileLiteral(p)
-			}
-			if patternsOverlap(pat, e.pat) {
-				found = e.c
-				return false
+			// e is filed at depth: it overlaps p when its automaton
+			// survives the rest of p's segments.
+			if e.pat.reaches(depth, segs[depth:]) && q.blocks(e.c) {
+				return e.c
 			}
 		}
-		return true
-	}
-	if !check(n) {
-		return found
-	}
-	segments(p, func(seg string) bool {
-		n = n.children[seg]
+		if depth == len(segs) {
+			return q.below(n)
+		}
+		n = n.children[segs[depth]]
 		if n == nil || !q.live(n) {
-			n = nil
-			return false
+			return nil
 		}
-		return check(n)
-	})
-	if found != nil || n == nil {
-		return found
 	}
-	return q.below(n)
 }
 
 // glob checks the glob pat: entries on the path to its literal prefix
@@ -327,7 +311,7 @@ func (q *scopeQuery) glob(root *scopeNode, pat pattern) *Claim {
 			}
 		}
 		for _, e := range n.globs {
-			if q.blocks(e.c) && patternsOverlap(pat, e.pat) {
+			if patternsOverlap(pat, e.pat) && q.blocks(e.c) {
 				return e.c
 			}
 		}
@@ -348,22 +332,31 @@ func (q *scopeQuery) walk(n *scopeNode, pat pattern, states patternStates) *Clai
 	if n.below == len(n.holders)+len(n.globs) {
 		return nil
 	}
-	for _, seg := range sortedKeys(n.children) {
-		child := n.children[seg]
-		if !q.live(child) {
-			continue
+	// Filter the children first and sort only those pat reaches: a glob
+	// over a wide directory usually reaches few of its entries.
+	type reached struct {
+		seg   string
+		child *scopeNode
+		next  patternStates
+	}
+	var alive []reached
+	for seg, child := range n.children {
+		// Else nothing pat matches lies at or below child. The segment is
+		// tried before the child is read: most are refused on the key alone.
+		if next := pat.step(states, seg); len(next) > 0 && q.live(child) {
+			alive = append(alive, reached{seg, child, next})
 		}
-		next := pat.step(states, seg)
-		if len(next) == 0 {
-			continue // nothing pat matches lies at or below child
-		}
+	}
+	slices.SortFunc(alive, func(a, b reached) int { return strings.Compare(a.seg, b.seg) })
+	for _, r := range alive {
+		child, next := r.child, r.next
 		for _, h := range child.holders {
 			if q.blocks(h) {
 				return h // pat reaches child: it covers a path at, above or below it
 			}
 		}
 		for _, e := range child.globs {
-			if q.blocks(e.c) && patternsOverlap(pat, e.pat) {
+			if patternsOverlap(pat, e.pat) && q.blocks(e.c) {
 				return e.c
 			}
 		}

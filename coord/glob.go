@@ -1,0 +1,384 @@
+package coord
+
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+// Glob scopes (docs/claims.md). A pattern is a normalised path whose
+// segments may hold wildcards:
+//
+//   - a segment that is exactly "**" matches any number of segments, none
+//     included;
+//   - "*" elsewhere in a segment matches any run of characters, "/" aside;
+//   - "?" matches exactly one character, "/" aside.
+//
+// Every other character, "[" and "]" among them, is itself. Like a literal
+// path, a pattern covers what it matches and everything below it, so two
+// scope entries overlap when some path is covered by both. The check below
+// decides that exactly: it intersects the two patterns as automata over
+// segments, each followed by an implicit "**" (the subtree).
+
+// patItem is one segment of a compiled pattern.
+type patItem struct {
+	kind patKind
+	text string // the segment: the literal, or the segment pattern
+}
+
+type patKind uint8
+
+const (
+	patLiteral patKind = iota // the segment itself
+	patSegment                // a segment with "*" or "?"
+	patAny                    // "**": any number of segments
+)
+
+// pattern is a compiled scope entry: a literal path or a glob.
+type pattern []patItem
+
+// isGlobMeta reports whether a segment holds a wildcard.
+func isGlobMeta(seg string) bool { return strings.ContainsAny(seg, "*?") }
+
+// IsGlob reports whether a normalised pattern holds a wildcard.
+func IsGlob(p string) bool { return isGlobMeta(p) }
+
+// compileLiteral compiles a literal path: every segment is itself, "*" and
+// "?" included.
+func compileLiteral(p string) pattern {
+	var out pattern
+	segments(p, func(seg string) bool {
+		out = append(out, patItem{kind: patLiteral, text: seg})
+		return true
+	})
+	return out
+}
+
+// compileGlob compiles a normalised glob.
+func compileGlob(p string) pattern {
+	var out pattern
+	segments(p, func(seg string) bool {
+		switch {
+		case seg == "**":
+			if len(out) == 0 || out[len(out)-1].kind != patAny { // "**/**" is "**"
+				out = append(out, patItem{kind: patAny})
+			}
+		case isGlobMeta(seg):
+			out = append(out, patItem{kind: patSegment, text: seg})
+		default:
+			out = append(out, patItem{kind: patLiteral, text: seg})
+		}
+		return true
+	})
+	return out
+}
+
+// prefix is the pattern's literal segments before its first wildcard,
+// joined: where the scope index files it.
+func (p pattern) prefix() []string {
+	var out []string
+	for _, it := range p {
+		if it.kind != patLiteral {
+			break
+		}
+		out = append(out, it.text)
+	}
+	return out
+}
+
+// itemsCommon reports whether some segment matches both items (a "**"
+// item matches any one segment when it consumes one).
+func itemsCommon(a, b patItem) bool {
+	switch {
+	case a.kind == patAny || b.kind == patAny:
+		return true
+	case a.kind == patLiteral && b.kind == patLiteral:
+		return a.text == b.text
+	case a.kind == patLiteral:
+		return segmentMatch(b.text, a.text)
+	case b.kind == patLiteral:
+		return segmentMatch(a.text, b.text)
+	}
+	return segmentsIntersect(a.text, b.text)
+}
+
+// itemMatches reports whether the segment seg matches item it.
+func itemMatches(it patItem, seg string) bool {
+	switch it.kind {
+	case patAny:
+		return true
+	case patLiteral:
+		return it.text == seg
+	}
+	return segmentMatch(it.text, seg)
+}
+
+// segmentMatch reports whether the segment s matches the segment pattern
+// pat ("*" any run, "?" one character): the classic greedy match that
+// backtracks to the last "*", without allocating.
+func segmentMatch(pat, s string) bool {
+	pi, si := 0, 0
+	starP, starS := -1, 0
+	for si < len(s) {
+		if pi < len(pat) {
+			switch pc := pat[pi]; {
+			case pc == '*':
+				starP, starS = pi, si
+				pi++
+				continue
+			case pc == '?':
+				_, n := utf8.DecodeRuneInString(s[si:])
+				pi, si = pi+1, si+n
+				continue
+			case pc == s[si]:
+				pi, si = pi+1, si+1
+				continue
+			}
+		}
+		if starP < 0 {
+			return false
+		}
+		_, n := utf8.DecodeRuneInString(s[starS:])
+		starS += n
+		pi, si = starP+1, starS
+	}
+	for pi < len(pat) && pat[pi] == '*' {
+		pi++
+	}
+	return pi == len(pat)
+}
+
+type segTok struct {
+	r    rune
+	kind uint8 // 0 literal r, 1 "?", 2 "*"
+}
+
+func segTokens(p string) []segTok {
+	var out []segTok
+	for _, r := range p {
+		switch {
+		case r == '*':
+			if len(out) == 0 || out[len(out)-1].kind != 2 {
+				out = append(out, segTok{kind: 2})
+			}
+		case r == '?':
+			out = append(out, segTok{kind: 1})
+		default:
+			out = append(out, segTok{r: r})
+		}
+	}
+	return out
+}
+
+// segmentsIntersect reports whether some string matches both segment
+// patterns: a search over pairs of positions, a "*" either skipped or
+// consuming a character while staying put. If the only common string is
+// "", both patterns are all "*" and every segment matches both.
+func segmentsIntersect(a, b string) bool {
+	// A common string starts with both literal heads and ends with both
+	// literal tails: a cheap refusal before the search.
+	ha, hb := a[:strings.IndexAny(a+"*", "*?")], b[:strings.IndexAny(b+"*", "*?")]
+	if !strings.HasPrefix(ha, hb) && !strings.HasPrefix(hb, ha) {
+		return false
+	}
+	sa, sb := a[strings.LastIndexAny(a, "*?")+1:], b[strings.LastIndexAny(b, "*?")+1:]
+	if !strings.HasSuffix(sa, sb) && !strings.HasSuffix(sb, sa) {
+		return false
+	}
+	ta, tb := segTokens(a), segTokens(b)
+	w := len(tb) + 1
+	seen := make([]bool, (len(ta)+1)*w)
+	stack := []int{0}
+	seen[0] = true
+	push := func(i, j int) {
+		if k := i*w + j; !seen[k] {
+			seen[k] = true
+			stack = append(stack, k)
+		}
+	}
+	for len(stack) > 0 {
+		k := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		i, j := k/w, k%w
+		if i == len(ta) && j == len(tb) {
+			return true
+		}
+		if i < len(ta) && ta[i].kind == 2 {
+			push(i+1, j)
+		}
+		if j < len(tb) && tb[j].kind == 2 {
+			push(i, j+1)
+		}
+		if i < len(ta) && j < len(tb) && (ta[i].kind != 0 || tb[j].kind != 0 || ta[i].r == tb[j].r) {
+			ni, nj := i+1, j+1
+			if ta[i].kind == 2 {
+				ni = i
+			}
+			if tb[j].kind == 2 {
+				nj = j
+			}
+			push(ni, nj)
+		}
+	}
+	return false
+}
+
+// patternsOverlap reports whether some path is covered by both patterns: a
+// path matching one is equal to, an ancestor of or below a path matching
+// the other. Both are read with a trailing "**" (what a match covers), and
+// their intersection is searched over pairs of item positions.
+func patternsOverlap(a, b pattern) bool {
+	if alignedDisjoint(a, b) {
+		return false
+	}
+	la, lb := len(a)+1, len(b)+1 // position len(x) is the implicit trailing "**"
+	item := func(p pattern, i int) patItem {
+		if i == len(p) {
+			return patItem{kind: patAny}
+		}
+		return p[i]
+	}
+	seen := make([]bool, la*lb)
+	stack := []int{0}
+	seen[0] = true
+	push := func(i, j int) {
+		if k := i*lb + j; !seen[k] {
+			seen[k] = true
+			stack = append(stack, k)
+		}
+	}
+	for len(stack) > 0 {
+		k := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		i, j := k/lb, k%lb
+		if i == len(a) && j == len(b) {
+			return true // both may stop here: the trailing "**"s match nothing more
+		}
+		ia, ib := item(a, i), item(b, j)
+		if ia.kind == patAny && i < len(a) {
+			push(i+1, j)
+		}
+		if ib.kind == patAny && j < len(b) {
+			push(i, j+1)
+		}
+		if itemsCommon(ia, ib) {
+			ni, nj := i+1, j+1
+			if ia.kind == patAny {
+				ni = i
+			}
+			if ib.kind == patAny {
+				nj = j
+			}
+			push(ni, nj)
+		}
+	}
+	return false
+}
+
+// alignedDisjoint is the cheap common case: before either pattern's first
+// "**" their items sit at the same depth, so two items there that no
+// segment matches both make the patterns disjoint.
+func alignedDisjoint(a, b pattern) bool {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i].kind == patAny || b[i].kind == patAny {
+			return false
+		}
+		if a[i].kind == patLiteral && b[i].kind == patLiteral {
+			if a[i].text != b[i].text {
+				return true
+			}
+			continue
+		}
+		if !itemsCommon(a[i], b[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// reaches reports whether the pattern, filed at depth at (its literal
+// prefix), covers or lies below a path whose segments below that depth are rest:
+// whether its automaton survives reading them. This is patternsOverlap
+// with a literal path under the pattern's prefix, without the search.
+func (p pattern) reaches(at int, rest []string) bool {
+	for len(rest) > 0 && at < len(p) && p[at].kind != patAny { // aligned: no search needed
+		if !itemMatches(p[at], rest[0]) {
+			return false
+		}
+		at, rest = at+1, rest[1:]
+	}
+	if len(rest) == 0 || at == len(p) {
+		return true // p goes on below the path, or matched an ancestor of it
+	}
+	s := p.startStates(at)
+	for _, seg := range rest {
+		if s = p.step(s, seg); len(s) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// patternStates is a set of positions in a pattern read with its trailing
+// "**": where a walk down the scope trie may be in the pattern. Position
+// len(p) is the trailing "**", so a set holding it stays alive for good.
+type patternStates []int
+
+// startStates are the positions after the pattern's first k items, closed
+// over skipped "**".
+func (p pattern) startStates(k int) patternStates {
+	return p.close(patternStates{k})
+}
+
+func (p pattern) close(s patternStates) patternStates {
+	for i := 0; i < len(s); i++ {
+		if at := s[i]; at < len(p) && p[at].kind == patAny && !containsInt(s, at+1) {
+			s = append(s, at+1)
+		}
+	}
+	return s
+}
+
+// step returns the positions after reading one more segment; empty when no
+// path below can match.
+func (p pattern) step(s patternStates, seg string) patternStates {
+	var out patternStates
+	for _, at := range s {
+		next := at + 1
+		switch {
+		case at == len(p) || p[at].kind == patAny:
+			next = at
+		case !itemMatches(p[at], seg):
+			continue
+		}
+		if !containsInt(out, next) {
+			out = append(out, next)
+		}
+	}
+	return p.close(out)
+}
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// GlobCovers reports whether a normalised glob covers a normalised path:
+// the path matches it or lies below a path that does.
+func GlobCovers(glob, path string) bool {
+	p := compileGlob(glob)
+	s := p.startStates(0)
+	segments(path, func(seg string) bool {
+		s = p.step(s, seg)
+		return len(s) > 0
+	})
+	for _, at := range s {
+		if at == len(p) {
+			return true
+		}
+	}
+	return false
+}
