@@ -271,6 +271,14 @@ func genClaim(t *rapid.T) *coord.Claim {
 			c.Paths = append(c.Paths, genID(t, "path"+string(rune('0'+i))))
 		}
 	}
+	if n := rapid.IntRange(0, 2).Draw(t, "globs"); n > 0 {
+		for i := range n {
+			c.Globs = append(c.Globs, genID(t, "glob"+string(rune('0'+i)))+"/**/*.go")
+		}
+	}
+	if rapid.IntRange(0, 3).Draw(t, "shared") == 0 {
+		c.Mode = coord.ModeShared
+	}
 	if rapid.Bool().Draw(t, "git") {
 		c.Git = &coord.Git{Branch: genText(t, "branch"), Base: genText(t, "base"), AutoReleaseOn: genText(t, "auto")}
 	}
@@ -326,5 +334,46 @@ func TestEncode_ClaimExpiredIsAnAuditRowReplaySkips(t *testing.T) {
 	}
 	if ev, ok, err := Decode(rec.Kind, rec.Payload); ok || err != nil || ev != nil {
 		t.Fatalf("replay decoded %v %v %v; want it skipped", ev, ok, err)
+	}
+}
+
+// Globs and the shared mode are additive: a plain claim's payload has
+// neither key (so it is the reference's), a claim with them carries both,
+// and a row written before them decodes as an exclusive literal claim.
+func TestCodec_GlobsAndModeAreAdditive(t *testing.T) {
+	plain := &coord.Claim{TaskID: "T1", Owner: "p/a", Worktree: "/r", Paths: []string{"src"}, Epoch: 1, ExpiresAt: 10}
+	rec, _ := Encode(coord.ClaimGranted{Claim: plain})
+	if strings.Contains(string(rec.Payload), "globs") || strings.Contains(string(rec.Payload), "mode") {
+		t.Fatalf("a plain claim's payload names globs or a mode: %s", rec.Payload)
+	}
+	globbed := *plain
+	globbed.Paths, globbed.Globs, globbed.Mode = nil, []string{"src/**/*.go", "docs/*.md"}, coord.ModeShared
+	rec, _ = Encode(coord.ClaimGranted{Claim: &globbed})
+	if !strings.Contains(string(rec.Payload), `"globs":["src/**/*.go","docs/*.md"]`) || !strings.Contains(string(rec.Payload), `"mode":"shared"`) {
+		t.Fatalf("payload %s lacks the globs or the mode", rec.Payload)
+	}
+	ev, ok, err := Decode(rec.Kind, rec.Payload)
+	if err != nil || !ok || !reflect.DeepEqual(ev.(coord.ClaimGranted).Claim, &globbed) {
+		t.Fatalf("decoded %+v (%v), want %+v", ev, err, &globbed)
+	}
+	old := `{"task_id":"T1","owner":"p/a","status":"claimed","epoch":1,"lease_expires_at":10,"paths":["src"],"worktree":"/r"}`
+	ev, _, err = Decode(KindClaim, []byte(old))
+	if c := ev.(coord.ClaimGranted).Claim; err != nil || c.Globs != nil || c.Mode != coord.ModeExclusive {
+		t.Fatalf("an old row decodes to %+v (%v)", c, err)
+	}
+	for _, bad := range []string{`"mode":"reading"`, `"globs":[null]`} {
+		row := strings.Replace(old, `"worktree"`, bad+`,"worktree"`, 1)
+		if _, _, err := Decode(KindClaim, []byte(row)); err == nil {
+			t.Errorf("row %s decoded", row)
+		}
+	}
+	// The root among paths beside globs stays, so applying the claim
+	// widens it to the whole worktree rather than to the globs alone.
+	row := strings.Replace(old, `"paths":["src"]`, `"paths":[""],"globs":["a/*"]`, 1)
+	ev, _, _ = Decode(KindClaim, []byte(row))
+	s := coord.New(coord.Limits{})
+	s.Apply(ev)
+	if c := s.Claim("T1"); !c.WholeWorktree() {
+		t.Fatalf("a root path beside globs was applied as %+v", c)
 	}
 }

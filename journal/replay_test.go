@@ -68,8 +68,10 @@ func genCommand(t *rapid.T) coord.Command {
 	switch rapid.IntRange(0, 9).Draw(t, "cmd") {
 	case 0, 1:
 		paths := rapid.SliceOfN(rapid.SampledFrom([]string{"src", "src/a", "src/b/c", "docs", "/abs", ""}), 0, 2).Draw(t, "paths")
+		globs := rapid.SliceOfN(rapid.SampledFrom([]string{"src/**/*.go", "docs/*.md", "*", "../x"}), 0, 2).Draw(t, "globs")
 		return coord.ClaimRequest{Agent: agent, TaskID: task, Note: "n", Worktree: rapid.SampledFrom([]string{"", "/r"}).Draw(t, "wt"),
-			Paths: paths, TTL: rapid.Float64Range(1, 200).Draw(t, "ttl"), HasTTL: rapid.Bool().Draw(t, "hasttl")}
+			Paths: paths, Globs: globs, Shared: rapid.Bool().Draw(t, "shared"),
+			TTL: rapid.Float64Range(1, 200).Draw(t, "ttl"), HasTTL: rapid.Bool().Draw(t, "hasttl")}
 	case 2:
 		return coord.ReleaseRequest{Agent: agent, TaskID: task}
 	case 3:

@@ -370,13 +370,13 @@ func (r *imgReader) sections(img *coord.Image) {
 		case sectionClaimScopes:
 			n := r.n()
 			for range n {
-				i := r.n()
+				i := r.u()
 				globs := r.ss(false)
 				mode := r.u()
 				if r.err != nil {
 					return
 				}
-				if i >= len(img.Claims) {
+				if i >= uint64(len(img.Claims)) {
 					r.fail("claim scope index")
 					return
 				}
