@@ -122,13 +122,13 @@ func (s *State) owned(task, agent string, hasEpoch bool, epoch int64, now float6
 // the holder's pattern and mode when a glob or a shared claim is involved.
 func scopeConflict(task string, sc Scope, h *Claim) *Refusal {
 	entry := conflictEntry(sc, h)
-	var ref *Refusal
-	if len(sc.Globs) == 0 && !IsGlob(entry) && sc.Mode == ModeExclusive && h.Mode == ModeExclusive {
-		ref = refuse(CodeScopeConflict, task, "Task '%s' file scope conflicts with '%s' held by %s.", task, h.TaskID, h.Owner)
-	} else {
-		ref = refuse(CodeScopeConflict, task, "Task '%s' file scope conflicts with '%s' held by %s (%s '%s').", task, h.TaskID, h.Owner, h.Mode, entry)
+	if len(sc.Globs) == 0 && len(h.Globs) == 0 && sc.Mode == ModeExclusive && h.Mode == ModeExclusive {
+		ref := refuse(CodeScopeConflict, task, "Task '%s' file scope conflicts with '%s' held by %s.", task, h.TaskID, h.Owner)
+		ref.Holder, ref.ConflictTask = h.Owner, h.TaskID
+		return ref
 	}
-	ref.Holder, ref.ConflictTask, ref.ConflictPattern = h.Owner, h.TaskID, entry
+	ref := refuse(CodeScopeConflict, task, "Task '%s' file scope conflicts with '%s' held by %s (%s '%s').", task, h.TaskID, h.Owner, h.Mode, entry)
+	ref.Holder, ref.ConflictTask, ref.ConflictPattern, ref.ConflictMode = h.Owner, h.TaskID, entry, h.Mode.String()
 	return ref
 }
 

@@ -60,9 +60,12 @@ type Refusal struct {
 	Holder string
 	// ConflictTask is the task whose scope conflicts (SCOPE_CONFLICT).
 	ConflictTask string
-	// ConflictPattern is the conflicting holder's path or glob
-	// (SCOPE_CONFLICT); "" when it holds the whole worktree.
+	// ConflictPattern and ConflictMode are the conflicting holder's path
+	// or glob ("" for the whole worktree) and its mode, when a glob or a
+	// shared claim is involved (SCOPE_CONFLICT); "" otherwise, so literal
+	// exclusive refusals stay the reference's.
 	ConflictPattern string
+	ConflictMode    string
 	// Owner is the live claim's owner when a fenced verb is refused
 	// (NOT_OWNER, EPOCH_STALE): the other party, for audit (the
 	// dashboard's refusals); it is not sent on the wire.

@@ -74,7 +74,9 @@ type APIClaim struct {
 	TaskID     string   `json:"task_id"`
 	Owner      string   `json:"owner"`
 	Worktree   string   `json:"worktree"`
-	Paths      []string `json:"paths"` // empty: the whole worktree
+	Paths      []string `json:"paths"` // empty with no globs: the whole worktree
+	Globs      []string `json:"globs,omitempty"`
+	Mode       string   `json:"mode,omitempty"` // "shared" for a read claim; absent: exclusive
 	Epoch      int64    `json:"epoch"`
 	Version    int64    `json:"version"`
 	Status     string   `json:"status"`
@@ -130,7 +132,11 @@ func apiClaim(c *coord.Claim) APIClaim {
 	if paths == nil {
 		paths = []string{}
 	}
-	return APIClaim{TaskID: c.TaskID, Owner: c.Owner, Worktree: c.Worktree, Paths: paths, Epoch: c.Epoch,
+	var mode string
+	if c.Mode != coord.ModeExclusive {
+		mode = c.Mode.String()
+	}
+	return APIClaim{TaskID: c.TaskID, Owner: c.Owner, Worktree: c.Worktree, Paths: paths, Globs: c.Globs, Mode: mode, Epoch: c.Epoch,
 		Version: c.Version, Status: c.Status.String(), Note: c.Note, ClaimedAt: c.ClaimedAt, ExpiresAt: c.ExpiresAt,
 		Checkpoint: c.Checkpoint != ""}
 }

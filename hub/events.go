@@ -142,6 +142,7 @@ func (h *Hub) framesFor(ev coord.Event, now float64) []out {
 			Int("version", c.Version).Str("checkpoint", c.Checkpoint).
 			Append("git", func(b []byte) []byte { return wire.AppendGit(b, c.Git) })
 		pathIdentity(f, c)
+		scopeExtras(f, c)
 		return []out{{b: f.Bytes(), typ: "claim_granted", aud: claimAudience(c.TaskID, c.Owner)}}
 	case coord.Released:
 		f := wire.NewFrame("release_granted", "all", "Task '"+e.TaskID+"' released by "+e.Owner+".", now, id).
@@ -166,6 +167,7 @@ func (h *Hub) framesFor(ev coord.Event, now float64) []out {
 			Str("note", c.Note).Str("status", c.Status.String()).Str("worktree", c.Worktree).
 			Strs("paths", c.Paths)
 		pathIdentity(f, c)
+		scopeExtras(f, c)
 		f.Int("epoch", c.Epoch).Int("version", c.Version).Float("lease_expires_at", c.ExpiresAt).
 			Str("checkpoint", c.Checkpoint)
 		return []out{{b: f.Bytes(), typ: "handoff_granted", aud: claimAudience(c.TaskID, c.Owner, e.From)}}
@@ -220,6 +222,17 @@ func (h *Hub) framesFor(ev coord.Event, now float64) []out {
 	// Expiries, dropped waits, denials' audit records: nothing on the wire
 	// (the reference expires leases silently).
 	return nil
+}
+
+// scopeExtras writes a claim's globs and shared mode (features glob_scopes,
+// shared_claims) when it has them: a plain claim's frame is the reference's.
+func scopeExtras(f *wire.Frame, c *coord.Claim) {
+	if len(c.Globs) > 0 {
+		f.Strs("globs", c.Globs)
+	}
+	if c.Mode != coord.ModeExclusive {
+		f.Str("mode", c.Mode.String())
+	}
 }
 
 func pathIdentity(f *wire.Frame, c *coord.Claim) {

@@ -215,6 +215,9 @@ func (s *session) refused(sender, denialType string, ref *coord.Refusal, task st
 	if ref.ConflictTask != "" {
 		f.Str("conflict_task", ref.ConflictTask) // additive
 	}
+	if ref.ConflictMode != "" { // additive: only when a glob or a shared claim is involved
+		f.Str("conflict_pattern", ref.ConflictPattern).Str("conflict_mode", ref.ConflictMode)
+	}
 	s.h.m.framesOut.WithLabelValues(denialType).Inc()
 	s.reply(f.Str("error_code", string(ref.Code)).Bytes())
 }
@@ -339,10 +342,19 @@ func (s *session) claim(sender string, in *wire.Inbound) {
 		Note:      strings.TrimSpace(in.Text("note")),
 		Worktree:  in.Str("worktree"),
 		Paths:     in.Strings("paths"),
+		Globs:     in.Strings("globs"), // additive (feature glob_scopes)
 		Git:       parseGit(in),
 	}
 	if cmd.Paths == nil {
 		cmd.Paths = []string{}
+	}
+	switch mode := in.Value("mode"); mode { // additive (feature shared_claims)
+	case nil, "exclusive":
+	case "shared":
+		cmd.Shared = true
+	default:
+		s.fail(sender, "malformed_frame", "Malformed frame: 'mode' must be 'exclusive' or 'shared'.")
+		return
 	}
 	cmd.TTL, cmd.HasTTL = in.LenientFloat("ttl_seconds")
 	if _, ok := in.Value("path_identity").(map[string]any); ok {
