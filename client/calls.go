@@ -94,6 +94,20 @@ func (c *Client) Claim(ctx context.Context, r ClaimRequest) (*Claim, error) {
 		paths = []string{}
 	}
 	m["paths"] = paths
+	// A hub without the features would ignore the fields and grant a
+	// narrower scope (paths alone) or an exclusive one: refuse here instead.
+	if len(r.Globs) > 0 {
+		if !c.HasFeature("glob_scopes") {
+			return nil, fmt.Errorf("%w: glob_scopes", ErrUnsupported)
+		}
+		m["globs"] = r.Globs
+	}
+	if r.Shared {
+		if !c.HasFeature("shared_claims") {
+			return nil, fmt.Errorf("%w: shared_claims", ErrUnsupported)
+		}
+		m["mode"] = "shared"
+	}
 	if r.TTL > 0 {
 		m["ttl_seconds"] = r.TTL.Seconds()
 	}
@@ -116,7 +130,7 @@ func (c *Client) Claim(ctx context.Context, r ClaimRequest) (*Claim, error) {
 // Renew extends a held claim by claiming it again with the same scope and
 // lease length. The hub grants a fresh epoch; use the returned claim's.
 func (c *Client) Renew(ctx context.Context, cl *Claim) (*Claim, error) {
-	return c.Claim(ctx, ClaimRequest{TaskID: cl.TaskID, Paths: cl.Paths, Worktree: cl.Worktree, Note: cl.Note, Git: cl.Git, TTL: cl.TTL()})
+	return c.Claim(ctx, cl.Request())
 }
 
 func claimFrom(f Frame) (*Claim, error) {

@@ -61,6 +61,11 @@ type Refused struct {
 	Holder string
 	// ConflictTask is the other task a SCOPE_CONFLICT collides with.
 	ConflictTask string
+	// ConflictPattern and ConflictMode are the holder's path or glob and
+	// its mode ("shared" or "exclusive"), when a glob or a shared claim is
+	// involved (features glob_scopes, shared_claims); "" otherwise.
+	ConflictPattern string
+	ConflictMode    string
 
 	// The fields below come with a refusal by a federated hub's ownership
 	// gate (codes NAMESPACE_UNGOVERNED, NAMESPACE_PARTITIONED,
@@ -111,6 +116,7 @@ func refusedFrom(f Frame, task string) *Refused {
 		r.TaskID = t
 	}
 	r.ConflictTask = f.String("conflict_task")
+	r.ConflictPattern, r.ConflictMode = f.String("conflict_pattern"), f.String("conflict_mode")
 	if r.Holder == "" { // a reference hub names them only in the sentence
 		r.Holder, r.ConflictTask = holderFromMessage(r.Message)
 	}

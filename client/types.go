@@ -2,7 +2,10 @@ package client
 
 import (
 	"math"
+	"strings"
 	"time"
+
+	"github.com/synapse-hub/synapse/coord"
 )
 
 // Times on the wire are unix seconds as floats, on the hub's clock.
@@ -22,8 +25,10 @@ type Claim struct {
 	Note           string   `json:"note"`
 	Status         string   `json:"status"` // claimed | working | input_required | done | failed
 	Worktree       string   `json:"worktree"`
-	Paths          []string `json:"paths"` // [] = the whole worktree
-	Epoch          int64    `json:"epoch"` // fencing token: fresh on every grant, renewal and handoff
+	Paths          []string `json:"paths"`           // [] with no globs = the whole worktree
+	Globs          []string `json:"globs,omitempty"` // glob patterns beside the paths (docs/claims.md)
+	Mode           string   `json:"mode,omitempty"`  // "shared" for a read claim; "" = exclusive
+	Epoch          int64    `json:"epoch"`           // fencing token: fresh on every grant, renewal and handoff
 	Version        int64    `json:"version"`
 	Checkpoint     string   `json:"checkpoint"`
 	DataRef        string   `json:"data_ref,omitempty"`
@@ -40,6 +45,38 @@ type Claim struct {
 	GrantedAt float64 `json:"-"`
 
 	requestedTTL time.Duration
+}
+
+// Shared reports whether the claim is a shared (read) claim.
+func (c *Claim) Shared() bool { return c.Mode == "shared" }
+
+// Request is the claim request that renews c as it is: same scope, globs,
+// mode, note, git context and lease length.
+func (c *Claim) Request() ClaimRequest {
+	return ClaimRequest{TaskID: c.TaskID, Paths: c.Paths, Globs: c.Globs, Shared: c.Shared(), Worktree: c.Worktree,
+		Note: c.Note, Git: c.Git, TTL: c.TTL()}
+}
+
+// Covers reports whether the claim's scope covers the worktree-relative
+// path rel: it has no paths and no globs (the whole worktree), or rel is
+// one of its paths or below one, or matches one of its globs or lies below
+// a match — the hub's own definition (coord.GlobCovers).
+func (c *Claim) Covers(rel string) bool {
+	rel = coord.NormalizePath(rel, 1<<20)
+	if len(c.Paths) == 0 && len(c.Globs) == 0 {
+		return true
+	}
+	for _, p := range c.Paths {
+		if p == "" || rel == p || strings.HasPrefix(rel, p+"/") {
+			return true
+		}
+	}
+	for _, g := range c.Globs {
+		if coord.GlobCovers(g, rel) {
+			return true
+		}
+	}
+	return false
 }
 
 // Expires is when the lease ends unless renewed.
@@ -68,7 +105,9 @@ func (c *Claim) TTL() time.Duration {
 // ClaimRequest asks for a task and its files.
 type ClaimRequest struct {
 	TaskID   string
-	Paths    []string      // files or folders; none = the whole worktree
+	Paths    []string      // files or folders; none (and no globs) = the whole worktree
+	Globs    []string      // glob patterns: "*" and "?" within a segment, "**" any segments (docs/claims.md)
+	Shared   bool          // a shared (read) claim: other readers may overlap it, writers may not
 	Worktree string        // label of the checkout; "" = the default one
 	TTL      time.Duration // lease length; 0 = the hub's default (1 h), clamped to its window
 	Note     string

@@ -242,7 +242,7 @@ func (s *Server) renew(ctx context.Context, _ *mcp.CallToolRequest, in renewIn) 
 	if err != nil {
 		return s.refusedClaim(in.TaskID, err)
 	}
-	req := client.ClaimRequest{TaskID: cl.TaskID, Paths: cl.Paths, Worktree: cl.Worktree, Note: cl.Note, Git: cl.Git, TTL: cl.TTL()}
+	req := cl.Request()
 	if in.TTLSeconds > 0 {
 		req.TTL = time.Duration(in.TTLSeconds * float64(time.Second))
 	}

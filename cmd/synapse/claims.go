@@ -188,7 +188,7 @@ func runRenew(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return f.failure(stderr, "renew", err)
 	}
-	req := client.ClaimRequest{TaskID: cl.TaskID, Paths: cl.Paths, Worktree: cl.Worktree, Note: cl.Note, Git: cl.Git, TTL: cl.TTL()}
+	req := cl.Request()
 	if *ttl > 0 {
 		req.TTL = *ttl
 	}
