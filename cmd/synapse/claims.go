@@ -28,6 +28,8 @@ type claimJSON struct {
 	Version        int64    `json:"version"`
 	Status         string   `json:"status,omitempty"`
 	Paths          []string `json:"paths,omitempty"`
+	Globs          []string `json:"globs,omitempty"`
+	Mode           string   `json:"mode,omitempty"` // "shared"; absent = exclusive
 	Worktree       string   `json:"worktree"`
 	Note           string   `json:"note,omitempty"`
 	Checkpoint     string   `json:"checkpoint,omitempty"`
@@ -39,19 +41,23 @@ type claimJSON struct {
 	Message        string   `json:"message,omitempty"`
 	Holder         string   `json:"holder,omitempty"`
 	ConflictTask   string   `json:"conflict_task,omitempty"`
+	// The holder's path or glob and mode, when a glob or a shared claim is involved.
+	ConflictPattern string `json:"conflict_pattern,omitempty"`
+	ConflictMode    string `json:"conflict_mode,omitempty"`
 }
 
 func claimResult(c *client.Claim) claimJSON {
 	return claimJSON{
 		Granted: true, TaskID: c.TaskID, Owner: c.Owner, Epoch: c.Epoch, Version: c.Version,
-		Status: c.Status, Paths: c.Paths, Worktree: c.Worktree, Note: c.Note, Checkpoint: c.Checkpoint,
+		Status: c.Status, Paths: c.Paths, Globs: c.Globs, Mode: c.Mode, Worktree: c.Worktree, Note: c.Note, Checkpoint: c.Checkpoint,
 		LeaseExpiresAt: c.LeaseExpiresAt, LeaseExpires: fmtTime(c.LeaseExpiresAt), TTLSeconds: c.TTL().Seconds(),
 		PreviousOwner: c.PreviousOwner,
 	}
 }
 
 func refusalResult(task string, ref *client.Refused) claimJSON {
-	return claimJSON{TaskID: task, Code: ref.Code, Message: ref.Message, Holder: ref.Holder, ConflictTask: ref.ConflictTask}
+	return claimJSON{TaskID: task, Code: ref.Code, Message: ref.Message, Holder: ref.Holder, ConflictTask: ref.ConflictTask,
+		ConflictPattern: ref.ConflictPattern, ConflictMode: ref.ConflictMode}
 }
 
 // printClaim prints a grant for people.
@@ -62,11 +68,18 @@ func printClaim(w io.Writer, verb string, c *client.Claim) {
 		now = c.ClaimedAt
 	}
 	fmt.Fprintf(w, "  lease:    until %s (%s); renew with 'synapse renew %s'\n", fmtTime(c.LeaseExpiresAt), fmtIn(c.LeaseExpiresAt, now), c.TaskID)
-	paths := "the whole worktree"
-	if len(c.Paths) > 0 {
-		paths = strings.Join(c.Paths, ", ")
+	switch {
+	case len(c.Paths) > 0:
+		fmt.Fprintf(w, "  paths:    %s\n", strings.Join(c.Paths, ", "))
+	case len(c.Globs) == 0:
+		fmt.Fprintf(w, "  paths:    the whole worktree\n")
 	}
-	fmt.Fprintf(w, "  paths:    %s\n", paths)
+	if len(c.Globs) > 0 {
+		fmt.Fprintf(w, "  globs:    %s\n", strings.Join(c.Globs, ", "))
+	}
+	if c.Shared() {
+		fmt.Fprintf(w, "  mode:     shared (others may read beside you; no one may write)\n")
+	}
 	if c.Worktree != "" {
 		fmt.Fprintf(w, "  worktree: %s\n", c.Worktree)
 	}
@@ -88,17 +101,23 @@ func refusedClaim(f *clientFlags, stdout, stderr io.Writer, cmd, task string, er
 	switch {
 	case ref.Code == "LEASE_LIVE":
 		fmt.Fprintf(stderr, "Wait for it with 'synapse wait %s', or ask %s with 'synapse send %s TEXT'.\n", task, ref.Holder, ref.Holder)
+	case ref.Code == "SCOPE_CONFLICT" && ref.ConflictMode != "":
+		fmt.Fprintf(stderr, "Narrow --paths or --glob (%s holds '%s' %s), wait with 'synapse wait %s', or ask %s with 'synapse send %s TEXT'.\n",
+			ref.Holder, ref.ConflictPattern, ref.ConflictMode, ref.ConflictTask, ref.Holder, ref.Holder)
 	case ref.Code == "SCOPE_CONFLICT" && ref.ConflictTask != "":
 		fmt.Fprintf(stderr, "Narrow --paths, wait with 'synapse wait %s', or ask %s with 'synapse send %s TEXT'.\n", ref.ConflictTask, ref.Holder, ref.Holder)
 	}
 	return exitRefused
 }
 
-const claimUsage = `Usage: synapse claim ID [--paths P]... [--worktree W] [--ttl DURATION] [--note TEXT]
+const claimUsage = `Usage: synapse claim ID [--paths P]... [--glob PATTERN]... [--shared] [--worktree W] [--ttl DURATION] [--note TEXT]
 
 Claims task ID and its files for --name, with a lease (default 1h on the
 hub, or --ttl). No two agents hold the same task or overlapping paths in the
-same worktree. Claiming a task you already hold renews it. The lease does not
+same worktree. --glob claims what a pattern matches ("*" and "?" within a
+segment, "**" any number of segments: --glob 'src/**/*.go'), beside --paths.
+--shared claims for reading: other readers may overlap you, writers may not
+(docs/claims.md). Claiming a task you already hold renews it. The lease does not
 end when this command exits: release it with 'synapse release ID', or use
 'synapse lock ID -- CMD' to hold it for the life of a command.
 
@@ -111,7 +130,10 @@ func runClaim(args []string, stdout, stderr io.Writer) int {
 	var paths stringList
 	fs := newFlagSet("claim", claimUsage, "", stderr)
 	f.register(fs)
-	fs.Var(&paths, "paths", "a file or folder the claim covers (repeatable); none = the whole worktree")
+	var globs stringList
+	fs.Var(&paths, "paths", "a file or folder the claim covers (repeatable); none (and no --glob) = the whole worktree")
+	fs.Var(&globs, "glob", "a glob pattern the claim covers, e.g. 'src/**/*.go' (repeatable)")
+	shared := fs.Bool("shared", false, "a shared (read) claim: other readers may overlap it, writers may not")
 	worktree := fs.String("worktree", "", "checkout the paths are in (default: the hub's default worktree)")
 	ttl := fs.Duration("ttl", 0, "lease length, e.g. 30m (default: the hub's, 1h; clamped to 30s..30 days)")
 	note := fs.String("note", "", "what you are doing, shown to others")
@@ -130,7 +152,8 @@ func runClaim(args []string, stdout, stderr io.Writer) int {
 	defer c.Close()
 	ctx, cancel := f.callCtx()
 	defer cancel()
-	cl, err := c.Claim(ctx, client.ClaimRequest{TaskID: pos[0], Paths: paths, Worktree: *worktree, TTL: *ttl, Note: *note, IdemKey: *idem})
+	cl, err := c.Claim(ctx, client.ClaimRequest{TaskID: pos[0], Paths: paths, Globs: globs, Shared: *shared,
+		Worktree: *worktree, TTL: *ttl, Note: *note, IdemKey: *idem})
 	if err != nil {
 		return refusedClaim(&f, stdout, stderr, "claim", pos[0], err)
 	}
@@ -474,7 +497,10 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	var paths stringList
 	fs := newFlagSet("lock", lockUsage, "", stderr)
 	f.register(fs)
-	fs.Var(&paths, "paths", "a file or folder the claim covers (repeatable); none = the whole worktree")
+	var globs stringList
+	fs.Var(&paths, "paths", "a file or folder the claim covers (repeatable); none (and no --glob) = the whole worktree")
+	fs.Var(&globs, "glob", "a glob pattern the claim covers, e.g. 'src/**/*.go' (repeatable)")
+	shared := fs.Bool("shared", false, "a shared (read) claim: other readers may overlap it, writers may not")
 	worktree := fs.String("worktree", "", "checkout the paths are in")
 	ttl := fs.Duration("ttl", 0, "lease length, renewed at a third of it (default: the hub's, 1h)")
 	note := fs.String("note", "", "what you are doing")
@@ -493,7 +519,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	}
 	defer c.Close()
 
-	req := client.ClaimRequest{TaskID: task, Paths: paths, Worktree: *worktree, TTL: *ttl, Note: *note}
+	req := client.ClaimRequest{TaskID: task, Paths: paths, Globs: globs, Shared: *shared, Worktree: *worktree, TTL: *ttl, Note: *note}
 	cl, err := claimOrWait(c, req, *waitTimeout, stderr)
 	if errors.Is(err, context.DeadlineExceeded) {
 		fmt.Fprintf(stderr, "synapse lock: '%s' was still held after --wait-timeout %s.\n", task, *waitTimeout)

@@ -215,3 +215,31 @@ func TestLock_RefusedWithoutWaitExitsOne(t *testing.T) {
 		t.Fatalf("exit %d %q %s", code, out, e)
 	}
 }
+
+func TestClaim_GlobsAndSharedGolden(t *testing.T) {
+	uri := startCLIHub(t, hub.Config{})
+	code, out, errOut := runCmd("claim", "R1", "--glob", "docs/*.md", "--glob", "src/**/*_test.go", "--shared", "--uri", uri, "--name", "proj/alpha")
+	want := `Claimed 'R1' as proj/alpha (epoch 1).
+  lease:    until 2026-06-28T13:00:00Z (in 1h0m0s); renew with 'synapse renew R1'
+  globs:    docs/*.md, src/**/*_test.go
+  mode:     shared (others may read beside you; no one may write)
+`
+	if code != 0 || out != want {
+		t.Fatalf("exit %d\n--- got\n%s--- want\n%s--- stderr\n%s", code, out, want, errOut)
+	}
+	if code, _, errOut := runCmd("claim", "R2", "--paths", "docs/a.md", "--shared", "--uri", uri, "--name", "proj/bravo"); code != 0 {
+		t.Fatalf("a second reader was refused: %s", errOut)
+	}
+	code, _, errOut = runCmd("claim", "W1", "--paths", "src/x/y_test.go", "--uri", uri, "--name", "proj/bravo")
+	want = `synapse claim: Task 'W1' file scope conflicts with 'R1' held by proj/alpha (shared 'src/**/*_test.go').
+Narrow --paths or --glob (proj/alpha holds 'src/**/*_test.go' shared), wait with 'synapse wait R1', or ask proj/alpha with 'synapse send proj/alpha TEXT'.
+`
+	if code != exitRefused || errOut != want {
+		t.Fatalf("exit %d\n--- got\n%s--- want\n%s", code, errOut, want)
+	}
+	code, out, _ = runCmd("claim", "W2", "--glob", "docs/**", "--json", "--uri", uri, "--name", "proj/carol")
+	var ref claimJSON
+	if err := json.Unmarshal([]byte(out), &ref); err != nil || code != exitRefused || ref.ConflictMode != "shared" || ref.ConflictPattern == "" {
+		t.Fatalf("exit %d: %v: %s", code, err, out)
+	}
+}
