@@ -140,7 +140,9 @@ type ClaimView struct {
 	Owner        string   `json:"owner"`
 	Epoch        int64    `json:"epoch"`
 	Status       string   `json:"status"`
-	Paths        []string `json:"paths" jsonschema:"files or folders; empty = the whole worktree"`
+	Paths        []string `json:"paths" jsonschema:"files or folders; empty with no globs = the whole worktree"`
+	Globs        []string `json:"globs,omitempty" jsonschema:"glob patterns the claim covers beside its paths"`
+	Mode         string   `json:"mode,omitempty" jsonschema:"shared for a read claim; absent = exclusive"`
 	Worktree     string   `json:"worktree,omitempty"`
 	Note         string   `json:"note,omitempty"`
 	Checkpoint   string   `json:"checkpoint,omitempty"`
@@ -153,7 +155,7 @@ func (s *Server) view(cl *client.Claim) ClaimView {
 	if paths == nil {
 		paths = []string{}
 	}
-	v := ClaimView{TaskID: cl.TaskID, Owner: cl.Owner, Epoch: cl.Epoch, Status: cl.Status, Paths: paths, Worktree: cl.Worktree,
+	v := ClaimView{TaskID: cl.TaskID, Owner: cl.Owner, Epoch: cl.Epoch, Status: cl.Status, Paths: paths, Globs: cl.Globs, Mode: cl.Mode, Worktree: cl.Worktree,
 		Note: cl.Note, Checkpoint: cl.Checkpoint, LeaseExpires: rfc3339(cl.LeaseExpiresAt)}
 	s.mu.Lock()
 	_, v.KeptAlive = s.keepers[cl.TaskID]
@@ -177,8 +179,11 @@ type ClaimResult struct {
 	Message      string     `json:"message,omitempty"`
 	Holder       string     `json:"holder,omitempty" jsonschema:"who holds the task or the conflicting files"`
 	ConflictTask string     `json:"conflict_task,omitempty" jsonschema:"the task whose files overlap yours"`
-	Namespace    string     `json:"namespace,omitempty" jsonschema:"on federated hubs: the namespace whose ownership refused the claim"`
-	OwnerHubID   string     `json:"owner_hub_id,omitempty" jsonschema:"on federated hubs: the hub that owns the namespace and decides its claims"`
+	// ConflictPattern and ConflictMode come when a glob or a shared claim is involved.
+	ConflictPattern string `json:"conflict_pattern,omitempty" jsonschema:"the holder's path or glob that overlaps yours"`
+	ConflictMode    string `json:"conflict_mode,omitempty" jsonschema:"the holder's mode: shared or exclusive"`
+	Namespace       string `json:"namespace,omitempty" jsonschema:"on federated hubs: the namespace whose ownership refused the claim"`
+	OwnerHubID      string `json:"owner_hub_id,omitempty" jsonschema:"on federated hubs: the hub that owns the namespace and decides its claims"`
 }
 
 func (s *Server) refusedClaim(task string, err error) (*mcp.CallToolResult, ClaimResult, error) {
@@ -186,6 +191,7 @@ func (s *Server) refusedClaim(task string, err error) (*mcp.CallToolResult, Clai
 	var ref *client.Refused
 	if errors.As(err, &ref) {
 		out.Code, out.Message, out.Holder, out.ConflictTask = ref.Code, ref.Message, ref.Holder, ref.ConflictTask
+		out.ConflictPattern, out.ConflictMode = ref.ConflictPattern, ref.ConflictMode
 		out.Namespace, out.OwnerHubID = ref.Namespace, ref.OwnerHubID
 	}
 	return refuse(out, s.explain(err))
@@ -193,7 +199,9 @@ func (s *Server) refusedClaim(task string, err error) (*mcp.CallToolResult, Clai
 
 type claimIn struct {
 	TaskID     string   `json:"task_id" jsonschema:"the task to claim, e.g. fix-login-bug"`
-	Paths      []string `json:"paths,omitempty" jsonschema:"files or folders you will edit, relative to the repository root; none = the whole worktree"`
+	Paths      []string `json:"paths,omitempty" jsonschema:"files or folders you will edit, relative to the repository root; none (and no globs) = the whole worktree"`
+	Globs      []string `json:"globs,omitempty" jsonschema:"glob patterns you will edit, e.g. src/**/*.go: * and ? within a path segment, ** any number of segments"`
+	Shared     bool     `json:"shared,omitempty" jsonschema:"claim for reading only: other readers may hold overlapping files, no one may write them"`
 	Worktree   string   `json:"worktree,omitempty" jsonschema:"checkout label, when agents work in separate worktrees"`
 	Note       string   `json:"note,omitempty" jsonschema:"what you are doing, shown to others"`
 	TTLSeconds float64  `json:"ttl_seconds,omitempty" jsonschema:"lease length in seconds (default: the hub's, 1 hour); renewed in the background either way"`
@@ -202,7 +210,7 @@ type claimIn struct {
 func (s *Server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimIn) (*mcp.CallToolResult, ClaimResult, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	cl, err := s.c.Claim(ctx, client.ClaimRequest{TaskID: in.TaskID, Paths: in.Paths, Worktree: in.Worktree, Note: in.Note,
+	cl, err := s.c.Claim(ctx, client.ClaimRequest{TaskID: in.TaskID, Paths: in.Paths, Globs: in.Globs, Shared: in.Shared, Worktree: in.Worktree, Note: in.Note,
 		TTL: time.Duration(in.TTLSeconds * float64(time.Second))})
 	if err != nil {
 		return s.refusedClaim(in.TaskID, err)
@@ -211,7 +219,23 @@ func (s *Server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimIn) 
 	v := s.view(cl)
 	return ok(ClaimResult{Granted: true, TaskID: cl.TaskID, Claim: &v},
 		"Claimed '%s' as %s (epoch %d): %s. The lease runs until %s and this server renews it until you release it.",
-		cl.TaskID, cl.Owner, cl.Epoch, pathsText(cl.Paths), v.LeaseExpires)
+		cl.TaskID, cl.Owner, cl.Epoch, scopeText(cl), v.LeaseExpires)
+}
+
+// scopeText is a claim's scope for a sentence: its paths, its globs, and
+// "(shared)" for a read claim.
+func scopeText(cl *client.Claim) string {
+	t := pathsText(cl.Paths)
+	if len(cl.Globs) > 0 {
+		t = strings.Join(cl.Globs, ", ")
+		if len(cl.Paths) > 0 {
+			t = pathsText(cl.Paths) + ", " + t
+		}
+	}
+	if cl.Shared() {
+		t += " (shared)"
+	}
+	return t
 }
 
 type renewIn struct {
