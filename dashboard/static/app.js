@@ -165,8 +165,9 @@
   function folderTree(claims) {
     const root = { dirs: new Map(), files: new Map(), whole: [] };
     for (const c of claims) {
-      if (c.paths.length === 0) { root.whole.push(c); continue; }
-      for (const p of c.paths) {
+      const globs = c.globs || [];
+      if (c.paths.length === 0 && globs.length === 0) { root.whole.push(c); continue; }
+      for (const p of [...c.paths, ...globs]) { // a glob sits in the tree like a path
         const parts = p.split("/").filter(Boolean);
         let node = root;
         for (const part of parts.slice(0, -1)) {
@@ -201,7 +202,8 @@
       h("b", {}, c.task_id), " ", h("span", { class: "owner" }, c.owner),
       h("span", { class: "meta" }, ` · epoch ${c.epoch} · `), h("span", { class: "status s-" + c.status }, c.status),
       h("span", { class: "meta" }, " · "), left(c.lease_expires_at),
-      c.has_checkpoint ? h("span", { class: "meta" }, " · checkpoint") : "");
+      c.has_checkpoint ? h("span", { class: "meta" }, " · checkpoint") : "",
+      c.mode === "shared" ? h("span", { class: "meta" }, " · shared (read)") : "");
   }
 
   const COLUMNS = [
