@@ -127,7 +127,11 @@ func scopeConflict(task string, sc Scope, h *Claim) *Refusal {
 		ref.Holder, ref.ConflictTask = h.Owner, h.TaskID
 		return ref
 	}
-	ref := refuse(CodeScopeConflict, task, "Task '%s' file scope conflicts with '%s' held by %s (%s '%s').", task, h.TaskID, h.Owner, h.Mode, entry)
+	what := "'" + entry + "'"
+	if entry == "" {
+		what = "the whole worktree"
+	}
+	ref := refuse(CodeScopeConflict, task, "Task '%s' file scope conflicts with '%s' held by %s (%s %s).", task, h.TaskID, h.Owner, h.Mode, what)
 	ref.Holder, ref.ConflictTask, ref.ConflictPattern, ref.ConflictMode = h.Owner, h.TaskID, entry, h.Mode.String()
 	return ref
 }

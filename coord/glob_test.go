@@ -201,3 +201,38 @@ func TestScopesOverlap_SoundOnSampledPaths_INV_ME_2(t *testing.T) {
 		}
 	})
 }
+
+func TestClaim_RefusalNamesTheHoldersPatternAndMode(t *testing.T) {
+	s := coord.New(coord.Limits{})
+	const now = 1_800_000_000
+	steps := []struct {
+		req  coord.ClaimRequest
+		want string // "" = granted
+	}{
+		{coord.ClaimRequest{Agent: "a", TaskID: "R1", Worktree: "/r", Globs: []string{"docs/*.md"}, Shared: true}, ""},
+		{coord.ClaimRequest{Agent: "b", TaskID: "R2", Worktree: "/r", Paths: []string{"docs/x.md"}, Shared: true}, ""},
+		{coord.ClaimRequest{Agent: "c", TaskID: "W1", Worktree: "/r", Paths: []string{"docs"}},
+			"Task 'W1' file scope conflicts with 'R1' held by a (shared 'docs/*.md')."},
+		{coord.ClaimRequest{Agent: "c", TaskID: "W2", Worktree: "/r", Globs: []string{"src/**"}}, ""},
+		{coord.ClaimRequest{Agent: "d", TaskID: "R3", Worktree: "/r", Globs: []string{"src/a/*.go"}, Shared: true},
+			"Task 'R3' file scope conflicts with 'W2' held by c (exclusive 'src/**')."},
+		{coord.ClaimRequest{Agent: "d", TaskID: "W3", Worktree: "/r", Shared: true},
+			"Task 'W3' file scope conflicts with 'W2' held by c (exclusive 'src/**')."},
+	}
+	for _, st := range steps {
+		o := s.Step(st.req, now)
+		switch {
+		case st.want == "" && o.Refusal != nil:
+			t.Fatalf("%s refused: %v", st.req.TaskID, o.Refusal)
+		case st.want != "" && (o.Refusal == nil || o.Refusal.Message != st.want || o.Refusal.ConflictMode == ""):
+			t.Fatalf("%s: refusal %+v, want %q", st.req.TaskID, o.Refusal, st.want)
+		}
+	}
+	// A shared claim is handed off only where no third party writes.
+	if o := s.Step(coord.HandoffRequest{Agent: "a", TaskID: "R1", To: "b", ToOnline: true}, now); o.Refusal != nil {
+		t.Fatalf("handoff of a read claim to another reader refused: %v", o.Refusal)
+	}
+	if c := s.Claim("R1"); c.Owner != "b" || c.Mode != coord.ModeShared || !slices.Equal(c.Globs, []string{"docs/*.md"}) {
+		t.Fatalf("handed-off claim %v", c)
+	}
+}

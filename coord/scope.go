@@ -81,7 +81,8 @@ func PathsOverlap(a, b string) bool {
 // ScopesConflict reports whether two claims' scopes conflict: never across
 // worktrees (INV-ME-3); always when either covers the whole worktree
 // (INV-ME-4); otherwise when any pair of paths overlaps (INV-ME-2).
-// This is the rule the scope index implements; it is the oracle in tests.
+// It is the literal rule of the reference (no globs, no modes), the oracle
+// of the literal tests; ScopesOverlap and ScopesConflictModes extend it.
 func ScopesConflict(worktreeA string, pathsA []string, worktreeB string, pathsB []string) bool {
 	if worktreeA != worktreeB {
 		return false
