@@ -591,7 +591,7 @@ func (s *Server) status(ctx context.Context, _ *mcp.CallToolRequest, _ struct{})
 		if cl := &st.ActiveClaims[i]; cl.Owner == s.c.Name() {
 			v := s.view(cl)
 			out.MyClaims = append(out.MyClaims, v)
-			mine = append(mine, fmt.Sprintf("%s (%s, until %s)", cl.TaskID, pathsText(cl.Paths), v.LeaseExpires))
+			mine = append(mine, fmt.Sprintf("%s (%s, until %s)", cl.TaskID, scopeText(cl), v.LeaseExpires))
 		}
 	}
 	s.mu.Lock()
