@@ -14,17 +14,20 @@ import (
 
 // CoreResult holds the figures `synapse bench core` reports.
 type CoreResult struct {
-	ScopeCheckNs1k       float64 `json:"scope_check_ns_1k"`
-	ScopeCheckNs100k     float64 `json:"scope_check_ns_100k"`
-	MassExpiryMs100k     float64 `json:"mass_expiry_ms_100k"`
-	PartialExpiryMs100k  float64 `json:"mass_expiry_ms_100k_of_200k"`
-	ApplyEventsPerSec    float64 `json:"apply_events_per_s"`
-	HeapBytesPerClaim    float64 `json:"heap_bytes_per_claim"`
-	ClaimStepNs100k      float64 `json:"claim_step_ns_100k"`
-	Runs                 int     `json:"runs"`
-	GoMaxProcs           int     `json:"gomaxprocs"`
-	ReferenceScanNs100k  float64 `json:"reference_scope_scan_ns_100k"`
-	ScopeCheckSpeedup100 float64 `json:"scope_check_speedup_vs_reference_100k"`
+	ScopeCheckNs1k   float64 `json:"scope_check_ns_1k"`
+	ScopeCheckNs100k float64 `json:"scope_check_ns_100k"`
+	// With globs in the mix (GlobCoreState): a new literal file, a new glob.
+	ScopeCheckGlobsNs100k float64 `json:"scope_check_ns_100k_globs"`
+	GlobCheckNs100k       float64 `json:"glob_check_ns_100k_globs"`
+	MassExpiryMs100k      float64 `json:"mass_expiry_ms_100k"`
+	PartialExpiryMs100k   float64 `json:"mass_expiry_ms_100k_of_200k"`
+	ApplyEventsPerSec     float64 `json:"apply_events_per_s"`
+	HeapBytesPerClaim     float64 `json:"heap_bytes_per_claim"`
+	ClaimStepNs100k       float64 `json:"claim_step_ns_100k"`
+	Runs                  int     `json:"runs"`
+	GoMaxProcs            int     `json:"gomaxprocs"`
+	ReferenceScanNs100k   float64 `json:"reference_scope_scan_ns_100k"`
+	ScopeCheckSpeedup100  float64 `json:"scope_check_speedup_vs_reference_100k"`
 }
 
 // The reference's published figures (PROTOCOL.md §8.2), for ratios.
@@ -90,13 +93,56 @@ func NewClaim(k int) coord.ClaimRequest {
 // ScopeCheck measures deciding a new non-overlapping claim against s (the
 // decision includes the scope check; nothing is applied).
 func ScopeCheck(s *coord.State, iters int) time.Duration {
+	return ScopeCheckOf(s, iters, NewClaim)
+}
+
+// ScopeCheckOf measures deciding the non-overlapping claims req(k) against s.
+func ScopeCheckOf(s *coord.State, iters int, req func(k int) coord.ClaimRequest) time.Duration {
 	start := time.Now()
 	for k := range iters {
-		if _, ref := s.Decide(NewClaim(k), t0+1); ref != nil {
+		if _, ref := s.Decide(req(k), t0+1); ref != nil {
 			panic(ref)
 		}
 	}
 	return time.Since(start) / time.Duration(iters)
+}
+
+// GlobClaimRequest returns the i-th claim of the fixture with globs in the
+// mix: per ten claims, seven literal files (as ClaimRequest), one shared
+// literal file, one glob over a package's generated subtree
+// (src/pkgNNN/genNNNNNN/**/*.go, filed at its literal prefix) and one glob
+// at the package node itself (src/pkgNNN/*_NNNNNN_test.go: 100 per package
+// node, beside its ~1000 files).
+func GlobClaimRequest(i int) coord.ClaimRequest {
+	r := ClaimRequest(i)
+	switch i % 10 {
+	case 7:
+		r.Shared = true
+	case 8:
+		r.Paths, r.Globs = nil, []string{fmt.Sprintf("src/pkg%03d/gen%06d/**/*.go", i%100, i)}
+	case 9:
+		r.Paths, r.Globs = nil, []string{fmt.Sprintf("src/pkg%03d/*_%06d_test.go", i%100, i)}
+	}
+	return r
+}
+
+// GlobCoreState returns a state holding n live claims of GlobClaimRequest.
+func GlobCoreState(n int) *coord.State {
+	s := coord.New(coord.Limits{})
+	for i := range n {
+		if o := s.Step(GlobClaimRequest(i), t0); o.Refusal != nil {
+			panic(o.Refusal)
+		}
+	}
+	return s
+}
+
+// NewGlobClaim is a glob claim that conflicts with nothing in
+// GlobCoreState: a fresh subtree of a package.
+func NewGlobClaim(k int) coord.ClaimRequest {
+	r := NewClaim(k)
+	r.Paths, r.Globs = nil, []string{fmt.Sprintf("src/pkg%03d/new%06d/**/*.go", k%100, k)}
+	return r
 }
 
 // LogSource generates the claim/release events of a busy hub — about 1000
@@ -158,7 +204,7 @@ func Core(runs int, progress func(string)) CoreResult {
 		}
 	}
 	r := CoreResult{Runs: runs, GoMaxProcs: runtime.GOMAXPROCS(0), ReferenceScanNs100k: referenceScanNs100k}
-	var sc1k, sc100k, step, expiry, partial, apply, heap []float64
+	var sc1k, sc100k, scGlobs, globCheck, step, expiry, partial, apply, heap []float64
 
 	say("building 1k and 100k claim fixtures")
 	s1k, s100k := CoreState(1000), CoreState(100_000)
@@ -166,6 +212,13 @@ func Core(runs int, progress func(string)) CoreResult {
 		sc1k = append(sc1k, float64(ScopeCheck(s1k, 20000).Nanoseconds()))
 		sc100k = append(sc100k, float64(ScopeCheck(s100k, 20000).Nanoseconds()))
 	}
+	say("scope checks at 100k with globs in the mix")
+	sGlobs := GlobCoreState(100_000)
+	for range runs {
+		scGlobs = append(scGlobs, float64(ScopeCheck(sGlobs, 20000).Nanoseconds()))
+		globCheck = append(globCheck, float64(ScopeCheckOf(sGlobs, 20000, NewGlobClaim).Nanoseconds()))
+	}
+	sGlobs = nil
 	say("claim step at 100k")
 	for run := range runs {
 		const n = 5000
@@ -209,6 +262,7 @@ func Core(runs int, progress func(string)) CoreResult {
 	}
 
 	r.ScopeCheckNs1k, r.ScopeCheckNs100k = median(sc1k), median(sc100k)
+	r.ScopeCheckGlobsNs100k, r.GlobCheckNs100k = median(scGlobs), median(globCheck)
 	r.ClaimStepNs100k = median(step)
 	r.MassExpiryMs100k = median(expiry)
 	r.PartialExpiryMs100k = median(partial)

@@ -27,6 +27,9 @@ synapse bench core: the coordination core, in memory (about 30 s).
 
   scope_check_ns_1k / _100k  deciding a new, non-overlapping claim with 1k / 100k
                              live claims in one worktree (reference: ~0.29 s at 100k)
+  scope_check_ns_100k_globs  the same at 100k with globs in the mix (docs/claims.md): 10% shared,
+                             20% globs, 100 of them at the new file's package node
+  glob_check_ns_100k_globs   deciding a new glob (src/pkgNNN/newNNNNNN/**/*.go) there
   claim_step_ns_100k         a whole claim step (expire, decide, apply) at 100k
   mass_expiry_ms_100k        expiring 100,000 leases at once (every claim of the worktree)
   mass_expiry_ms_100k_of_200k  expiring 100,000 of 200,000 leases, scattered through the tree
@@ -116,6 +119,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}{
 		{"scope check, 1k claims", fmt.Sprintf("%.0f ns", r.ScopeCheckNs1k), "", true},
 		{"scope check, 100k claims", fmt.Sprintf("%.0f ns", r.ScopeCheckNs100k), "< 10,000 ns", r.ScopeCheckNs100k < 10_000},
+		{"scope check, 100k w/ globs", fmt.Sprintf("%.0f ns", r.ScopeCheckGlobsNs100k), "", true},
+		{"glob check, 100k w/ globs", fmt.Sprintf("%.0f ns", r.GlobCheckNs100k), "", true},
 		{"claim step, 100k claims", fmt.Sprintf("%.0f ns", r.ClaimStepNs100k), "", true},
 		{"mass expiry, 100k", fmt.Sprintf("%.1f ms", r.MassExpiryMs100k), "< 50 ms", r.MassExpiryMs100k < 50},
 		{"expiry, 100k of 200k", fmt.Sprintf("%.1f ms", r.PartialExpiryMs100k), "", true},
