@@ -185,6 +185,9 @@ func segmentsIntersect(a, b string) bool {
 		return false
 	}
 	ta, tb := segTokens(a), segTokens(b)
+	if (len(ta)+1)*(len(tb)+1) > maxOverlapStates {
+		return true // too costly to decide: conservatively, they may meet
+	}
 	w := len(tb) + 1
 	seen := make([]bool, (len(ta)+1)*w)
 	stack := []int{0}
@@ -231,6 +234,9 @@ func patternsOverlap(a, b pattern) bool {
 		return false
 	}
 	la, lb := len(a)+1, len(b)+1 // position len(x) is the implicit trailing "**"
+	if la*lb > maxOverlapStates {
+		return true // too costly to decide: conservatively, they overlap
+	}
 	item := func(p pattern, i int) patItem {
 		if i == len(p) {
 			return patItem{kind: patAny}
@@ -317,6 +323,13 @@ func (p pattern) reaches(at int, rest []string) bool {
 	}
 	return true
 }
+
+// maxOverlapStates bounds the searches above (pairs of positions), so a
+// client cannot make a scope check cost much with very long patterns: past
+// it the answer is "overlap", which is safe (never a false "no conflict").
+// Patterns people write stay far below it (a segment of 250 characters
+// against another, 30 segments against 30).
+var maxOverlapStates = 1 << 16
 
 // patternStates is a set of positions in a pattern read with its trailing
 // "**": where a walk down the scope trie may be in the pattern. Position

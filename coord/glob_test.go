@@ -2,6 +2,7 @@ package coord_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -234,5 +235,23 @@ func TestClaim_RefusalNamesTheHoldersPatternAndMode(t *testing.T) {
 	}
 	if c := s.Claim("R1"); c.Owner != "b" || c.Mode != coord.ModeShared || !slices.Equal(c.Globs, []string{"docs/*.md"}) {
 		t.Fatalf("handed-off claim %v", c)
+	}
+}
+
+// Very long patterns are not searched: the answer is a conservative
+// "overlap", so a client cannot make the check expensive, and it is still
+// never a false "no conflict".
+func TestScopesOverlap_LongPatternsAreConservative(t *testing.T) {
+	long := strings.Repeat("*a", 2000) + "*x"
+	other := strings.Repeat("*b", 2000) + "*x"
+	a := coord.Scope{Worktree: "/r", Globs: []string{"src/" + long}}
+	b := coord.Scope{Worktree: "/r", Globs: []string{"src/" + other}}
+	if !coord.ScopesOverlap(a, b) {
+		t.Fatal("two huge segment patterns that meet were declared disjoint")
+	}
+	deep := coord.Scope{Worktree: "/r", Globs: []string{strings.Repeat("*/", 300) + "x"}}
+	deeper := coord.Scope{Worktree: "/r", Globs: []string{strings.Repeat("**/?/", 150) + "x"}}
+	if !coord.ScopesOverlap(deep, deeper) {
+		t.Fatal("two deep patterns that meet were declared disjoint")
 	}
 }
