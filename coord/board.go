@@ -25,6 +25,10 @@ type BoardTask struct {
 	CreatedBy      string
 	CreatedAt      float64
 	UpdatedAt      float64
+
+	// Owner is the agent whose task-bound claim holds the task in progress;
+	// "" when no claim holds it (taskbound.go).
+	Owner string
 }
 
 // Note is a progress note. ID orders notes; it is assigned when the note is

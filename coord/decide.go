@@ -68,6 +68,10 @@ func (s *State) decideClaim(r ClaimRequest, now float64) ([]Event, *Refusal) {
 	if !renewal && s.principals[principal] >= s.lim.MaxClaimsPerPrincipal { // INV-ME-5
 		return deny(refuse(CodeQuotaExceeded, task, "Agent %s principal claim quota holds the maximum %d claims.", r.Agent, s.lim.MaxClaimsPerPrincipal))
 	}
+	board, boardEvs, ref := s.bindBoardTask(r, task, existing, now)
+	if ref != nil {
+		return deny(ref)
+	}
 	c := &Claim{
 		TaskID: task, Owner: r.Agent, Note: strip(r.Note), Status: StatusClaimed,
 		Worktree: r.Worktree, Paths: paths, PathIdentity: r.PathIdentity, Git: r.Git,
@@ -85,7 +89,8 @@ func (s *State) decideClaim(r ClaimRequest, now float64) ([]Event, *Refusal) {
 	default:
 		c.Checkpoint = s.retained[task].checkpoint // INV-CR-3: resume from the last checkpoint
 	}
-	return []Event{ClaimGranted{Claim: c, Renewal: existing != nil}}, nil
+	c.BoardTask = board
+	return append([]Event{ClaimGranted{Claim: c, Renewal: existing != nil}}, boardEvs...), nil
 }
 
 // owned returns the live claim on task held by agent, or the refusal the
@@ -132,8 +137,12 @@ func (s *State) decideRelease(r ReleaseRequest, now float64) ([]Event, *Refusal)
 	if ref != nil {
 		return nil, ref
 	}
+	if !validOutcome(r.Outcome) {
+		return nil, refuse(CodeOutcomeInvalid, task, "Release outcome '%s' is not done or failed.", r.Outcome)
+	}
 	receipt := assess(task, r.Agent, r.Evidence)
 	evs := []Event{Released{TaskID: task, Owner: r.Agent, Epoch: c.Epoch, Receipt: receipt}}
+	evs = append(evs, s.releaseBoardTask(c, r.Outcome, false, now)...)
 	if r.Evidence.present() {
 		evs = append(evs, ProgressPosted{Note: &Note{TaskID: task, Author: r.Agent, Kind: "assessment", Text: receipt.NoteText(), PostedAt: now}, Receipt: true})
 	}
@@ -232,6 +241,7 @@ func (s *State) decideHandoff(r HandoffRequest, now float64) ([]Event, *Refusal)
 		ProgressPosted{Note: &Note{TaskID: task, Author: r.Agent, Kind: "note", Text: text, PostedAt: now}},
 		HandedOff{Claim: n, From: r.Agent},
 	}
+	evs = append(evs, s.handOffBoardTask(c, to, now)...)
 	if s.hasWait(to, task) {
 		evs = append(evs, WaitReady{TaskID: task, Waiters: []string{to}, Reason: "handoff"})
 	}
@@ -338,6 +348,7 @@ func (s *State) decideDeclare(r DeclareTask, now float64) ([]Event, *Refusal) {
 	}
 	if prev != nil {
 		t.Status, t.CreatedBy, t.CreatedAt, t.Version = prev.Status, prev.CreatedBy, prev.CreatedAt, prev.Version+1
+		t.Owner = prev.Owner // a re-declaration does not free a held task
 		if project == "" {
 			t.Project = prev.Project
 		}
