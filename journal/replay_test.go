@@ -69,9 +69,10 @@ func genCommand(t *rapid.T) coord.Command {
 	case 0, 1:
 		paths := rapid.SliceOfN(rapid.SampledFrom([]string{"src", "src/a", "src/b/c", "docs", "/abs", ""}), 0, 2).Draw(t, "paths")
 		return coord.ClaimRequest{Agent: agent, TaskID: task, Note: "n", Worktree: rapid.SampledFrom([]string{"", "/r"}).Draw(t, "wt"),
-			Paths: paths, TTL: rapid.Float64Range(1, 200).Draw(t, "ttl"), HasTTL: rapid.Bool().Draw(t, "hasttl")}
+			Paths: paths, TTL: rapid.Float64Range(1, 200).Draw(t, "ttl"), HasTTL: rapid.Bool().Draw(t, "hasttl"),
+			BoardTask: rapid.SampledFrom([]string{"", "", "T1", "T2", "T3"}).Draw(t, "board")}
 	case 2:
-		return coord.ReleaseRequest{Agent: agent, TaskID: task}
+		return coord.ReleaseRequest{Agent: agent, TaskID: task, Outcome: rapid.SampledFrom([]string{"", "done", "failed"}).Draw(t, "outcome")}
 	case 3:
 		return coord.UpdateRequest{Agent: agent, TaskID: task, Status: rapid.SampledFrom([]string{"", "working", "done", "input_required"}).Draw(t, "st"), DataRef: "d"}
 	case 4:
@@ -449,5 +450,29 @@ func TestReplay_ReportsProgress(t *testing.T) {
 	}
 	if len(calls) != rec.Events/ProgressEvery || len(calls) == 0 || calls[0] != ProgressEvery {
 		t.Fatalf("progress calls %v for %d events", calls, rec.Events)
+	}
+}
+
+// The bindings of task-bound claims ride in a trailing section written only
+// when there are some: an image without them encodes as before, and one
+// with them round-trips.
+func TestSnapshot_TaskBoundBindingsRoundTrip(t *testing.T) {
+	s := coord.New(coord.Limits{})
+	s.Step(coord.DeclareTask{Agent: "a", TaskID: "B", Title: "b"}, 1)
+	plain := s.Image()
+	before := EncodeImage(plain)
+	s.Step(coord.ClaimRequest{Agent: "a", TaskID: "T", Paths: []string{"x"}, BoardTask: "B"}, 2)
+	s.Step(coord.ClaimRequest{Agent: "a", TaskID: "U", Paths: []string{"y"}}, 2)
+	img := s.Image()
+	got, err := DecodeImage(EncodeImage(img))
+	if err != nil || !reflect.DeepEqual(got, img) {
+		t.Fatalf("got %+v, %v\nwant %+v", got, err, img)
+	}
+	if got.Claims[0].BoardTask != "B" || got.Tasks[0].Owner != "a" {
+		t.Fatalf("bindings lost: %+v", got)
+	}
+	got, err = DecodeImage(before)
+	if err != nil || !reflect.DeepEqual(got, plain) {
+		t.Fatalf("a body without bindings: %+v, %v", got, err)
 	}
 }

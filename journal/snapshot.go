@@ -23,7 +23,8 @@ import (
 // section as a uvarint count followed by its items, strings as uvarint
 // length + bytes, ints as varints, floats as 8 little-endian bytes. It
 // restores a 100k-claim image several times faster than JSON would (see
-// docs/journal.md). Waits are not written: they are volatile and die with
+// docs/journal.md). Task-bound claims add an optional trailing section
+// (writeBindings) that bodies without such claims leave out. Waits are not written: they are volatile and die with
 // their connections. The sha256 column is the digest of the body, checked
 // before the body is trusted.
 const snapshotFormat = 1
@@ -331,7 +332,61 @@ func EncodeImage(img coord.Image) []byte {
 		w.s(n.Text)
 		w.f(n.PostedAt)
 	}
+	writeBindings(&w, img)
 	return w.b
+}
+
+// writeBindings appends the task-bound claims' section: the claims' board
+// tasks, then the board tasks' owners, each as (index, value) pairs. It is
+// written only when some claim or task has one, so an image without
+// task-bound claims encodes exactly as before and earlier bodies (which end
+// after the notes) read as images without bindings.
+func writeBindings(w *imgWriter, img coord.Image) {
+	var claims, tasks []int
+	for i := range img.Claims {
+		if img.Claims[i].BoardTask != "" {
+			claims = append(claims, i)
+		}
+	}
+	for i := range img.Tasks {
+		if img.Tasks[i].Owner != "" {
+			tasks = append(tasks, i)
+		}
+	}
+	if len(claims) == 0 && len(tasks) == 0 {
+		return
+	}
+	w.u(len(claims))
+	for _, i := range claims {
+		w.u(i)
+		w.s(img.Claims[i].BoardTask)
+	}
+	w.u(len(tasks))
+	for _, i := range tasks {
+		w.u(i)
+		w.s(img.Tasks[i].Owner)
+	}
+}
+
+// readBindings reads what writeBindings wrote, if anything is left.
+func readBindings(r *imgReader, img *coord.Image) {
+	if len(r.b) == 0 {
+		return
+	}
+	for n := r.n(); n > 0 && r.err == nil; n-- {
+		if i := r.u(); i < uint64(len(img.Claims)) {
+			img.Claims[i].BoardTask = r.s()
+		} else {
+			r.fail("claim binding index")
+		}
+	}
+	for n := r.n(); n > 0 && r.err == nil; n-- {
+		if i := r.u(); i < uint64(len(img.Tasks)) {
+			img.Tasks[i].Owner = r.is()
+		} else {
+			r.fail("board owner index")
+		}
+	}
 }
 
 // DecodeImage reads a snapshot body written by EncodeImage. Claims come
@@ -394,6 +449,7 @@ func DecodeImage(body []byte) (coord.Image, error) {
 			img.Notes[i] = coord.Note{TaskID: r.s(), Author: r.is(), Kind: r.is(), Text: r.s(), PostedAt: r.f()}
 		}
 	}
+	readBindings(&r, &img)
 	if r.err == nil && len(r.b) != 0 {
 		r.err = errors.New("trailing bytes")
 	}
