@@ -215,6 +215,9 @@ func (s *session) refused(sender, denialType string, ref *coord.Refusal, task st
 	if ref.ConflictTask != "" {
 		f.Str("conflict_task", ref.ConflictTask) // additive
 	}
+	if len(ref.Pending) > 0 {
+		f.Strs("pending", ref.Pending) // additive: BOARD_TASK_NOT_READY's undone dependencies
+	}
 	s.h.m.framesOut.WithLabelValues(denialType).Inc()
 	s.reply(f.Str("error_code", string(ref.Code)).Bytes())
 }
@@ -340,6 +343,7 @@ func (s *session) claim(sender string, in *wire.Inbound) {
 		Worktree:  in.Str("worktree"),
 		Paths:     in.Strings("paths"),
 		Git:       parseGit(in),
+		BoardTask: strings.TrimSpace(in.Str("board_task")), // additive: a task-bound claim
 	}
 	if cmd.Paths == nil {
 		cmd.Paths = []string{}
@@ -389,7 +393,8 @@ func (s *session) release(sender string, in *wire.Inbound) {
 	if !ok {
 		return
 	}
-	cmd := coord.ReleaseRequest{Agent: sender, TaskID: task, Epoch: epoch, HasEpoch: hasEpoch}
+	cmd := coord.ReleaseRequest{Agent: sender, TaskID: task, Epoch: epoch, HasEpoch: hasEpoch,
+		Outcome: strings.TrimSpace(in.Str("outcome"))} // additive: moves a task-bound claim's board task
 	for _, k := range evidenceKeys {
 		if in.Has(k) {
 			e := &coord.Evidence{

@@ -1,0 +1,114 @@
+package hub
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/journal"
+)
+
+// A task-bound claim over real sockets: welcome announces the feature, a
+// claim naming a board task with undone dependencies is refused with the
+// pending ones named, a granted one carries board_task and moves the board
+// task to in_progress with its owner, a second agent is refused with the
+// holder, release with outcome done finishes it and readies its dependents,
+// and the journal gives all of it back after a restart.
+func TestTaskBound_ClaimReleaseOverSockets(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.db")
+	st, err := journal.Open(path, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := startHub(t, Config{Journal: st})
+	a := th.join("p/a")
+	b := th.join("p/b")
+	a.send(f("ledger_task", "task_id", "design", "title", "Design"))
+	a.expect("ledger_task_posted")
+	a.send(f("ledger_task", "task_id", "build", "title", "Build", "depends_on", []string{"design"}))
+	a.expect("ledger_task_posted")
+
+	b.send(f("claim", "sender", "p/b", "task_id", "T2", "paths", []string{"src/b"}, "board_task", "build"))
+	d := b.expect("claim_denied")
+	if d["error_code"] != "BOARD_TASK_NOT_READY" || fmt.Sprint(d["pending"]) != "[design]" {
+		t.Fatalf("denial = %v", d)
+	}
+
+	a.send(f("claim", "task_id", "T1", "paths", []string{"src/a"}, "board_task", "design"))
+	g := a.expect("claim_granted")
+	if g["board_task"] != "design" {
+		t.Fatalf("claim_granted = %v", g)
+	}
+	u := a.expect("ledger_task_updated")
+	task := u["task"].(map[string]any)
+	if task["status"] != "in_progress" || task["owner"] != "p/a" {
+		t.Fatalf("board task = %v", task)
+	}
+
+	b.send(f("claim", "sender", "p/b", "task_id", "T3", "paths", []string{"src/c"}, "board_task", "design"))
+	d = b.expect("claim_denied")
+	if d["error_code"] != "BOARD_TASK_HELD" || d["holder"] != "p/a" {
+		t.Fatalf("denial = %v", d)
+	}
+
+	a.send(f("release", "task_id", "T1", "outcome", "done"))
+	a.expect("release_granted")
+	u = a.expectWhere("ledger_task_updated", func(m map[string]any) bool { return m["task"].(map[string]any)["status"] == "done" })
+	if _, held := u["task"].(map[string]any)["owner"]; held {
+		t.Fatalf("released task still has an owner: %v", u)
+	}
+	b.send(f("claim", "sender", "p/b", "task_id", "T2", "paths", []string{"src/b"}, "board_task", "build"))
+	if g := b.expect("claim_granted"); g["board_task"] != "build" {
+		t.Fatalf("claim_granted = %v", g)
+	}
+	b.sync("p/b")
+
+	if err := th.h.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st2, err := journal.Open(path, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	rec, err := journal.Replay(st2, coord.DefaultLimits(), nowTS(), journal.ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rec.State
+	if c := s.Claim("T2"); c == nil || c.BoardTask != "build" {
+		t.Fatalf("replayed claim T2 = %+v", c)
+	}
+	if bt := s.BoardTask("build"); bt.Status != "in_progress" || bt.Owner != "p/b" {
+		t.Fatalf("replayed build = %+v", bt)
+	}
+	if bt := s.BoardTask("design"); bt.Status != "done" || bt.Owner != "" {
+		t.Fatalf("replayed design = %+v", bt)
+	}
+}
+
+func TestTaskBound_WelcomeAnnouncesTheFeature(t *testing.T) {
+	th := startHub(t, Config{})
+	w := th.dial().expect("welcome")
+	fs, _ := w["features"].([]any)
+	if !slices.Contains(fs, any("task_bound_claims")) {
+		t.Fatalf("welcome.features = %v", fs)
+	}
+}
+
+func TestTaskBound_ReleaseWithUnknownOutcomeIsRefused(t *testing.T) {
+	th := startHub(t, Config{})
+	a := th.join("p/a")
+	a.send(f("claim", "task_id", "T1", "paths", []string{"src/a"}))
+	a.expect("claim_granted")
+	a.send(f("release", "task_id", "T1", "outcome", "shipped"))
+	d := a.expect("release_denied")
+	if d["error_code"] != "OUTCOME_INVALID" {
+		t.Fatalf("release_denied = %v", d)
+	}
+}
