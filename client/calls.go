@@ -100,6 +100,9 @@ func (c *Client) Claim(ctx context.Context, r ClaimRequest) (*Claim, error) {
 	if r.Git != nil {
 		m["git"] = r.Git
 	}
+	if bt := strings.TrimSpace(r.BoardTask); bt != "" {
+		m["board_task"] = bt
+	}
 	setIdem(m, r.IdemKey)
 	f, err := c.reply(ctx, m, task, "claim_granted", c.matchTask(task, "claim_granted", "owner", "claim_denied"))
 	if err != nil {
@@ -116,7 +119,7 @@ func (c *Client) Claim(ctx context.Context, r ClaimRequest) (*Claim, error) {
 // Renew extends a held claim by claiming it again with the same scope and
 // lease length. The hub grants a fresh epoch; use the returned claim's.
 func (c *Client) Renew(ctx context.Context, cl *Claim) (*Claim, error) {
-	return c.Claim(ctx, ClaimRequest{TaskID: cl.TaskID, Paths: cl.Paths, Worktree: cl.Worktree, Note: cl.Note, Git: cl.Git, TTL: cl.TTL()})
+	return c.Claim(ctx, ClaimRequest{TaskID: cl.TaskID, Paths: cl.Paths, Worktree: cl.Worktree, Note: cl.Note, Git: cl.Git, TTL: cl.TTL(), BoardTask: cl.BoardTask})
 }
 
 func claimFrom(f Frame) (*Claim, error) {
@@ -150,6 +153,9 @@ func (c *Client) Release(ctx context.Context, task string, o ReleaseOptions) (*R
 	}
 	if o.FreshnessSeconds != nil {
 		m["freshness_seconds"] = *o.FreshnessSeconds
+	}
+	if o.Outcome != "" {
+		m["outcome"] = o.Outcome
 	}
 	setIdem(m, o.IdemKey)
 	f, err := c.reply(ctx, m, task, "release_granted", c.matchTask(task, "release_granted", "owner", "release_denied"))

@@ -61,6 +61,9 @@ type Refused struct {
 	Holder string
 	// ConflictTask is the other task a SCOPE_CONFLICT collides with.
 	ConflictTask string
+	// Pending are the board task's undone dependencies
+	// (BOARD_TASK_NOT_READY of a task-bound claim).
+	Pending []string
 
 	// The fields below come with a refusal by a federated hub's ownership
 	// gate (codes NAMESPACE_UNGOVERNED, NAMESPACE_PARTITIONED,
@@ -117,6 +120,7 @@ func refusedFrom(f Frame, task string) *Refused {
 	r.Namespace, r.Ownership, r.OwnerHubID = f.String("namespace"), f.String("ownership"), f.String("owner_hub_id")
 	r.ForwardError = f.String("forward_error")
 	_ = f.DecodeField("contesting", &r.Contesting)
+	_ = f.DecodeField("pending", &r.Pending)
 	return r
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/synapse-hub/synapse/client"
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/journal"
 )
@@ -110,5 +111,39 @@ func TestTaskBound_ReleaseWithUnknownOutcomeIsRefused(t *testing.T) {
 	d := a.expect("release_denied")
 	if d["error_code"] != "OUTCOME_INVALID" {
 		t.Fatalf("release_denied = %v", d)
+	}
+}
+
+// With federation a task-bound claim is decided by the namespace's owner
+// like any other: the forwarded frame keeps board_task, the owner's board
+// moves, and a claim on the owner for the same board task is refused.
+func TestTaskBound_ForwardedClaimDecidedByOwner(t *testing.T) {
+	n := twoHubs(t)
+	ctx := ctx10(t)
+	alice := n.agent("syn-b", "proj/alice")
+	bob := n.agent("syn-a", "proj/bob")
+	if _, err := bob.TaskDeclare(ctx, client.TaskDeclaration{TaskID: "design", Title: "Design"}); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src/a"}, BoardTask: "design"})
+	if err != nil || cl.BoardTask != "design" || cl.HubID != "syn-a" {
+		t.Fatalf("forwarded task-bound claim = %+v, %v", cl, err)
+	}
+	board, err := bob.Board(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(board.Tasks) != 1 || board.Tasks[0].Status != "in_progress" || board.Tasks[0].Owner != "proj/alice" {
+		t.Fatalf("owner's board = %+v", board.Tasks)
+	}
+	_, err = bob.Claim(ctx, client.ClaimRequest{TaskID: "T2", Paths: []string{"src/b"}, BoardTask: "design"})
+	if r := wantRefused(t, err, "BOARD_TASK_HELD"); r.Holder != "proj/alice" {
+		t.Fatalf("holder %q", r.Holder)
+	}
+	if _, err := alice.Release(ctx, "T1", client.ReleaseOptions{Outcome: "done"}); err != nil {
+		t.Fatal(err)
+	}
+	if board, err = bob.Board(ctx); err != nil || board.Tasks[0].Status != "done" {
+		t.Fatalf("owner's board after release = %+v, %v", board, err)
 	}
 }
