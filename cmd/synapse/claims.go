@@ -39,6 +39,8 @@ type claimJSON struct {
 	Message        string   `json:"message,omitempty"`
 	Holder         string   `json:"holder,omitempty"`
 	ConflictTask   string   `json:"conflict_task,omitempty"`
+	BoardTask      string   `json:"board_task,omitempty"` // a task-bound claim's board task
+	Pending        []string `json:"pending,omitempty"`    // BOARD_TASK_NOT_READY: its undone dependencies
 }
 
 func claimResult(c *client.Claim) claimJSON {
@@ -46,12 +48,12 @@ func claimResult(c *client.Claim) claimJSON {
 		Granted: true, TaskID: c.TaskID, Owner: c.Owner, Epoch: c.Epoch, Version: c.Version,
 		Status: c.Status, Paths: c.Paths, Worktree: c.Worktree, Note: c.Note, Checkpoint: c.Checkpoint,
 		LeaseExpiresAt: c.LeaseExpiresAt, LeaseExpires: fmtTime(c.LeaseExpiresAt), TTLSeconds: c.TTL().Seconds(),
-		PreviousOwner: c.PreviousOwner,
+		PreviousOwner: c.PreviousOwner, BoardTask: c.BoardTask,
 	}
 }
 
 func refusalResult(task string, ref *client.Refused) claimJSON {
-	return claimJSON{TaskID: task, Code: ref.Code, Message: ref.Message, Holder: ref.Holder, ConflictTask: ref.ConflictTask}
+	return claimJSON{TaskID: task, Code: ref.Code, Message: ref.Message, Holder: ref.Holder, ConflictTask: ref.ConflictTask, Pending: ref.Pending}
 }
 
 // printClaim prints a grant for people.
@@ -73,6 +75,9 @@ func printClaim(w io.Writer, verb string, c *client.Claim) {
 	if c.Checkpoint != "" {
 		fmt.Fprintf(w, "  checkpoint: %s\n", c.Checkpoint)
 	}
+	if c.BoardTask != "" {
+		fmt.Fprintf(w, "  board:    '%s' in progress; finish with 'synapse release %s --outcome done'\n", c.BoardTask, c.TaskID)
+	}
 }
 
 // refusedClaim reports a refused claim: who holds what, and what to do.
@@ -90,17 +95,26 @@ func refusedClaim(f *clientFlags, stdout, stderr io.Writer, cmd, task string, er
 		fmt.Fprintf(stderr, "Wait for it with 'synapse wait %s', or ask %s with 'synapse send %s TEXT'.\n", task, ref.Holder, ref.Holder)
 	case ref.Code == "SCOPE_CONFLICT" && ref.ConflictTask != "":
 		fmt.Fprintf(stderr, "Narrow --paths, wait with 'synapse wait %s', or ask %s with 'synapse send %s TEXT'.\n", ref.ConflictTask, ref.Holder, ref.Holder)
+	case ref.Code == "BOARD_TASK_NOT_READY" && len(ref.Pending) > 0:
+		fmt.Fprintf(stderr, "Its dependencies are not done: %s. See 'synapse board'.\n", strings.Join(ref.Pending, ", "))
+	case ref.Code == "BOARD_TASK_HELD":
+		fmt.Fprintf(stderr, "Pick another ready task from 'synapse board', or ask %s with 'synapse send %s TEXT'.\n", ref.Holder, ref.Holder)
 	}
 	return exitRefused
 }
 
-const claimUsage = `Usage: synapse claim ID [--paths P]... [--worktree W] [--ttl DURATION] [--note TEXT]
+const claimUsage = `Usage: synapse claim ID [--paths P]... [--worktree W] [--ttl DURATION] [--note TEXT] [--task BOARD_TASK_ID]
 
 Claims task ID and its files for --name, with a lease (default 1h on the
 hub, or --ttl). No two agents hold the same task or overlapping paths in the
 same worktree. Claiming a task you already hold renews it. The lease does not
 end when this command exits: release it with 'synapse release ID', or use
 'synapse lock ID -- CMD' to hold it for the life of a command.
+
+With --task, the claim also takes board task BOARD_TASK_ID, in the same
+step: the task must be ready (open, its dependencies done), and it becomes
+in_progress with you as its owner. Finish it with 'synapse release ID
+--outcome done' (or failed); if the lease expires, the task is ready again.
 
 A refused claim exits 1 and says who holds what:
   synapse claim: Task 'T1' is already claimed by proj/alpha.
@@ -116,6 +130,7 @@ func runClaim(args []string, stdout, stderr io.Writer) int {
 	ttl := fs.Duration("ttl", 0, "lease length, e.g. 30m (default: the hub's, 1h; clamped to 30s..30 days)")
 	note := fs.String("note", "", "what you are doing, shown to others")
 	idem := fs.String("idem-key", "", "retry key: a repeated key gets the first answer instead of a second claim")
+	boardTask := fs.String("task", "", "board task to take in progress with the files, in one step (it must be ready)")
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -130,7 +145,7 @@ func runClaim(args []string, stdout, stderr io.Writer) int {
 	defer c.Close()
 	ctx, cancel := f.callCtx()
 	defer cancel()
-	cl, err := c.Claim(ctx, client.ClaimRequest{TaskID: pos[0], Paths: paths, Worktree: *worktree, TTL: *ttl, Note: *note, IdemKey: *idem})
+	cl, err := c.Claim(ctx, client.ClaimRequest{TaskID: pos[0], Paths: paths, Worktree: *worktree, TTL: *ttl, Note: *note, IdemKey: *idem, BoardTask: *boardTask})
 	if err != nil {
 		return refusedClaim(&f, stdout, stderr, "claim", pos[0], err)
 	}
@@ -204,12 +219,15 @@ func runRenew(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-const releaseUsage = `Usage: synapse release ID [--epoch N] [--evidence TEXT]... [--known-failure TEXT]...
+const releaseUsage = `Usage: synapse release ID [--epoch N] [--outcome done|failed] [--evidence TEXT]... [--known-failure TEXT]...
 
 Releases your claim on task ID, with optional closeout evidence. The hub
 turns the evidence into a receipt with an advisory verdict (degraded when a
 known failure is given, unsupported without positive evidence, ...) and
 posts it as a progress note.
+
+A claim taken with --task moves its board task: --outcome done marks it
+done, --outcome failed marks it blocked, and no outcome puts it back to open.
 `
 
 func runRelease(args []string, stdout, stderr io.Writer) int {
@@ -228,12 +246,16 @@ func runRelease(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Confidence, "confidence", "", "your confidence, free text")
 	fresh := fs.Float64("freshness-seconds", -1, "age of the evidence in seconds")
 	fs.StringVar(&o.IdemKey, "idem-key", "", "retry key")
+	fs.StringVar(&o.Outcome, "outcome", "", "done or failed: moves a task-bound claim's board task")
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
 	}
 	if len(pos) != 1 {
 		return usageError(stderr, "release", "give exactly one task ID")
+	}
+	if o.Outcome != "" && o.Outcome != "done" && o.Outcome != "failed" {
+		return usageError(stderr, "release", "--outcome is done or failed")
 	}
 	o.Evidence, o.Artifacts, o.KnownFailures, o.ChangedFiles, o.GeneratedArtifacts, o.Approvals = evidence, artifacts, failures, changed, generated, approvals
 	if *fresh >= 0 {
