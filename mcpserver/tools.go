@@ -85,6 +85,10 @@ func (s *Server) explain(err error) string {
 			msg += fmt.Sprintf(" Call wait with task_id %q to be woken when it is free, or send %s a message.", ref.TaskID, ref.Holder)
 		case ref.Code == "SCOPE_CONFLICT" && ref.Holder != "":
 			msg += fmt.Sprintf(" Narrow paths, call wait with task_id %q, or send %s a message.", ref.ConflictTask, ref.Holder)
+		case ref.Code == "BOARD_TASK_NOT_READY" && len(ref.Pending) > 0:
+			msg += fmt.Sprintf(" Its dependencies are not done yet (%s); pick a task from the board's ready list.", strings.Join(ref.Pending, ", "))
+		case ref.Code == "BOARD_TASK_HELD" && ref.Holder != "":
+			msg += fmt.Sprintf(" Pick another ready task from the board, or send %s a message.", ref.Holder)
 		case ref.Code == "NOT_CLAIMED":
 			msg += " Claim it first with the claim tool."
 		case ref.Code == "NOT_OWNER" && ref.Holder != "":
@@ -146,6 +150,7 @@ type ClaimView struct {
 	Checkpoint   string   `json:"checkpoint,omitempty"`
 	LeaseExpires string   `json:"lease_expires" jsonschema:"RFC 3339, UTC"`
 	KeptAlive    bool     `json:"kept_alive,omitempty" jsonschema:"this server renews the lease in the background"`
+	BoardTask    string   `json:"board_task,omitempty" jsonschema:"the board task this claim holds in progress"`
 }
 
 func (s *Server) view(cl *client.Claim) ClaimView {
@@ -154,7 +159,7 @@ func (s *Server) view(cl *client.Claim) ClaimView {
 		paths = []string{}
 	}
 	v := ClaimView{TaskID: cl.TaskID, Owner: cl.Owner, Epoch: cl.Epoch, Status: cl.Status, Paths: paths, Worktree: cl.Worktree,
-		Note: cl.Note, Checkpoint: cl.Checkpoint, LeaseExpires: rfc3339(cl.LeaseExpiresAt)}
+		Note: cl.Note, Checkpoint: cl.Checkpoint, LeaseExpires: rfc3339(cl.LeaseExpiresAt), BoardTask: cl.BoardTask}
 	s.mu.Lock()
 	_, v.KeptAlive = s.keepers[cl.TaskID]
 	s.mu.Unlock()
@@ -179,6 +184,7 @@ type ClaimResult struct {
 	ConflictTask string     `json:"conflict_task,omitempty" jsonschema:"the task whose files overlap yours"`
 	Namespace    string     `json:"namespace,omitempty" jsonschema:"on federated hubs: the namespace whose ownership refused the claim"`
 	OwnerHubID   string     `json:"owner_hub_id,omitempty" jsonschema:"on federated hubs: the hub that owns the namespace and decides its claims"`
+	Pending      []string   `json:"pending,omitempty" jsonschema:"BOARD_TASK_NOT_READY: the board task's dependencies that are not done"`
 }
 
 func (s *Server) refusedClaim(task string, err error) (*mcp.CallToolResult, ClaimResult, error) {
@@ -186,7 +192,7 @@ func (s *Server) refusedClaim(task string, err error) (*mcp.CallToolResult, Clai
 	var ref *client.Refused
 	if errors.As(err, &ref) {
 		out.Code, out.Message, out.Holder, out.ConflictTask = ref.Code, ref.Message, ref.Holder, ref.ConflictTask
-		out.Namespace, out.OwnerHubID = ref.Namespace, ref.OwnerHubID
+		out.Namespace, out.OwnerHubID, out.Pending = ref.Namespace, ref.OwnerHubID, ref.Pending
 	}
 	return refuse(out, s.explain(err))
 }
@@ -197,13 +203,14 @@ type claimIn struct {
 	Worktree   string   `json:"worktree,omitempty" jsonschema:"checkout label, when agents work in separate worktrees"`
 	Note       string   `json:"note,omitempty" jsonschema:"what you are doing, shown to others"`
 	TTLSeconds float64  `json:"ttl_seconds,omitempty" jsonschema:"lease length in seconds (default: the hub's, 1 hour); renewed in the background either way"`
+	BoardTask  string   `json:"board_task,omitempty" jsonschema:"a board task to take in progress with the files, in one step; it must be ready (open, dependencies done)"`
 }
 
 func (s *Server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimIn) (*mcp.CallToolResult, ClaimResult, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	cl, err := s.c.Claim(ctx, client.ClaimRequest{TaskID: in.TaskID, Paths: in.Paths, Worktree: in.Worktree, Note: in.Note,
-		TTL: time.Duration(in.TTLSeconds * float64(time.Second))})
+		TTL: time.Duration(in.TTLSeconds * float64(time.Second)), BoardTask: in.BoardTask})
 	if err != nil {
 		return s.refusedClaim(in.TaskID, err)
 	}
@@ -261,6 +268,7 @@ type releaseIn struct {
 	KnownFailures []string `json:"known_failures,omitempty" jsonschema:"what is still broken"`
 	ChangedFiles  []string `json:"changed_files,omitempty"`
 	Artifacts     []string `json:"artifacts,omitempty" jsonschema:"commits, PRs, files produced"`
+	Outcome       string   `json:"outcome,omitempty" jsonschema:"done or failed: moves the board task of a claim taken with board_task (failed shows as blocked)"`
 }
 
 // ReleaseResult is the hub's receipt of a release.
@@ -276,7 +284,8 @@ type ReleaseResult struct {
 func (s *Server) release(ctx context.Context, _ *mcp.CallToolRequest, in releaseIn) (*mcp.CallToolResult, ReleaseResult, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	o := client.ReleaseOptions{Evidence: in.Evidence, KnownFailures: in.KnownFailures, ChangedFiles: in.ChangedFiles, Artifacts: in.Artifacts}
+	o := client.ReleaseOptions{Evidence: in.Evidence, KnownFailures: in.KnownFailures, ChangedFiles: in.ChangedFiles, Artifacts: in.Artifacts,
+		Outcome: in.Outcome}
 	var r *client.Receipt
 	var err error
 	if k := s.unkeep(in.TaskID); k != nil {
