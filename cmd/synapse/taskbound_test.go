@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/synapse-hub/synapse/hub"
@@ -38,6 +39,9 @@ Its dependencies are not done: design. See 'synapse board'.
 `
 	if code != 0 || out != want {
 		t.Fatalf("exit %d\n--- got\n%s--- want\n%s--- stderr\n%s", code, out, want, errOut)
+	}
+	if _, out, _ := as("proj/bravo", "board"); !strings.Contains(out, "design           in_progress  proj/alpha") {
+		t.Fatalf("board does not show the holder:\n%s", out)
 	}
 	code, out, _ = as("proj/bravo", "claim", "T3", "--paths", "src/c", "--task", "design", "--json")
 	var ref claimJSON
