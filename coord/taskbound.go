@@ -95,19 +95,14 @@ func validOutcome(o string) bool { return o == "" || o == OutcomeDone || o == Ou
 // holds as c goes: by release with outcome (expired false) or by expiry.
 // It returns nil when c holds none.
 func (s *State) releaseBoardTask(c *Claim, outcome string, expired bool, now float64) []Event {
-	if c.BoardTask == "" {
-		return nil
-	}
-	t := s.tasks[c.BoardTask]
-	if t == nil || t.Owner != c.Owner {
-		return nil
-	}
 	if outcome == "" && !expired && c.Status.Terminal() {
 		outcome = c.Status.String()
 	}
-	n := *t
-	n.Owner = ""
-	if n.Status == "in_progress" {
+	return s.moveBoardTask(c, now, func(n *BoardTask) {
+		n.Owner = ""
+		if n.Status != "in_progress" {
+			return // a status set by hand meanwhile stands
+		}
 		switch outcome {
 		case OutcomeDone:
 			n.Status = "done"
@@ -116,15 +111,18 @@ func (s *State) releaseBoardTask(c *Claim, outcome string, expired bool, now flo
 		default:
 			n.Status = "open"
 		}
-	}
-	n.Version++
-	n.UpdatedAt = now
-	return []Event{TaskPosted{Task: &n, By: c.Owner, Update: true}}
+	})
 }
 
 // handOffBoardTask returns the event that moves the board task claim c
 // holds to its new owner to, or nil.
 func (s *State) handOffBoardTask(c *Claim, to string, now float64) []Event {
+	return s.moveBoardTask(c, now, func(n *BoardTask) { n.Owner = to })
+}
+
+// moveBoardTask returns the event that stores change applied to a copy of
+// the board task claim c holds, or nil when c holds none.
+func (s *State) moveBoardTask(c *Claim, now float64, change func(*BoardTask)) []Event {
 	if c.BoardTask == "" {
 		return nil
 	}
@@ -133,7 +131,7 @@ func (s *State) handOffBoardTask(c *Claim, to string, now float64) []Event {
 		return nil
 	}
 	n := *t
-	n.Owner = to
+	change(&n)
 	n.Version++
 	n.UpdatedAt = now
 	return []Event{TaskPosted{Task: &n, By: c.Owner, Update: true}}
