@@ -34,7 +34,20 @@ type tbTask struct {
 
 type tbClaim struct {
 	owner, board string
+	shared       bool // claims the path every claim may share, so scopes collide
 	expires      float64
+}
+
+// scopeConflict reports whether a claim on task by owner (with the shared
+// path when shared) collides with another live claim: a third party's on
+// the shared path.
+func (mc *tbMachine) scopeConflict(task, owner string, shared bool) bool {
+	for t, c := range mc.claims {
+		if shared && c.shared && t != task && c.owner != owner {
+			return true
+		}
+	}
+	return false
 }
 
 type tbMachine struct {
@@ -128,7 +141,12 @@ func (mc *tbMachine) claim(t *rapid.T) {
 	task := rapid.SampledFrom(tbClaimTasks).Draw(t, "claimTask")
 	want := rapid.SampledFrom(append([]string{""}, tbBoardTasks...)).Draw(t, "boardTask")
 	ttl := rapid.Float64Range(30, 300).Draw(t, "ttl")
-	cmd := coord.ClaimRequest{Agent: agent, TaskID: task, BoardTask: want, Paths: []string{"f/" + task}, TTL: ttl, HasTTL: true}
+	shared := rapid.IntRange(0, 3).Draw(t, "sharedPath") == 0
+	path := "f/" + task
+	if shared {
+		path = "f/shared"
+	}
+	cmd := coord.ClaimRequest{Agent: agent, TaskID: task, BoardTask: want, Paths: []string{path}, TTL: ttl, HasTTL: true}
 	var pre map[string]bool // which tasks' dependencies were met before the step
 	if want != "" && mc.board[want] != nil {
 		pre = map[string]bool{}
@@ -142,6 +160,8 @@ func (mc *tbMachine) claim(t *rapid.T) {
 	switch {
 	case c != nil && c.owner != agent:
 		code = coord.CodeLeaseLive
+	case mc.scopeConflict(task, agent, shared): // the files are checked before the board
+		code = coord.CodeScopeConflict
 	case c != nil && c.board != "":
 		if want != "" && want != c.board {
 			code = coord.CodeBoardTaskBound
@@ -169,7 +189,7 @@ func (mc *tbMachine) claim(t *rapid.T) {
 		}
 		bt.status, bt.owner = "in_progress", agent
 	}
-	mc.claims[task] = &tbClaim{owner: agent, board: want, expires: mc.now + ttl}
+	mc.claims[task] = &tbClaim{owner: agent, board: want, shared: shared, expires: mc.now + ttl}
 }
 
 // free is the shadow's rule for a claim that goes: by release with outcome,
@@ -230,6 +250,10 @@ func (mc *tbMachine) handoff(t *rapid.T) {
 	c := mc.claims[task]
 	to := otherAgent(t, c.owner)
 	cmd := coord.HandoffRequest{Agent: c.owner, TaskID: task, To: to, ToOnline: true}
+	if mc.scopeConflict(task, to, c.shared) {
+		mc.expect(t, cmd, mc.step(t, cmd), coord.CodeScopeConflict)
+		return
+	}
 	mc.expect(t, cmd, mc.step(t, cmd), "")
 	if bt := mc.board[c.board]; c.board != "" && bt != nil && bt.owner == c.owner {
 		bt.owner = to
