@@ -299,7 +299,8 @@ type BoardTask struct {
 	CreatedBy      string   `json:"created_by"`
 	CreatedAt      float64  `json:"created_at"`
 	UpdatedAt      float64  `json:"updated_at"`
-	Owner          string   `json:"owner,omitempty"` // who holds it through a task-bound claim
+	Owner          string   `json:"owner,omitempty"`       // who holds it through a task-bound claim
+	OwnerClaim     string   `json:"owner_claim,omitempty"` // and that claim's task id
 }
 
 // Note is a progress note on a board task.

@@ -26,9 +26,11 @@ type BoardTask struct {
 	CreatedAt      float64
 	UpdatedAt      float64
 
-	// Owner is the agent whose task-bound claim holds the task in progress;
-	// "" when no claim holds it (taskbound.go).
-	Owner string
+	// Owner is the agent whose task-bound claim holds the task in progress,
+	// and OwnerClaim that claim's task id; both "" when no claim holds it
+	// (taskbound.go).
+	Owner      string
+	OwnerClaim string
 }
 
 // Note is a progress note. ID orders notes; it is assigned when the note is

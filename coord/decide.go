@@ -348,7 +348,7 @@ func (s *State) decideDeclare(r DeclareTask, now float64) ([]Event, *Refusal) {
 	}
 	if prev != nil {
 		t.Status, t.CreatedBy, t.CreatedAt, t.Version = prev.Status, prev.CreatedBy, prev.CreatedAt, prev.Version+1
-		t.Owner = prev.Owner // a re-declaration does not free a held task
+		t.Owner, t.OwnerClaim = prev.Owner, prev.OwnerClaim // a re-declaration does not free a held task
 		if project == "" {
 			t.Project = prev.Project
 		}

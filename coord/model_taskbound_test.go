@@ -310,7 +310,7 @@ func (mc *tbMachine) check(t *rapid.T) {
 			t.Fatalf("claim %s = %s bound to %q, shadow %+v", c.TaskID, c.Owner, c.BoardTask, sc)
 		}
 		if c.BoardTask != "" {
-			if bt := mc.s.BoardTask(c.BoardTask); bt != nil && bt.Owner == c.Owner {
+			if bt := mc.s.BoardTask(c.BoardTask); bt != nil && bt.Owner == c.Owner && bt.OwnerClaim == c.TaskID {
 				holders[c.BoardTask] = append(holders[c.BoardTask], fmt.Sprintf("%s(%s)", c.TaskID, c.Owner))
 			}
 		}

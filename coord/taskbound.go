@@ -58,7 +58,7 @@ func (s *State) bindBoardTask(r ClaimRequest, task string, existing *Claim, now 
 		return "", nil, ref
 	}
 	n := *t
-	n.Status, n.Owner = "in_progress", r.Agent
+	n.Status, n.Owner, n.OwnerClaim = "in_progress", r.Agent, task
 	n.Version++
 	n.UpdatedAt = now
 	return want, []Event{TaskPosted{Task: &n, By: r.Agent, Update: true}}, nil
@@ -99,7 +99,7 @@ func (s *State) releaseBoardTask(c *Claim, outcome string, expired bool, now flo
 		outcome = c.Status.String()
 	}
 	return s.moveBoardTask(c, now, func(n *BoardTask) {
-		n.Owner = ""
+		n.Owner, n.OwnerClaim = "", ""
 		if n.Status != "in_progress" {
 			return // a status set by hand meanwhile stands
 		}
@@ -121,13 +121,16 @@ func (s *State) handOffBoardTask(c *Claim, to string, now float64) []Event {
 }
 
 // moveBoardTask returns the event that stores change applied to a copy of
-// the board task claim c holds, or nil when c holds none.
+// the board task claim c holds, or nil when c holds none. The task must
+// name c itself, not only its owner: replay skips claim_expired rows, so an
+// expired claim lingers until the final Tick and must not free the task a
+// later claim of the same agent took.
 func (s *State) moveBoardTask(c *Claim, now float64, change func(*BoardTask)) []Event {
 	if c.BoardTask == "" {
 		return nil
 	}
 	t := s.tasks[c.BoardTask]
-	if t == nil || t.Owner != c.Owner {
+	if t == nil || t.Owner != c.Owner || t.OwnerClaim != c.TaskID {
 		return nil
 	}
 	n := *t

@@ -32,6 +32,9 @@ func TestTaskBound_GrantTakesTaskAndFilesInOneStep(t *testing.T) {
 		t.Fatalf("posted = %+v", p)
 	}
 	wantBoard(t, r, "design", "in_progress", "B")
+	if oc := r.s.BoardTask("design").OwnerClaim; oc != "T1" {
+		t.Fatalf("owner claim = %q", oc)
+	}
 	// A same-owner renewal keeps the binding and does not touch the board again.
 	evs = r.ok(coord.ClaimRequest{Agent: "B", TaskID: "T1", Paths: []string{"src/api.go"}})
 	wantKinds(t, evs, "[claim]")
@@ -189,4 +192,33 @@ func TestTaskBound_RollbackUndoesBothHalves(t *testing.T) {
 	o := r.step(boundClaim("B", "T1", "design", "src/a"))
 	r.s.Rollback(&o)
 	wantEqual(t, "image after rollback", r.s.Image(), before)
+}
+
+// Replay applies the journalled events but not claim_expired (expiry is
+// recomputed), so an expired claim lingers until the final Tick. Its
+// expiry must not free the board task a later claim of the same agent
+// took: the board task names the claim that holds it.
+func TestTaskBound_LingeringExpiredClaimDoesNotFreeALaterHolder(t *testing.T) {
+	r := boardFixture(t, coord.Limits{})
+	start := r.s.Image()
+	var log []coord.Event
+	keep := func(o coord.Outcome) {
+		for _, ev := range o.Events {
+			if _, expired := ev.(coord.ClaimExpired); !expired {
+				log = append(log, ev)
+			}
+		}
+	}
+	keep(r.step(coord.ClaimRequest{Agent: "B", TaskID: "T1", BoardTask: "design", Paths: []string{"a"}, TTL: 30, HasTTL: true}))
+	r.now += 31
+	keep(r.s.Tick(r.now))
+	keep(r.step(boundClaim("B", "T2", "design", "b")))
+	replay := coord.FromImage(coord.Limits{}, start)
+	for _, ev := range log {
+		replay.Apply(ev)
+	}
+	replay.Tick(r.now)
+	if bt := replay.BoardTask("design"); bt.Status != "in_progress" || bt.Owner != "B" || bt.OwnerClaim != "T2" {
+		t.Fatalf("after replay design = %+v", bt)
+	}
 }

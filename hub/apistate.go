@@ -102,7 +102,8 @@ type APITask struct {
 	Version        int64    `json:"version"`
 	CreatedBy      string   `json:"created_by,omitempty"`
 	UpdatedAt      float64  `json:"updated_at"`
-	Owner          string   `json:"owner,omitempty"` // who holds it through a task-bound claim
+	Owner          string   `json:"owner,omitempty"`       // who holds it through a task-bound claim
+	OwnerClaim     string   `json:"owner_claim,omitempty"` // and that claim's task id
 }
 
 // APIRefusal is one refused request, with both parties.
@@ -144,7 +145,7 @@ func apiTask(t *coord.BoardTask) APITask {
 	}
 	return APITask{TaskID: t.TaskID, Title: t.Title, Status: t.Status, DependsOn: deps,
 		SuggestedOwner: t.SuggestedOwner, Project: t.Project, Version: t.Version, CreatedBy: t.CreatedBy,
-		UpdatedAt: t.UpdatedAt, Owner: t.Owner}
+		UpdatedAt: t.UpdatedAt, Owner: t.Owner, OwnerClaim: t.OwnerClaim}
 }
 
 // State gathers the dashboard's state (GET /api/state). It holds the

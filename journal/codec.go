@@ -410,6 +410,7 @@ func decodeTask(payload []byte) (*coord.BoardTask, string, error) {
 		CreatedAt      *float64        `json:"created_at"`
 		UpdatedAt      *float64        `json:"updated_at"`
 		Owner          *string         `json:"owner"`
+		OwnerClaim     *string         `json:"owner_claim"`
 		CausalParent   json.RawMessage `json:"causal_parent"`
 	}
 	if err := unmarshalObject(payload, &p); err != nil {
@@ -443,7 +444,7 @@ func decodeTask(payload []byte) (*coord.BoardTask, string, error) {
 		DependsOn: make([]string, len(p.DependsOn)), Status: status,
 		SuggestedOwner: str(p.SuggestedOwner), Project: str(p.Project), Version: *p.Version,
 		CreatedBy: str(p.CreatedBy), CreatedAt: *p.CreatedAt, UpdatedAt: *p.UpdatedAt,
-		Owner: str(p.Owner),
+		Owner: str(p.Owner), OwnerClaim: str(p.OwnerClaim),
 	}
 	for i, d := range p.DependsOn {
 		if d == nil {

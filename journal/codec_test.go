@@ -304,12 +304,17 @@ func genEvent(t *rapid.T) coord.Event {
 		if deps == nil {
 			deps = []string{}
 		}
+		owner := rapid.SampledFrom([]string{"", "p/a"}).Draw(t, "owner")
+		ownerClaim := ""
+		if owner != "" {
+			ownerClaim = genID(t, "owner_claim")
+		}
 		return coord.TaskPosted{Task: &coord.BoardTask{
 			TaskID: genID(t, "task"), Title: genText(t, "title"), Description: genText(t, "desc"), DependsOn: deps,
 			Status:         rapid.SampledFrom(ledgerStatuses).Draw(t, "status"),
 			SuggestedOwner: genText(t, "suggested"), Project: genText(t, "project"), Version: rapid.Int64Min(0).Draw(t, "version"),
 			CreatedBy: genText(t, "by"), CreatedAt: genTime(t, "created"), UpdatedAt: genTime(t, "updated"),
-			Owner: rapid.SampledFrom([]string{"", "p/a"}).Draw(t, "owner"),
+			Owner: owner, OwnerClaim: ownerClaim,
 		}, CausalParent: rapid.SampledFrom([]string{"", `{"hub":"h","seq":3}`, `"x"`, `12`}).Draw(t, "parent"),
 			Update: rapid.Bool().Draw(t, "update")}
 	default:
@@ -351,10 +356,10 @@ func TestCodec_TaskBoundFieldsAreAdditive(t *testing.T) {
 	if strings.Contains(string(rec.Payload), "board_task") {
 		t.Fatalf("unbound claim row %s names board_task", rec.Payload)
 	}
-	bt := &coord.BoardTask{TaskID: "design", Title: "D", DependsOn: []string{}, Status: "in_progress", Version: 2, Owner: "p/a"}
+	bt := &coord.BoardTask{TaskID: "design", Title: "D", DependsOn: []string{}, Status: "in_progress", Version: 2, Owner: "p/a", OwnerClaim: "T1"}
 	rec, _ = Encode(coord.TaskPosted{Task: bt})
 	got, _, err = Decode(rec.Kind, rec.Payload)
-	if err != nil || got.(coord.TaskPosted).Task.Owner != "p/a" {
+	if err != nil || got.(coord.TaskPosted).Task.Owner != "p/a" || got.(coord.TaskPosted).Task.OwnerClaim != "T1" {
 		t.Fatalf("decoded %s as %+v, %v", rec.Payload, got, err)
 	}
 	old := `{"task_id":"design","title":"D","depends_on":[],"status":"open","version":1,"created_at":1,"updated_at":1}`

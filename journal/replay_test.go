@@ -468,11 +468,36 @@ func TestSnapshot_TaskBoundBindingsRoundTrip(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, img) {
 		t.Fatalf("got %+v, %v\nwant %+v", got, err, img)
 	}
-	if got.Claims[0].BoardTask != "B" || got.Tasks[0].Owner != "a" {
+	if got.Claims[0].BoardTask != "B" || got.Tasks[0].Owner != "a" || got.Tasks[0].OwnerClaim != "T" {
 		t.Fatalf("bindings lost: %+v", got)
 	}
 	got, err = DecodeImage(before)
 	if err != nil || !reflect.DeepEqual(got, plain) {
 		t.Fatalf("a body without bindings: %+v, %v", got, err)
+	}
+}
+
+// Replay skips claim_expired rows, so an expired lease lingers until the
+// final Tick. It must not free the board task a later claim of the same
+// agent took: the board task records which claim holds it.
+func TestReplay_LingeringExpiredClaimDoesNotFreeALaterHolder(t *testing.T) {
+	st, err := Open(t.TempDir()+"/j.db", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r := &liveRun{st: st, live: coord.New(coord.Limits{}), now: 1e9}
+	r.step(t, coord.DeclareTask{Agent: "p/a", TaskID: "X", Title: "x"})
+	r.step(t, coord.ClaimRequest{Agent: "p/a", TaskID: "C", Paths: []string{"c"}, BoardTask: "X", TTL: 30, HasTTL: true})
+	r.now += 31
+	r.commit(t, r.live.Tick(r.now).Events)
+	r.step(t, coord.ClaimRequest{Agent: "p/a", TaskID: "D", Paths: []string{"d"}, BoardTask: "X"})
+	want := imageAt(r.live, r.now)
+	got, err := Replay(st, coord.Limits{}, r.now, ReplayOptions{NoSnapshot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img := got.State.Image(); !reflect.DeepEqual(img, want) {
+		t.Fatalf("replay\n got %+v\nwant %+v", img.Tasks, want.Tasks)
 	}
 }

@@ -337,7 +337,7 @@ func EncodeImage(img coord.Image) []byte {
 }
 
 // writeBindings appends the task-bound claims' section: the claims' board
-// tasks, then the board tasks' owners, each as (index, value) pairs. It is
+// tasks, then the board tasks' owners and owner claims, each keyed by index. It is
 // written only when some claim or task has one, so an image without
 // task-bound claims encodes exactly as before and earlier bodies (which end
 // after the notes) read as images without bindings.
@@ -349,7 +349,7 @@ func writeBindings(w *imgWriter, img coord.Image) {
 		}
 	}
 	for i := range img.Tasks {
-		if img.Tasks[i].Owner != "" {
+		if img.Tasks[i].Owner != "" || img.Tasks[i].OwnerClaim != "" {
 			tasks = append(tasks, i)
 		}
 	}
@@ -365,6 +365,7 @@ func writeBindings(w *imgWriter, img coord.Image) {
 	for _, i := range tasks {
 		w.u(i)
 		w.s(img.Tasks[i].Owner)
+		w.s(img.Tasks[i].OwnerClaim)
 	}
 }
 
@@ -382,7 +383,7 @@ func readBindings(r *imgReader, img *coord.Image) {
 	}
 	for n := r.n(); n > 0 && r.err == nil; n-- {
 		if i := r.u(); i < uint64(len(img.Tasks)) {
-			img.Tasks[i].Owner = r.is()
+			img.Tasks[i].Owner, img.Tasks[i].OwnerClaim = r.is(), r.s()
 		} else {
 			r.fail("board owner index")
 		}

@@ -130,6 +130,8 @@ func AppendTask(b []byte, t *coord.BoardTask, causalParent string) []byte {
 	if t.Owner != "" { // held by a task-bound claim; absent otherwise
 		b = pyjson.AppendKey(b, "owner")
 		b = pyjson.AppendString(b, t.Owner)
+		b = pyjson.AppendKey(b, "owner_claim")
+		b = pyjson.AppendString(b, t.OwnerClaim)
 	}
 	if causalParent != "" {
 		if c, ok := pyjson.CanonicalRaw([]byte(causalParent)); ok {
