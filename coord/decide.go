@@ -142,10 +142,10 @@ func (s *State) decideRelease(r ReleaseRequest, now float64) ([]Event, *Refusal)
 	}
 	receipt := assess(task, r.Agent, r.Evidence)
 	evs := []Event{Released{TaskID: task, Owner: r.Agent, Epoch: c.Epoch, Receipt: receipt}}
-	evs = append(evs, s.releaseBoardTask(c, r.Outcome, false, now)...)
 	if r.Evidence.present() {
 		evs = append(evs, ProgressPosted{Note: &Note{TaskID: task, Author: r.Agent, Kind: "assessment", Text: receipt.NoteText(), PostedAt: now}, Receipt: true})
 	}
+	evs = append(evs, s.releaseBoardTask(c, r.Outcome, false, now)...) // after the receipt note, which follows release_granted on the wire
 	if ws := s.waitersOf(task); len(ws) > 0 {
 		evs = append(evs, WaitReady{TaskID: task, Waiters: ws, Reason: "release"})
 	}

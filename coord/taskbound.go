@@ -7,7 +7,8 @@ import "slices"
 // same Step, so the journal commits them as one batch and no other agent can
 // take the task between them.
 //
-// A held board task has Owner set and status in_progress. The board moves:
+// A held board task names its holder (Owner, and the claim's task id in
+// OwnerClaim) and is in_progress. The board moves:
 //
 //	claim granted            open (ready)  → in_progress, Owner = claimant
 //	handoff                  Owner         → the recipient

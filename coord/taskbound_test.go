@@ -222,3 +222,10 @@ func TestTaskBound_LingeringExpiredClaimDoesNotFreeALaterHolder(t *testing.T) {
 		t.Fatalf("after replay design = %+v", bt)
 	}
 }
+
+func TestTaskBound_ReleaseReceiptNoteStaysNextToTheRelease(t *testing.T) {
+	r := boardFixture(t, coord.Limits{})
+	r.ok(boundClaim("B", "T1", "design", "a"))
+	evs := r.ok(coord.ReleaseRequest{Agent: "B", TaskID: "T1", Outcome: "done", Evidence: &coord.Evidence{Evidence: []string{"tests pass"}}})
+	wantKinds(t, evs, "[release,ledger_progress,ledger_task]")
+}
