@@ -385,6 +385,8 @@ func TestSnapshot_DecodeRefusesImagesNoStateHolds(t *testing.T) {
 		"repeated offer":                 {Offers: []coord.Offer{{Agent: "a", Kind: "k", Name: "n"}, {Agent: "a", Kind: "k", Name: "n"}}},
 		"repeated board task":            {Tasks: []coord.BoardTask{{TaskID: "B", DependsOn: []string{}}, {TaskID: "B", DependsOn: []string{}}}},
 		"repeated retained checkpoint":   {Retained: []coord.RetainedCheckpoint{{TaskID: "T"}, {TaskID: "T"}}},
+		"board holder without its claim": {Tasks: []coord.BoardTask{{TaskID: "B", DependsOn: []string{}, Owner: "a"}}},
+		"board claim without its holder": {Tasks: []coord.BoardTask{{TaskID: "B", DependsOn: []string{}, OwnerClaim: "T"}}},
 	} {
 		if _, err := DecodeImage(EncodeImage(img)); !errors.Is(err, ErrBadSnapshot) || !errors.Is(err, coord.ErrBadImage) {
 			t.Errorf("%s: DecodeImage = %v, want ErrBadSnapshot wrapping coord.ErrBadImage", name, err)
