@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/synapse-hub/synapse/client"
@@ -145,5 +146,35 @@ func TestTaskBound_ForwardedClaimDecidedByOwner(t *testing.T) {
 	}
 	if board, err = bob.Board(ctx); err != nil || board.Tasks[0].Status != "done" {
 		t.Fatalf("owner's board after release = %+v, %v", board, err)
+	}
+}
+
+// Expiry over sockets, on a hub clock the test moves: when the lease of a
+// task-bound claim lapses, the board task is open again (broadcast as
+// ledger_task_updated) and the next agent takes it.
+func TestTaskBound_ExpiryPutsTheTaskBackOverSockets(t *testing.T) {
+	var mu sync.Mutex
+	clock := nowTS()
+	th := startHub(t, Config{Clock: func() float64 { mu.Lock(); defer mu.Unlock(); return clock }})
+	a := th.join("p/a")
+	b := th.join("p/b")
+	a.send(f("ledger_task", "task_id", "design", "title", "Design"))
+	a.expect("ledger_task_posted")
+	a.send(f("claim", "task_id", "T1", "paths", []string{"src/a"}, "board_task", "design", "ttl_seconds", 30))
+	a.expect("claim_granted")
+	mu.Lock()
+	clock += 31
+	mu.Unlock()
+	b.send(f("claim", "sender", "p/b", "task_id", "T2", "paths", []string{"src/b"}, "board_task", "design"))
+	if g := b.expect("claim_granted"); g["board_task"] != "design" {
+		t.Fatalf("claim_granted = %v", g)
+	}
+	reopened := a.expectWhere("ledger_task_updated", func(m map[string]any) bool { return m["task"].(map[string]any)["status"] == "open" })
+	if _, held := reopened["task"].(map[string]any)["owner"]; held {
+		t.Fatalf("expired task still held: %v", reopened)
+	}
+	taken := a.expectWhere("ledger_task_updated", func(m map[string]any) bool { return m["task"].(map[string]any)["owner"] == "p/b" })
+	if taken["task"].(map[string]any)["status"] != "in_progress" {
+		t.Fatalf("taken = %v", taken)
 	}
 }
