@@ -471,14 +471,16 @@ func runWait(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-const lockUsage = `Usage: synapse lock ID [--paths P]... [--wait-timeout 30s] -- CMD [ARGS...]
+const lockUsage = `Usage: synapse lock ID [--paths P]... [--task BOARD_TASK_ID] [--wait-timeout 30s] -- CMD [ARGS...]
 
 Claims task ID (waiting up to --wait-timeout for it to be free), runs CMD
 while renewing the lease in the background, then releases the claim with
 CMD's exit status as evidence (a known failure when it is not 0) and exits
 with CMD's exit code. If the lease is lost while CMD runs (the hub refused a
 renewal) it says so on stderr; CMD keeps running. Messages go to stderr,
-so CMD's output is its own.
+so CMD's output is its own. With --task, the claim also takes that board
+task (as 'synapse claim --task'), and the release marks it done when CMD
+exits 0, failed (blocked) otherwise.
 
 Exit codes: CMD's, or 1 when the claim is refused, 4 when the task stayed
 held past --wait-timeout, 127 when CMD cannot be started.
@@ -501,6 +503,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	ttl := fs.Duration("ttl", 0, "lease length, renewed at a third of it (default: the hub's, 1h)")
 	note := fs.String("note", "", "what you are doing")
 	waitTimeout := fs.Duration("wait-timeout", 30*time.Second, "how long to wait for a held task (0 = do not wait)")
+	boardTask := fs.String("task", "", "board task to take in progress with the files; CMD's exit status finishes it")
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -515,7 +518,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	}
 	defer c.Close()
 
-	req := client.ClaimRequest{TaskID: task, Paths: paths, Worktree: *worktree, TTL: *ttl, Note: *note}
+	req := client.ClaimRequest{TaskID: task, Paths: paths, Worktree: *worktree, TTL: *ttl, Note: *note, BoardTask: *boardTask}
 	cl, err := claimOrWait(c, req, *waitTimeout, stderr)
 	if errors.Is(err, context.DeadlineExceeded) {
 		fmt.Fprintf(stderr, "synapse lock: '%s' was still held after --wait-timeout %s.\n", task, *waitTimeout)
@@ -545,6 +548,12 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		o.Evidence = []string{shown + " exited 0"}
 	default:
 		o.KnownFailures = []string{shown + " exited " + strconv.Itoa(exit)}
+	}
+	if cl.BoardTask != "" {
+		o.Outcome = "failed"
+		if runErr == nil && exit == 0 {
+			o.Outcome = "done"
+		}
 	}
 	rctx, rcancel := f.callCtx()
 	defer rcancel()

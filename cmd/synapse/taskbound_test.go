@@ -60,3 +60,28 @@ Its dependencies are not done: design. See 'synapse board'.
 		t.Fatalf("exit %d: %v: %s %s", code, err, out, errOut)
 	}
 }
+
+// synapse lock --task finishes the board task with the command's status.
+func TestLock_TaskBoundFinishesTheTaskWithTheCommandsStatus(t *testing.T) {
+	uri := startCLIHub(t, hub.Config{})
+	as := func(name string, args ...string) (int, string, string) {
+		return runCmd(append(args, "--uri", uri, "--name", name)...)
+	}
+	for _, id := range []string{"ok", "bad"} {
+		if code, _, errOut := as("proj/pm", "task", "declare", id, "--title", id); code != 0 {
+			t.Fatal(errOut)
+		}
+	}
+	if code, _, e := runCmd("lock", "T1", "--paths", "a", "--task", "ok", "--uri", uri, "--name", "proj/alpha", "--", "true"); code != 0 {
+		t.Fatalf("lock true: %d %s", code, e)
+	}
+	if code, _, e := runCmd("lock", "T2", "--paths", "b", "--task", "bad", "--uri", uri, "--name", "proj/alpha", "--", "false"); code != 1 {
+		t.Fatalf("lock false: %d %s", code, e)
+	}
+	_, out, _ := as("proj/pm", "board")
+	for _, want := range []string{"ok               done", "bad              blocked"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("board lacks %q:\n%s", want, out)
+		}
+	}
+}
