@@ -41,17 +41,24 @@ func (s *State) bindBoardTask(r ClaimRequest, task string, existing *Claim, now 
 		return "", nil, nil
 	}
 	t := s.tasks[want]
-	switch {
-	case t == nil:
+	if t == nil {
 		return "", nil, refuse(CodeBoardTaskNotFound, task, "Task '%s' is not on the board.", want)
-	case t.Owner != "":
+	}
+	status := t.Status
+	if t.Owner != "" && !s.holdsBoardTask(t, now) && status == "in_progress" {
+		// Its holder left with its namespace for another hub (Disown): the
+		// task it left in progress here is free again.
+		status = "open"
+	}
+	switch {
+	case t.Owner != "" && s.holdsBoardTask(t, now):
 		ref := refuse(CodeBoardTaskHeld, task, "Board task '%s' is in progress, held by %s.", want, t.Owner)
 		ref.Holder = t.Owner
 		return "", nil, ref
-	case t.Status == "done" || t.Status == "cancelled":
-		return "", nil, refuse(CodeBoardTaskClosed, task, "Board task '%s' is %s.", want, t.Status)
-	case t.Status != "open":
-		return "", nil, refuse(CodeBoardTaskNotReady, task, "Board task '%s' is %s, not open.", want, t.Status)
+	case status == "done" || status == "cancelled":
+		return "", nil, refuse(CodeBoardTaskClosed, task, "Board task '%s' is %s.", want, status)
+	case status != "open":
+		return "", nil, refuse(CodeBoardTaskNotReady, task, "Board task '%s' is %s, not open.", want, status)
 	}
 	if pending := s.pendingDeps(t); len(pending) > 0 {
 		ref := refuse(CodeBoardTaskNotReady, task, "Board task '%s' waits for %s.", want, quoteList(pending))
@@ -63,6 +70,14 @@ func (s *State) bindBoardTask(r ClaimRequest, task string, existing *Claim, now 
 	n.Version++
 	n.UpdatedAt = now
 	return want, []Event{TaskPosted{Task: &n, By: r.Agent, Update: true}}, nil
+}
+
+// holdsBoardTask reports whether the claim t names as its holder is live
+// here and bound to t. It always is, but for a claim that moved to another
+// hub with its agent's namespace while t stayed (Disown).
+func (s *State) holdsBoardTask(t *BoardTask, now float64) bool {
+	c := s.liveClaim(t.OwnerClaim, now)
+	return c != nil && c.Owner == t.Owner && c.BoardTask == t.TaskID
 }
 
 // pendingDeps returns t's dependencies that are not met (done or cancelled,

@@ -229,3 +229,16 @@ func TestTaskBound_ReleaseReceiptNoteStaysNextToTheRelease(t *testing.T) {
 	evs := r.ok(coord.ReleaseRequest{Agent: "B", TaskID: "T1", Outcome: "done", Evidence: &coord.Evidence{Evidence: []string{"tests pass"}}})
 	wantKinds(t, evs, "[release,ledger_progress,ledger_task]")
 }
+
+// On a fleet a namespace moves to another hub with its claims (Disown), and
+// a board task another namespace declared stays. If one of the moved claims
+// held it, the task is free to claim again here, not held forever.
+func TestTaskBound_TaskLeftByAMovedHolderIsFreeAgain(t *testing.T) {
+	r := newRig(t, coord.Limits{})
+	r.ok(coord.DeclareTask{Agent: "two/pm", TaskID: "X", Title: "x"})
+	r.ok(coord.ClaimRequest{Agent: "one/a", TaskID: "C", BoardTask: "X", Paths: []string{"a"}})
+	r.ok(coord.Disown{Namespace: "one"})
+	wantBoard(t, r, "X", "in_progress", "one/a") // left behind
+	r.ok(coord.ClaimRequest{Agent: "two/b", TaskID: "D", BoardTask: "X", Paths: []string{"b"}})
+	wantBoard(t, r, "X", "in_progress", "two/b")
+}
