@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/synapse-hub/synapse/client"
-	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/journal"
 )
 
@@ -70,19 +69,7 @@ func TestTaskBound_ClaimReleaseOverSockets(t *testing.T) {
 	if err := th.h.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	st2, err := journal.Open(path, journal.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st2.Close()
-	rec, err := journal.Replay(st2, coord.DefaultLimits(), nowTS(), journal.ReplayOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := rec.State
+	s := replayClosed(t, st)
 	if c := s.Claim("T2"); c == nil || c.BoardTask != "build" {
 		t.Fatalf("replayed claim T2 = %+v", c)
 	}
