@@ -23,9 +23,19 @@ type Keeper struct {
 	lost chan error
 	once sync.Once
 
+	onRenew func(*Claim)
+
 	mu    sync.Mutex
 	claim *Claim
 	n     int
+}
+
+// KeepOptions configures KeepLeaseWith.
+type KeepOptions struct {
+	// OnRenew, when set, is called on the keeper's goroutine with each
+	// renewal the hub grants (a fresh epoch), e.g. to record it in a
+	// Ledger so the write-path checks fence on the current epoch.
+	OnRenew func(*Claim)
 }
 
 // KeepLease renews cl at about a third of its lease length until Stop,
@@ -34,7 +44,12 @@ type Keeper struct {
 // renewal that fails for want of a connection is retried sooner, while the
 // lease still runs.
 func (c *Client) KeepLease(ctx context.Context, cl *Claim) *Keeper {
-	k := &Keeper{c: c, stop: make(chan struct{}), done: make(chan struct{}), lost: make(chan error, 1), claim: cl}
+	return c.KeepLeaseWith(ctx, cl, KeepOptions{})
+}
+
+// KeepLeaseWith is KeepLease with options.
+func (c *Client) KeepLeaseWith(ctx context.Context, cl *Claim, o KeepOptions) *Keeper {
+	k := &Keeper{c: c, stop: make(chan struct{}), done: make(chan struct{}), lost: make(chan error, 1), claim: cl, onRenew: o.OnRenew}
 	go k.run(ctx)
 	return k
 }
@@ -106,6 +121,9 @@ func (k *Keeper) run(ctx context.Context) {
 			k.mu.Lock()
 			k.claim, k.n = next, k.n+1
 			k.mu.Unlock()
+			if k.onRenew != nil {
+				k.onRenew(next)
+			}
 			t.Reset(interval)
 		case errors.As(err, &ref):
 			k.lost <- err
