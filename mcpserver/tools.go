@@ -292,6 +292,7 @@ func (s *Server) release(ctx context.Context, _ *mcp.CallToolRequest, in release
 		}
 		return refuse(out, s.explain(err))
 	}
+	s.forget(in.TaskID)
 	out := ReleaseResult{Released: true, TaskID: in.TaskID, EpistemicStatus: r.EpistemicStatus, Reasons: r.EpistemicReasons}
 	verdict := r.EpistemicStatus
 	if len(r.EpistemicReasons) > 0 {
@@ -319,6 +320,7 @@ func (s *Server) handoff(ctx context.Context, _ *mcp.CallToolRequest, in handoff
 	if k := s.unkeep(in.TaskID); k != nil {
 		k.Stop()
 	}
+	s.forget(in.TaskID)
 	v := s.view(cl)
 	return ok(ClaimResult{Granted: true, TaskID: cl.TaskID, Claim: &v}, "Handed '%s' to %s (epoch %d). Stop editing its files.", cl.TaskID, cl.Owner, cl.Epoch)
 }

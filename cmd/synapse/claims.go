@@ -134,6 +134,7 @@ func runClaim(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return refusedClaim(&f, stdout, stderr, "claim", pos[0], err)
 	}
+	recordGrant(f.uri, cl, stderr)
 	if f.asJSON {
 		printJSON(stdout, claimResult(cl))
 	} else {
@@ -196,6 +197,7 @@ func runRenew(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return refusedClaim(&f, stdout, stderr, "renew", pos[0], err)
 	}
+	recordGrant(f.uri, next, stderr)
 	if f.asJSON {
 		printJSON(stdout, claimResult(next))
 	} else {
@@ -250,6 +252,7 @@ func runRelease(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return f.failure(stderr, "release", err)
 	}
+	forgetGrant(f.name, pos[0], stderr)
 	printReceipt(&f, stdout, r)
 	return exitOK
 }
@@ -302,6 +305,7 @@ func runHandoff(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return f.failure(stderr, "handoff", err)
 	}
+	forgetGrant(f.name, pos[0], stderr)
 	if f.asJSON {
 		printJSON(stdout, claimResult(cl))
 	} else {
@@ -503,10 +507,13 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		return refusedClaim(&f, stdout, stderr, "lock", task, err)
 	}
 	fmt.Fprintf(stderr, "synapse lock: holding '%s' (epoch %d) while %s runs.\n", task, cl.Epoch, cmdArgs[0])
+	recordGrant(f.uri, cl, stderr)
+	defer forgetGrant(f.name, task, stderr)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	k := c.KeepLease(ctx, cl)
+	// Each renewal is a fresh epoch: record it, or CMD's commits would look superseded.
+	k := c.KeepLeaseWith(ctx, cl, client.KeepOptions{OnRenew: func(next *client.Claim) { recordGrant(f.uri, next, stderr) }})
 	go func() {
 		if err, ok := <-k.Lost(); ok {
 			fmt.Fprintf(stderr, "synapse lock: LOST the lease on '%s': %v. %s keeps running without it.\n", task, err, cmdArgs[0])
