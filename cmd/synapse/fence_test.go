@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/synapse-hub/synapse/client"
+	"github.com/synapse-hub/synapse/hub"
+)
+
+// testClock is a hub clock the test moves by hand: leases lapse when the
+// test says so, not when a timer fires.
+type testClock struct{ bits atomic.Uint64 }
+
+func newTestClock(t float64) *testClock {
+	c := &testClock{}
+	c.bits.Store(math.Float64bits(t))
+	return c
+}
+func (c *testClock) now() float64         { return math.Float64frombits(c.bits.Load()) }
+func (c *testClock) advance(secs float64) { c.bits.Store(math.Float64bits(c.now() + secs)) }
+
+// commit runs a real `git commit`, which runs the installed pre-commit hook;
+// it returns git's combined output and whether the commit was made.
+func commit(t *testing.T, msg string) (string, bool) {
+	t.Helper()
+	cmd := exec.Command("git", "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", msg)
+	out, err := cmd.CombinedOutput()
+	return string(out), err == nil
+}
+
+// stage writes text to file (relative to the repository) and stages it.
+func stage(t *testing.T, dir, file, text string) {
+	t.Helper()
+	p := filepath.Join(dir, file)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, "add", file)
+}
+
+// TestWritePath_PreCommitAndGuardRefuseASupersededWriter_INV_EF_2 is the
+// story of docs/claims.md, "Write-path fencing", end to end: a real hub over
+// a real socket, a real repository, real `git commit`s running the
+// installed hook (the synapse binary, a separate process), and the guard.
+func TestWritePath_PreCommitAndGuardRefuseASupersededWriter_INV_EF_2(t *testing.T) {
+	clock := newTestClock(goldenClock)
+	uri := startCLIHub(t, hub.Config{Clock: clock.now})
+	dir := inDir(t)
+	bin := buildSynapse(t)
+	alpha := []string{"--uri", uri, "--name", "proj/alpha"}
+	if code, _, errOut := runCmd(append([]string{"git-hook", "install", "--command", bin}, alpha...)...); code != 0 {
+		t.Fatalf("install: %s", errOut)
+	}
+	guardSays := func(file string) string {
+		t.Helper()
+		code, out, errOut := runGuardWith(claudeHookJSON(dir, "Edit", filepath.Join(dir, file)), alpha...)
+		if code != 0 {
+			t.Fatalf("guard exit %d: %s", code, errOut)
+		}
+		return denied(t, out)
+	}
+	claim := func(args ...string) {
+		t.Helper()
+		if code, _, errOut := runCmd(append(append([]string{"claim"}, args...), alpha...)...); code != 0 {
+			t.Fatalf("claim %v: %s", args, errOut)
+		}
+		waitOffline(t, uri, "proj/alpha")
+	}
+
+	// Granted and recorded: alpha commits and edits its files.
+	claim("T1", "--paths", "src", "--ttl", "1m")
+	stage(t, dir, "src/a.go", "package a\n")
+	if out, ok := commit(t, "first"); !ok {
+		t.Fatalf("a commit under a live, recorded claim was refused:\n%s", out)
+	}
+	if r := guardSays("src/a.go"); r != "" {
+		t.Fatalf("guard denied a recorded claim: %s", r)
+	}
+
+	// alpha pauses; its lease lapses and bravo takes the task.
+	clock.advance(3600)
+	bravo := agent(t, uri, "proj/bravo")
+	ctx := context.Background()
+	if _, err := bravo.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}}); err != nil {
+		t.Fatalf("bravo could not take the lapsed task: %v", err)
+	}
+	stage(t, dir, "src/a.go", "package a // alpha, late\n")
+	if out, ok := commit(t, "late"); ok || !strings.Contains(out, "src/a.go: claimed by proj/bravo (task T1); your claim on 'T1'") || !strings.Contains(out, "is gone") {
+		t.Fatalf("held by someone else: the commit went through or says the wrong thing (made %v):\n%s", ok, out)
+	}
+	if r := guardSays("src/a.go"); !strings.Contains(r, "lapsed or was released") || !strings.Contains(r, "claimed by proj/bravo (task T1)") {
+		t.Fatalf("guard: %q", r)
+	}
+
+	// bravo lets go: nothing covers the file, but alpha's recorded grant did.
+	if _, err := bravo.Release(ctx, "T1", client.ReleaseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, ok := commit(t, "late"); ok || !strings.Contains(out, "your claim on 'T1'") || !strings.Contains(out, "is gone: expired or released") {
+		t.Fatalf("gone: made %v:\n%s", ok, out)
+	}
+	if r := guardSays("src/a.go"); !strings.Contains(r, "is gone") || !strings.Contains(r, "re-check your work") {
+		t.Fatalf("guard: %q", r)
+	}
+
+	// Another process takes the task under alpha's own name (a restarted
+	// agent, a takeover): a newer epoch than the one this checkout recorded.
+	other := agent(t, uri, "proj/alpha")
+	if _, err := other.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}}); err != nil {
+		t.Fatal(err)
+	}
+	other.Close()
+	waitOffline(t, uri, "proj/alpha")
+	out, ok := commit(t, "late")
+	if ok || !strings.Contains(out, "superseded: your claim on 'T1' is live under epoch") {
+		t.Fatalf("superseded: made %v:\n%s", ok, out)
+	}
+	if r := guardSays("src/a.go"); !strings.Contains(r, "re-granted since you recorded it") || !strings.Contains(r, "synapse claim T1 --paths src --name proj/alpha") {
+		t.Fatalf("guard: %q", r)
+	}
+
+	// Re-claimed (after re-checking the work): allowed again.
+	claim("T1", "--paths", "src")
+	if out, ok := commit(t, "after re-claim"); !ok {
+		t.Fatalf("refused after re-claiming:\n%s", out)
+	}
+	if r := guardSays("src/a.go"); r != "" {
+		t.Fatalf("guard after re-claiming: %s", r)
+	}
+
+	// A file outside every claim: the guard denies it; the default hook lets
+	// it through, --strict refuses it.
+	if r := guardSays("docs/x.md"); !strings.Contains(r, "hold no claim covering docs/x.md") {
+		t.Fatalf("guard, unclaimed: %q", r)
+	}
+	stage(t, dir, "docs/x.md", "x\n")
+	if code, _, errOut := runCmd(append([]string{"git-hook", "check", "--strict"}, alpha...)...); code != exitRefused || !strings.Contains(errOut, "docs/x.md: no claim of yours covers it") {
+		t.Fatalf("--strict, unclaimed: exit %d: %s", code, errOut)
+	}
+	if out, ok := commit(t, "docs"); !ok {
+		t.Fatalf("the default hook refused an unclaimed file:\n%s", out)
+	}
+
+	// Released through the CLI: the record goes, and the check no longer
+	// calls the file's claim gone (nothing of alpha's covers it).
+	if code, _, errOut := runCmd(append([]string{"release", "T1"}, alpha...)...); code != 0 {
+		t.Fatalf("release: %s", errOut)
+	}
+	if recs, err := ledgerFor(dir).Records(); err != nil || len(recs) != 0 {
+		t.Fatalf("ledger after release: %v %+v", err, recs)
+	}
+	stage(t, dir, "src/a.go", "package a // after release\n")
+	if out, ok := commit(t, "after release"); !ok {
+		t.Fatalf("a released, unclaimed file refused by the default hook:\n%s", out)
+	}
+}
