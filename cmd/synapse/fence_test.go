@@ -164,3 +164,52 @@ func TestWritePath_PreCommitAndGuardRefuseASupersededWriter_INV_EF_2(t *testing.
 		t.Fatalf("a released, unclaimed file refused by the default hook:\n%s", out)
 	}
 }
+
+// TestFenceFile_Rules_INV_EF_2 pins each verdict of the write-path check,
+// the same for the guard and the pre-commit check.
+func TestFenceFile_Rules_INV_EF_2(t *testing.T) {
+	const me, root = "proj/alpha", "/repo"
+	live := []client.Claim{
+		{TaskID: "MINE", Owner: me, Paths: []string{"src"}, Epoch: 7},
+		{TaskID: "OTHERS", Owner: "proj/bravo", Paths: []string{"docs"}, Epoch: 8},
+		{TaskID: "UNREC", Owner: me, Paths: []string{"lib"}, Epoch: 9},
+		{TaskID: "ELSEWHERE", Owner: me, Worktree: "wt-b", Epoch: 10},
+	}
+	rec := func(task string, epoch int64, paths ...string) client.LeaseRecord {
+		return client.LeaseRecord{Agent: me, TaskID: task, Epoch: epoch, Paths: paths}
+	}
+	for _, tc := range []struct {
+		name      string
+		recs      []client.LeaseRecord
+		file      string
+		needClaim bool // the guard
+		strict    bool
+		allowed   bool
+		want      string // a substring of the short reason, or of the warning when allowed
+	}{
+		{"recorded epoch is the live one", []client.LeaseRecord{rec("MINE", 7, "src")}, "src/a.go", true, true, true, ""},
+		{"live under a newer epoch: superseded", []client.LeaseRecord{rec("MINE", 5, "src")}, "src/a.go", false, false, false, "superseded: your claim on 'MINE' is live under epoch 7, you recorded epoch 5"},
+		{"someone else's claim", nil, "docs/a.md", false, false, false, "claimed by proj/bravo (task OTHERS)"},
+		{"someone else's claim over my lapsed one", []client.LeaseRecord{rec("OLD", 3, "docs")}, "docs/a.md", false, false, false, "claimed by proj/bravo (task OTHERS); your claim on 'OLD' (epoch 3) is gone"},
+		{"recorded, now gone", []client.LeaseRecord{rec("OLD", 3, "pkg")}, "pkg/x.go", false, false, false, "your claim on 'OLD' (epoch 3) is gone"},
+		{"mine but never recorded: allowed with a warning", nil, "lib/x.go", true, false, true, "recorded no grant"},
+		{"mine but never recorded, --strict", nil, "lib/x.go", true, true, false, "was not recorded in this checkout (--strict)"},
+		{"nobody's, pre-commit", nil, "other/x.go", false, false, true, ""},
+		{"nobody's, guard", nil, "other/x.go", true, false, false, "no claim of yours covers it"},
+		{"nobody's, --strict", nil, "other/x.go", false, true, false, "no claim of yours covers it"},
+		{"a record for another agent fences nothing", []client.LeaseRecord{{Agent: "proj/carol", TaskID: "MINE", Epoch: 1, Paths: []string{"src"}}}, "src/a.go", false, false, true, "recorded no grant"},
+		{"another worktree's claim covers nothing here", nil, "x.go", false, false, true, ""},
+	} {
+		v := fenceFile(live, tc.recs, tc.file, "", root, me, tc.needClaim, tc.strict)
+		got := v.short
+		if v.allowed {
+			got = v.warn
+		}
+		if v.allowed != tc.allowed || !strings.Contains(got, tc.want) || tc.want == "" && got != "" {
+			t.Errorf("%s: allowed %v, %q; want allowed %v, %q", tc.name, v.allowed, got, tc.allowed, tc.want)
+		}
+		if !v.allowed && v.reason == "" {
+			t.Errorf("%s: refused without a reason", tc.name)
+		}
+	}
+}
