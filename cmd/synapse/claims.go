@@ -143,6 +143,25 @@ func runClaim(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// renewFence refuses to renew a claim this checkout recorded under an
+// older epoch: the lease moved on while the writer was away, and a renewal
+// would make the write-path checks take the new epoch as the writer's own.
+func renewFence(live *client.Claim) error {
+	wd, _ := os.Getwd()
+	l := ledgerFor(wd)
+	if l == nil {
+		return nil
+	}
+	r, ok, err := l.Lookup(live.Owner, live.TaskID)
+	if err != nil || !ok || r.Epoch == live.Epoch {
+		return nil
+	}
+	return &client.Refused{Code: "EPOCH_STALE", TaskID: live.TaskID, Holder: live.Owner, Message: fmt.Sprintf(
+		"Task '%s' is live under epoch %d, but this checkout recorded epoch %d: it was re-granted since (the lease lapsed and was claimed again, or another process under your name took it). "+
+			"Re-check your work against the current files, then take it knowingly with 'synapse claim %s%s'.",
+		live.TaskID, live.Epoch, r.Epoch, live.TaskID, pathFlags(live.Paths))}
+}
+
 // heldClaim finds the live claim on task and checks --name holds it.
 func heldClaim(ctx context.Context, c *client.Client, task string) (*client.Claim, error) {
 	st, err := c.State(ctx)
@@ -163,7 +182,10 @@ const renewUsage = `Usage: synapse renew ID [--ttl DURATION]
 
 Renews your claim on task ID: the same paths and worktree, a fresh lease
 (the same length unless --ttl) and a fresh epoch. Exits 1 if you do not
-hold it. To keep a claim alive while a command runs, use 'synapse lock'.
+hold it, or if this checkout recorded an older epoch of it than the live
+one (it was re-granted since: renewing would hide that; re-check your work,
+then take it knowingly with 'synapse claim ID'). To keep a claim alive
+while a command runs, use 'synapse lock'.
 `
 
 func runRenew(args []string, stdout, stderr io.Writer) int {
@@ -187,6 +209,9 @@ func runRenew(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	cl, err := heldClaim(ctx, c, pos[0])
 	if err != nil {
+		return f.failure(stderr, "renew", err)
+	}
+	if err := renewFence(cl); err != nil {
 		return f.failure(stderr, "renew", err)
 	}
 	req := client.ClaimRequest{TaskID: cl.TaskID, Paths: cl.Paths, Worktree: cl.Worktree, Note: cl.Note, Git: cl.Git, TTL: cl.TTL()}

@@ -129,6 +129,12 @@ func TestWritePath_PreCommitAndGuardRefuseASupersededWriter_INV_EF_2(t *testing.
 		t.Fatalf("guard: %q", r)
 	}
 
+	// Renewing would launder the newer epoch: refused.
+	if code, _, errOut := runCmd(append([]string{"renew", "T1"}, alpha...)...); code != exitRefused || !strings.Contains(errOut, "re-granted since") {
+		t.Fatalf("renew of a superseded claim: exit %d: %s", code, errOut)
+	}
+	waitOffline(t, uri, "proj/alpha")
+
 	// Re-claimed (after re-checking the work): allowed again.
 	claim("T1", "--paths", "src")
 	if out, ok := commit(t, "after re-claim"); !ok {
