@@ -13,7 +13,7 @@ import (
 	"github.com/synapse-hub/synapse/hub"
 )
 
-func TestLedger_RecordReplacesForgetDrops_INV_EF_1(t *testing.T) {
+func TestLedger_RecordReplacesForgetDrops_INV_EF_2(t *testing.T) {
 	l := &Ledger{Path: filepath.Join(t.TempDir(), "git", "synapse", "leases.json")}
 	if recs, err := l.Records(); err != nil || len(recs) != 0 {
 		t.Fatalf("a missing ledger is empty: %v %v", recs, err)
@@ -71,7 +71,7 @@ func TestLedger_RecordReplacesForgetDrops_INV_EF_1(t *testing.T) {
 
 // KeepOptions.OnRenew sees every renewal the keeper gets, so a ledger fed
 // by it always holds the epoch the hub considers live.
-func TestKeepLease_OnRenewRecordsEachFreshEpoch_INV_EF_1(t *testing.T) {
+func TestKeepLease_OnRenewRecordsEachFreshEpoch_INV_EF_2(t *testing.T) {
 	th := startHub(t, hub.Config{Limits: coord.Limits{MinTTL: 1}}, false)
 	ctx := testCtx(t)
 	a := th.dial(t, "p/alpha")

@@ -10,7 +10,7 @@ import (
 // The server records each grant it makes in Options.Ledger and forgets the
 // claims it releases or hands off, so synapse guard and the pre-commit
 // check fence on the epoch this agent holds (docs/claims.md).
-func TestServer_RecordsGrantsInTheLedger_INV_EF_1(t *testing.T) {
+func TestServer_RecordsGrantsInTheLedger_INV_EF_2(t *testing.T) {
 	uri := startHub(t)
 	l := &client.Ledger{Path: filepath.Join(t.TempDir(), "leases.json")}
 	s := New(Options{Client: dial(t, uri, "proj/me"), Ledger: l})

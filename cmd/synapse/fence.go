@@ -60,7 +60,7 @@ type fenceVerdict struct {
 	short   string // refused: the reason in a few words, for a list of files
 }
 
-// fenceFile decides whether me may write rel (INV-EF-1..4):
+// fenceFile decides whether me may write rel (INV-EF-2 on the write path):
 //
 //   - a live claim of me's covers rel and its epoch is the one the ledger
 //     recorded: allowed;
