@@ -236,7 +236,9 @@ const releaseUsage = `Usage: synapse release ID [--epoch N] [--evidence TEXT]...
 Releases your claim on task ID, with optional closeout evidence. The hub
 turns the evidence into a receipt with an advisory verdict (degraded when a
 known failure is given, unsupported without positive evidence, ...) and
-posts it as a progress note.
+posts it as a progress note. It drops this checkout's record of the grant
+(the lease ledger guard and git-hook fence on), also when the hub answers
+that the claim is no longer yours (exit 1 all the same).
 `
 
 func runRelease(args []string, stdout, stderr io.Writer) int {
@@ -274,6 +276,12 @@ func runRelease(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := f.callCtx()
 	defer cancel()
 	r, err := c.Release(ctx, pos[0], o)
+	var ref *client.Refused
+	if errors.As(err, &ref) && (ref.Code == "NOT_CLAIMED" || ref.Code == "NOT_OWNER") {
+		// Not ours any more: letting go also drops this checkout's record,
+		// which would otherwise keep refusing the files as "gone".
+		forgetGrant(f.name, pos[0], stderr)
+	}
 	if err != nil {
 		return f.failure(stderr, "release", err)
 	}

@@ -133,8 +133,8 @@ func fenceFile(claims []client.Claim, recs []client.LeaseRecord, rel, worktree, 
 	if gone != nil {
 		return fenceVerdict{short: fmt.Sprintf("your claim on '%s' (epoch %d) is gone: expired or released", gone.TaskID, gone.Epoch),
 			reason: fmt.Sprintf("your claim on '%s' (epoch %d) is gone: its lease expired or it was released. Someone may have changed %s since. "+
-				"Re-claim it (`synapse claim %s%s --name %s`), re-check your work against the current files, then retry.",
-				gone.TaskID, gone.Epoch, rel, gone.TaskID, pathFlags(gone.Paths), me)}
+				"Re-claim it (`synapse claim %s%s --name %s`), re-check your work against the current files, then retry; or, if you are done with it, drop the record with `synapse release %s --name %s`.",
+				gone.TaskID, gone.Epoch, rel, gone.TaskID, pathFlags(gone.Paths), me, gone.TaskID, me)}
 	}
 	if needClaim || strict {
 		return fenceVerdict{short: "no claim of yours covers it",

@@ -169,6 +169,22 @@ func TestWritePath_PreCommitAndGuardRefuseASupersededWriter_INV_EF_2(t *testing.
 	if out, ok := commit(t, "after release"); !ok {
 		t.Fatalf("a released, unclaimed file refused by the default hook:\n%s", out)
 	}
+
+	// A claim that lapsed (here: released by another process under the same
+	// name) leaves a record; releasing it from here drops the record too.
+	claim("T2", "--paths", "lib")
+	other = agent(t, uri, "proj/alpha")
+	if _, err := other.Release(ctx, "T2", client.ReleaseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	other.Close()
+	waitOffline(t, uri, "proj/alpha")
+	if code, _, errOut := runCmd(append([]string{"release", "T2"}, alpha...)...); code != exitRefused || !strings.Contains(errOut, "not currently claimed") {
+		t.Fatalf("release of a gone claim: exit %d: %s", code, errOut)
+	}
+	if _, ok, err := ledgerFor(dir).Lookup("proj/alpha", "T2"); ok || err != nil {
+		t.Fatalf("the gone claim's record survived its release: %v", err)
+	}
 }
 
 // TestFenceFile_Rules_INV_EF_2 pins each verdict of the write-path check,
