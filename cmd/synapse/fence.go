@@ -98,14 +98,14 @@ func fenceFile(claims []client.Claim, recs []client.LeaseRecord, rel, worktree, 
 	}
 	if stale != nil {
 		return fenceVerdict{short: fmt.Sprintf("superseded: your claim on '%s' is live under epoch %d, you recorded epoch %d", stale.TaskID, stale.Epoch, staleRec.Epoch),
-			reason: fmt.Sprintf("your claim on '%s' was re-granted since you recorded it: you were granted epoch %d, the live claim is epoch %d. "+
+			reason: fmt.Sprintf("Your claim on '%s' was re-granted since you recorded it: you were granted epoch %d, the live claim is epoch %d. "+
 				"Your lease lapsed or was renewed elsewhere under your name (%s), so someone else may have changed %s meanwhile. "+
 				"Re-claim it (`synapse claim %s%s --name %s`), re-check your work against the current files, then retry.",
 				stale.TaskID, staleRec.Epoch, stale.Epoch, me, rel, stale.TaskID, pathFlags(stale.Paths), me)}
 	}
 	if len(mine) > 0 {
 		cl := mine[0]
-		msg := fmt.Sprintf("your claim on '%s' (epoch %d) covers %s but this checkout recorded no grant of it, so a superseded lease cannot be told from a live one. "+
+		msg := fmt.Sprintf("Your claim on '%s' (epoch %d) covers %s but this checkout recorded no grant of it, so a superseded lease cannot be told from a live one. "+
 			"Claim it here with `synapse claim %s%s --name %s` (or the synapse MCP server's claim tool) to fence on its epoch.",
 			cl.TaskID, cl.Epoch, rel, cl.TaskID, pathFlags(cl.Paths), me)
 		if strict {
@@ -132,7 +132,7 @@ func fenceFile(claims []client.Claim, recs []client.LeaseRecord, rel, worktree, 
 	}
 	if gone != nil {
 		return fenceVerdict{short: fmt.Sprintf("your claim on '%s' (epoch %d) is gone: expired or released", gone.TaskID, gone.Epoch),
-			reason: fmt.Sprintf("your claim on '%s' (epoch %d) is gone: its lease expired or it was released. Someone may have changed %s since. "+
+			reason: fmt.Sprintf("Your claim on '%s' (epoch %d) is gone: its lease expired or it was released. Someone may have changed %s since. "+
 				"Re-claim it (`synapse claim %s%s --name %s`), re-check your work against the current files, then retry; or, if you are done with it, drop the record with `synapse release %s --name %s`.",
 				gone.TaskID, gone.Epoch, rel, gone.TaskID, pathFlags(gone.Paths), me, gone.TaskID, me)}
 	}

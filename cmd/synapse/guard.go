@@ -130,19 +130,11 @@ func guard(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	v := fenceFile(st.ActiveClaims, recs, rel, *worktree, root, f.name, true, *strict)
 	switch {
 	case !v.allowed:
-		deny(stdout, upperFirst(v.reason))
+		deny(stdout, v.reason)
 	case v.warn != "":
 		fmt.Fprintf(stderr, "synapse guard: allowing the edit of %s: %s\n", rel, v.warn)
 	}
 	return exitOK
-}
-
-// upperFirst capitalises a reason's first letter.
-func upperFirst(s string) string {
-	if s == "" || s[0] < 'a' || s[0] > 'z' {
-		return s
-	}
-	return string(s[0]-'a'+'A') + s[1:]
 }
 
 // editTools are the Claude Code tools the guard checks.
