@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/synapse-hub/synapse/client"
+	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/hub"
 )
 
@@ -233,5 +234,35 @@ func TestFenceFile_Rules_INV_EF_2(t *testing.T) {
 		if !v.allowed && v.reason == "" {
 			t.Errorf("%s: refused without a reason", tc.name)
 		}
+	}
+}
+
+// Every renewal is a fresh epoch: `synapse lock` records each one, so a
+// commit made by its command after renewals is the lock holder's own, not a
+// superseded writer's (even under --strict, which refuses unrecorded claims).
+func TestWritePath_LockRecordsItsRenewals_INV_EF_2(t *testing.T) {
+	uri := startCLIHub(t, hub.Config{Clock: realClock, Limits: coord.Limits{MinTTL: 1}})
+	dir := inDir(t)
+	bin := buildSynapse(t)
+	alpha := []string{"--uri", uri, "--name", "proj/alpha"}
+	if code, _, errOut := runCmd(append([]string{"git-hook", "install", "--strict", "--command", bin}, alpha...)...); code != 0 {
+		t.Fatalf("install: %s", errOut)
+	}
+	stage(t, dir, "src/a.go", "package a\n")
+	ledger := ledgerFor(dir).Path
+	// The command waits (10 s at most) until the ledger changes, i.e. until
+	// the keeper renewed and recorded a fresh epoch, then commits.
+	script := `first=$(cat "$1"); i=0
+while [ "$(cat "$1")" = "$first" ]; do i=$((i+1)); [ $i -gt 200 ] && exit 9; sleep 0.05; done
+exec git -c user.name=t -c user.email=t@example.com commit -q -m locked`
+	code, _, errOut := runCmd(append([]string{"lock", "T1", "--paths", "src", "--ttl", "1s"}, append(alpha, "--", "sh", "-c", script, "sh", ledger)...)...)
+	if code != 0 {
+		t.Fatalf("lock: exit %d (9: no renewal was recorded):\n%s", code, errOut)
+	}
+	if log, err := gitOut(dir, "log", "--oneline"); err != nil || !strings.Contains(log, "locked") {
+		t.Fatalf("no commit: %v %s", err, log)
+	}
+	if recs, err := ledgerFor(dir).Records(); err != nil || len(recs) != 0 {
+		t.Fatalf("the lock's record outlived it: %v %+v", err, recs)
 	}
 }
