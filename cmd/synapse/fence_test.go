@@ -266,3 +266,31 @@ exec git -c user.name=t -c user.email=t@example.com commit -q -m locked`
 		t.Fatalf("the lock's record outlived it: %v %+v", err, recs)
 	}
 }
+
+// A claim of NAME's that this checkout never recorded (made through the
+// SDK here) cannot be told from a superseded one: the guard allows the edit
+// with a warning, and --strict denies it; the pre-commit check likewise.
+func TestGuard_UnrecordedClaimWarnsAndStrictDenies_INV_EF_2(t *testing.T) {
+	uri := startCLIHub(t, hub.Config{})
+	dir := inDir(t)
+	me := agent(t, uri, "proj/alpha")
+	if _, err := me.Claim(context.Background(), client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}}); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--uri", uri, "--name", "proj/alpha"}
+	in := claudeHookJSON(dir, "Edit", filepath.Join(dir, "src/a.go"))
+	code, out, errOut := runGuardWith(in, args...)
+	if code != 0 || denied(t, out) != "" || !strings.Contains(errOut, "recorded no grant") {
+		t.Fatalf("unrecorded: exit %d, %q, stderr %q", code, out, errOut)
+	}
+	if _, out, _ := runGuardWith(in, append(args, "--strict")...); !strings.Contains(denied(t, out), "recorded no grant") {
+		t.Fatalf("unrecorded, --strict: %q", out)
+	}
+	stage(t, dir, "src/a.go", "package a\n")
+	if code, _, errOut := runCmd(append([]string{"git-hook", "check"}, args...)...); code != 0 || !strings.Contains(errOut, "warning") {
+		t.Fatalf("pre-commit, unrecorded: exit %d %s", code, errOut)
+	}
+	if code, _, errOut := runCmd(append([]string{"git-hook", "check", "--strict"}, args...)...); code != exitRefused || !strings.Contains(errOut, "was not recorded in this checkout") {
+		t.Fatalf("pre-commit, unrecorded, --strict: exit %d %s", code, errOut)
+	}
+}
