@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,5 +109,45 @@ func TestKeepLease_OnRenewRecordsEachFreshEpoch_INV_EF_2(t *testing.T) {
 	st, serr := a.State(ctx)
 	if err != nil || serr != nil || !ok || st.Claim("T1") == nil || r.Epoch != st.Claim("T1").Epoch || r.Epoch != k.Claim().Epoch {
 		t.Fatalf("ledger %+v (%v %v), live %+v (%v), keeper %d", r, ok, err, st.Claim("T1"), serr, k.Claim().Epoch)
+	}
+}
+
+// A fenced keeper does not renew a claim that was re-granted under its
+// name since its own grant (here handed away and back, as another process
+// under the same name could): it reports the loss instead of adopting the
+// newer lease, which a ledger fed by OnRenew would then record as its own.
+func TestKeepLease_FenceRefusesToAdoptANewerEpoch_INV_EF_2(t *testing.T) {
+	th := startHub(t, hub.Config{Limits: coord.Limits{MinTTL: 1}}, false)
+	ctx := testCtx(t)
+	a, b := th.dial(t, "p/alpha"), th.dial(t, "p/bravo")
+	cl, err := a.Claim(ctx, ClaimRequest{TaskID: "T1", Paths: []string{"src"}, TTL: 1500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var adopted atomic.Int64 // the newest epoch the keeper renewed to
+	k := a.KeepLeaseWith(ctx, cl, KeepOptions{Fence: true, OnRenew: func(next *Claim) { adopted.Store(next.Epoch) }})
+	defer k.Stop()
+	if _, err := a.Handoff(ctx, HandoffRequest{TaskID: "T1", To: "p/bravo"}); err != nil {
+		t.Fatal(err)
+	}
+	back, err := b.Handoff(ctx, HandoffRequest{TaskID: "T1", To: "p/alpha"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-k.Lost():
+		var ref *Refused
+		if !errors.As(err, &ref) {
+			t.Fatalf("lost with %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the keeper renewed a lease re-granted since its own")
+	}
+	if e := adopted.Load(); e > back.Epoch {
+		t.Fatalf("the keeper adopted epoch %d after the re-grant (epoch %d)", e, back.Epoch)
+	}
+	st, err := a.State(ctx)
+	if err != nil || st.Claim("T1") == nil || st.Claim("T1").Epoch != back.Epoch {
+		t.Fatalf("the re-granted claim changed: %+v %v", st.Claim("T1"), err)
 	}
 }

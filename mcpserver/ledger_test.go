@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/synapse-hub/synapse/client"
@@ -34,6 +35,14 @@ func TestServer_RecordsGrantsInTheLedger_INV_EF_2(t *testing.T) {
 	call(t, cs, "renew", map[string]any{"task_id": "T1"}, &rn)
 	if r, ok := recorded("T1"); !rn.Granted || !ok || r.Epoch != rn.Claim.Epoch || r.Epoch <= cl.Claim.Epoch {
 		t.Fatalf("renew: %+v, record %+v %v", rn, r, ok)
+	}
+	// A record older than the live epoch (re-granted since): renew refuses.
+	stale := *rn.Claim
+	if err := l.Record(uri, &client.Claim{TaskID: "T1", Owner: "proj/me", Paths: stale.Paths, Epoch: cl.Claim.Epoch}); err != nil {
+		t.Fatal(err)
+	}
+	if res := call(t, cs, "renew", map[string]any{"task_id": "T1"}, nil); !res.IsError || !strings.Contains(text(res), "re-granted since") {
+		t.Fatalf("renew over a stale record: %s", text(res))
 	}
 	var rl ReleaseResult
 	call(t, cs, "release", map[string]any{"task_id": "T1"}, &rl)

@@ -302,7 +302,9 @@ func (s *Server) keep(cl *client.Claim) {
 	}
 	old := s.keepers[cl.TaskID]
 	s.record(cl)
-	k := s.c.KeepLeaseWith(s.ctx, cl, client.KeepOptions{OnRenew: s.record})
+	// With a ledger, renewals are fenced: a keeper paused past its lease
+	// must not renew (and record) a lease that moved on.
+	k := s.c.KeepLeaseWith(s.ctx, cl, client.KeepOptions{OnRenew: s.record, Fence: s.ledger != nil})
 	s.keepers[cl.TaskID] = k
 	s.wg.Add(1) // under mu: Close cannot be waiting yet (it cancels ctx first)
 	s.mu.Unlock()

@@ -235,11 +235,31 @@ func (s *Server) held(ctx context.Context, task string) (*client.Claim, error) {
 	return cl, nil
 }
 
+// renewFence refuses to renew a claim the ledger recorded under another
+// epoch: it was re-granted since, and renewing would make the write-path
+// checks take the new epoch as this agent's own. Claiming it again (the
+// claim tool) is the deliberate way back.
+func (s *Server) renewFence(live *client.Claim) error {
+	if s.ledger == nil {
+		return nil
+	}
+	r, ok, err := s.ledger.Lookup(live.Owner, live.TaskID)
+	if err != nil || !ok || r.Epoch == live.Epoch {
+		return nil
+	}
+	return &client.Refused{Code: "EPOCH_STALE", TaskID: live.TaskID, Holder: live.Owner, Message: fmt.Sprintf(
+		"Task '%s' is live under epoch %d, but you were granted epoch %d: it was re-granted since. Re-check your work against the current files, then take it with the claim tool.",
+		live.TaskID, live.Epoch, r.Epoch)}
+}
+
 func (s *Server) renew(ctx context.Context, _ *mcp.CallToolRequest, in renewIn) (*mcp.CallToolResult, ClaimResult, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	cl, err := s.held(ctx, in.TaskID)
 	if err != nil {
+		return s.refusedClaim(in.TaskID, err)
+	}
+	if err := s.renewFence(cl); err != nil {
 		return s.refusedClaim(in.TaskID, err)
 	}
 	req := client.ClaimRequest{TaskID: cl.TaskID, Paths: cl.Paths, Worktree: cl.Worktree, Note: cl.Note, Git: cl.Git, TTL: cl.TTL()}

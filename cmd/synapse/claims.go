@@ -545,8 +545,10 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// Each renewal is a fresh epoch: record it, or CMD's commits would look superseded.
-	k := c.KeepLeaseWith(ctx, cl, client.KeepOptions{OnRenew: func(next *client.Claim) { recordGrant(f.uri, next, stderr) }})
+	// Each renewal is a fresh epoch: record it, or CMD's commits would look
+	// superseded; and fence it, so a lock paused past its lease does not
+	// adopt one that moved on.
+	k := c.KeepLeaseWith(ctx, cl, client.KeepOptions{Fence: true, OnRenew: func(next *client.Claim) { recordGrant(f.uri, next, stderr) }})
 	go func() {
 		if err, ok := <-k.Lost(); ok {
 			fmt.Fprintf(stderr, "synapse lock: LOST the lease on '%s': %v. %s keeps running without it.\n", task, err, cmdArgs[0])
