@@ -242,11 +242,31 @@ func (s *Server) held(ctx context.Context, task string) (*client.Claim, error) {
 	return cl, nil
 }
 
+// renewFence refuses to renew a claim the ledger recorded under another
+// epoch: it was re-granted since, and renewing would make the write-path
+// checks take the new epoch as this agent's own. Claiming it again (the
+// claim tool) is the deliberate way back.
+func (s *Server) renewFence(live *client.Claim) error {
+	if s.ledger == nil {
+		return nil
+	}
+	r, ok, err := s.ledger.Lookup(live.Owner, live.TaskID)
+	if err != nil || !ok || r.Epoch == live.Epoch {
+		return nil
+	}
+	return &client.Refused{Code: "EPOCH_STALE", TaskID: live.TaskID, Holder: live.Owner, Message: fmt.Sprintf(
+		"Task '%s' is live under epoch %d, but you were granted epoch %d: it was re-granted since. Re-check your work against the current files, then take it with the claim tool.",
+		live.TaskID, live.Epoch, r.Epoch)}
+}
+
 func (s *Server) renew(ctx context.Context, _ *mcp.CallToolRequest, in renewIn) (*mcp.CallToolResult, ClaimResult, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	cl, err := s.held(ctx, in.TaskID)
 	if err != nil {
+		return s.refusedClaim(in.TaskID, err)
+	}
+	if err := s.renewFence(cl); err != nil {
 		return s.refusedClaim(in.TaskID, err)
 	}
 	req := client.ClaimRequest{TaskID: cl.TaskID, Paths: cl.Paths, Worktree: cl.Worktree, Note: cl.Note, Git: cl.Git, TTL: cl.TTL()}
@@ -301,6 +321,7 @@ func (s *Server) release(ctx context.Context, _ *mcp.CallToolRequest, in release
 		}
 		return refuse(out, s.explain(err))
 	}
+	s.forget(in.TaskID)
 	out := ReleaseResult{Released: true, TaskID: in.TaskID, EpistemicStatus: r.EpistemicStatus, Reasons: r.EpistemicReasons}
 	verdict := r.EpistemicStatus
 	if len(r.EpistemicReasons) > 0 {
@@ -328,6 +349,7 @@ func (s *Server) handoff(ctx context.Context, _ *mcp.CallToolRequest, in handoff
 	if k := s.unkeep(in.TaskID); k != nil {
 		k.Stop()
 	}
+	s.forget(in.TaskID)
 	v := s.view(cl)
 	return ok(ClaimResult{Granted: true, TaskID: cl.TaskID, Claim: &v}, "Handed '%s' to %s (epoch %d). Stop editing its files.", cl.TaskID, cl.Owner, cl.Epoch)
 }

@@ -149,12 +149,32 @@ func runClaim(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return refusedClaim(&f, stdout, stderr, "claim", pos[0], err)
 	}
+	recordGrant(f.uri, cl, stderr)
 	if f.asJSON {
 		printJSON(stdout, claimResult(cl))
 	} else {
 		printClaim(stdout, "Claimed", cl)
 	}
 	return exitOK
+}
+
+// renewFence refuses to renew a claim this checkout recorded under an
+// older epoch: the lease moved on while the writer was away, and a renewal
+// would make the write-path checks take the new epoch as the writer's own.
+func renewFence(live *client.Claim) error {
+	wd, _ := os.Getwd()
+	l := ledgerFor(wd)
+	if l == nil {
+		return nil
+	}
+	r, ok, err := l.Lookup(live.Owner, live.TaskID)
+	if err != nil || !ok || r.Epoch == live.Epoch {
+		return nil
+	}
+	return &client.Refused{Code: "EPOCH_STALE", TaskID: live.TaskID, Holder: live.Owner, Message: fmt.Sprintf(
+		"Task '%s' is live under epoch %d, but this checkout recorded epoch %d: it was re-granted since (the lease lapsed and was claimed again, or another process under your name took it). "+
+			"Re-check your work against the current files, then take it knowingly with 'synapse claim %s%s'.",
+		live.TaskID, live.Epoch, r.Epoch, live.TaskID, pathFlags(live.Paths))}
 }
 
 // heldClaim finds the live claim on task and checks --name holds it.
@@ -177,7 +197,10 @@ const renewUsage = `Usage: synapse renew ID [--ttl DURATION]
 
 Renews your claim on task ID: the same paths and worktree, a fresh lease
 (the same length unless --ttl) and a fresh epoch. Exits 1 if you do not
-hold it. To keep a claim alive while a command runs, use 'synapse lock'.
+hold it, or if this checkout recorded an older epoch of it than the live
+one (it was re-granted since: renewing would hide that; re-check your work,
+then take it knowingly with 'synapse claim ID'). To keep a claim alive
+while a command runs, use 'synapse lock'.
 `
 
 func runRenew(args []string, stdout, stderr io.Writer) int {
@@ -203,6 +226,9 @@ func runRenew(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return f.failure(stderr, "renew", err)
 	}
+	if err := renewFence(cl); err != nil {
+		return f.failure(stderr, "renew", err)
+	}
 	req := client.ClaimRequest{TaskID: cl.TaskID, Paths: cl.Paths, Worktree: cl.Worktree, Note: cl.Note, Git: cl.Git, TTL: cl.TTL()}
 	if *ttl > 0 {
 		req.TTL = *ttl
@@ -211,6 +237,7 @@ func runRenew(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return refusedClaim(&f, stdout, stderr, "renew", pos[0], err)
 	}
+	recordGrant(f.uri, next, stderr)
 	if f.asJSON {
 		printJSON(stdout, claimResult(next))
 	} else {
@@ -224,7 +251,9 @@ const releaseUsage = `Usage: synapse release ID [--epoch N] [--outcome done|fail
 Releases your claim on task ID, with optional closeout evidence. The hub
 turns the evidence into a receipt with an advisory verdict (degraded when a
 known failure is given, unsupported without positive evidence, ...) and
-posts it as a progress note.
+posts it as a progress note. It drops this checkout's record of the grant
+(the lease ledger guard and git-hook fence on), also when the hub answers
+that the claim is no longer yours (exit 1 all the same).
 
 A claim taken with --task moves its board task: --outcome done marks it
 done, --outcome failed marks it blocked, and no outcome puts it back to open.
@@ -269,9 +298,16 @@ func runRelease(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := f.callCtx()
 	defer cancel()
 	r, err := c.Release(ctx, pos[0], o)
+	var ref *client.Refused
+	if errors.As(err, &ref) && (ref.Code == "NOT_CLAIMED" || ref.Code == "NOT_OWNER") {
+		// Not ours any more: letting go also drops this checkout's record,
+		// which would otherwise keep refusing the files as "gone".
+		forgetGrant(f.name, pos[0], stderr)
+	}
 	if err != nil {
 		return f.failure(stderr, "release", err)
 	}
+	forgetGrant(f.name, pos[0], stderr)
 	printReceipt(&f, stdout, r)
 	return exitOK
 }
@@ -324,6 +360,7 @@ func runHandoff(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return f.failure(stderr, "handoff", err)
 	}
+	forgetGrant(f.name, pos[0], stderr)
 	if f.asJSON {
 		printJSON(stdout, claimResult(cl))
 	} else {
@@ -528,10 +565,15 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		return refusedClaim(&f, stdout, stderr, "lock", task, err)
 	}
 	fmt.Fprintf(stderr, "synapse lock: holding '%s' (epoch %d) while %s runs.\n", task, cl.Epoch, cmdArgs[0])
+	recordGrant(f.uri, cl, stderr)
+	defer forgetGrant(f.name, task, stderr)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	k := c.KeepLease(ctx, cl)
+	// Each renewal is a fresh epoch: record it, or CMD's commits would look
+	// superseded; and fence it, so a lock paused past its lease does not
+	// adopt one that moved on.
+	k := c.KeepLeaseWith(ctx, cl, client.KeepOptions{Fence: true, OnRenew: func(next *client.Claim) { recordGrant(f.uri, next, stderr) }})
 	go func() {
 		if err, ok := <-k.Lost(); ok {
 			fmt.Fprintf(stderr, "synapse lock: LOST the lease on '%s': %v. %s keeps running without it.\n", task, err, cmdArgs[0])
