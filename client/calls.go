@@ -114,6 +114,9 @@ func (c *Client) Claim(ctx context.Context, r ClaimRequest) (*Claim, error) {
 	if r.Git != nil {
 		m["git"] = r.Git
 	}
+	if bt := strings.TrimSpace(r.BoardTask); bt != "" {
+		m["board_task"] = bt
+	}
 	setIdem(m, r.IdemKey)
 	f, err := c.reply(ctx, m, task, "claim_granted", c.matchTask(task, "claim_granted", "owner", "claim_denied"))
 	if err != nil {
@@ -164,6 +167,9 @@ func (c *Client) Release(ctx context.Context, task string, o ReleaseOptions) (*R
 	}
 	if o.FreshnessSeconds != nil {
 		m["freshness_seconds"] = *o.FreshnessSeconds
+	}
+	if o.Outcome != "" {
+		m["outcome"] = o.Outcome
 	}
 	setIdem(m, o.IdemKey)
 	f, err := c.reply(ctx, m, task, "release_granted", c.matchTask(task, "release_granted", "owner", "release_denied"))

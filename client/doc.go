@@ -55,4 +55,14 @@
 // frame (polling once a second on a hub without it). KeepLease renews a
 // claim in the background at a third of its lease and reports a refused
 // renewal on Keeper.Lost.
+//
+// # Write-path fencing
+//
+// A Ledger records the epochs an agent was granted, in a file beside the
+// checkout it edits (the CLI and synapse mcp use <git dir>/synapse/leases.json).
+// synapse guard and the git pre-commit check compare it with the hub's live
+// claims and refuse a write under a claim that moved on. Opting in is
+// Ledger.Record after each grant, KeepOptions.OnRenew for a keeper (each
+// renewal is a fresh epoch) and Ledger.Forget after a release; see
+// docs/claims.md, "Write-path fencing".
 package client

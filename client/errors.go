@@ -66,6 +66,9 @@ type Refused struct {
 	// involved (features glob_scopes, shared_claims); "" otherwise.
 	ConflictPattern string
 	ConflictMode    string
+	// Pending are the board task's undone dependencies
+	// (BOARD_TASK_NOT_READY of a task-bound claim).
+	Pending []string
 
 	// The fields below come with a refusal by a federated hub's ownership
 	// gate (codes NAMESPACE_UNGOVERNED, NAMESPACE_PARTITIONED,
@@ -123,6 +126,7 @@ func refusedFrom(f Frame, task string) *Refused {
 	r.Namespace, r.Ownership, r.OwnerHubID = f.String("namespace"), f.String("ownership"), f.String("owner_hub_id")
 	r.ForwardError = f.String("forward_error")
 	_ = f.DecodeField("contesting", &r.Contesting)
+	_ = f.DecodeField("pending", &r.Pending)
 	return r
 }
 

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -23,9 +24,29 @@ type Keeper struct {
 	lost chan error
 	once sync.Once
 
+	onRenew func(*Claim)
+	fence   bool
+
 	mu    sync.Mutex
 	claim *Claim
 	n     int
+}
+
+// KeepOptions configures KeepLeaseWith.
+type KeepOptions struct {
+	// OnRenew, when set, is called on the keeper's goroutine with each
+	// renewal the hub grants (a fresh epoch), e.g. to record it in a
+	// Ledger so the write-path checks fence on the current epoch.
+	OnRenew func(*Claim)
+	// Fence, when set, reads the hub's state before each renewal and ends
+	// the keeper (a *Refused on Lost: NOT_OWNER, EPOCH_STALE, NOT_CLAIMED)
+	// unless the claim is still live under this keeper's owner and epoch.
+	// Without it a keeper that was paused past its lease renews whatever
+	// the hub now holds under its name, or takes the task afresh, and a
+	// writer fencing on its recorded epoch would adopt a lease that moved
+	// on. A claim decided by another hub (federation) is not in this hub's
+	// state: it is fenced only on what the state shows.
+	Fence bool
 }
 
 // KeepLease renews cl at about a third of its lease length until Stop,
@@ -34,7 +55,12 @@ type Keeper struct {
 // renewal that fails for want of a connection is retried sooner, while the
 // lease still runs.
 func (c *Client) KeepLease(ctx context.Context, cl *Claim) *Keeper {
-	k := &Keeper{c: c, stop: make(chan struct{}), done: make(chan struct{}), lost: make(chan error, 1), claim: cl}
+	return c.KeepLeaseWith(ctx, cl, KeepOptions{})
+}
+
+// KeepLeaseWith is KeepLease with options.
+func (c *Client) KeepLeaseWith(ctx context.Context, cl *Claim, o KeepOptions) *Keeper {
+	k := &Keeper{c: c, stop: make(chan struct{}), done: make(chan struct{}), lost: make(chan error, 1), claim: cl, onRenew: o.OnRenew, fence: o.Fence}
 	go k.run(ctx)
 	return k
 }
@@ -98,7 +124,11 @@ func (k *Keeper) run(ctx context.Context) {
 		}
 		// A renewal must not outlast the next one's due time.
 		rctx, cancel := context.WithTimeout(ctx, interval)
-		next, err := k.c.Renew(rctx, k.Claim())
+		var next *Claim
+		err := k.stillHeld(rctx)
+		if err == nil {
+			next, err = k.c.Renew(rctx, k.Claim())
+		}
 		cancel()
 		var ref *Refused
 		switch {
@@ -106,6 +136,9 @@ func (k *Keeper) run(ctx context.Context) {
 			k.mu.Lock()
 			k.claim, k.n = next, k.n+1
 			k.mu.Unlock()
+			if k.onRenew != nil {
+				k.onRenew(next)
+			}
 			t.Reset(interval)
 		case errors.As(err, &ref):
 			k.lost <- err
@@ -117,4 +150,29 @@ func (k *Keeper) run(ctx context.Context) {
 			t.Reset(max(interval/4, minRenewInterval))
 		}
 	}
+}
+
+// stillHeld is nil unless Fence is set and the hub's state shows the claim
+// gone, held by another agent, or live under another epoch.
+func (k *Keeper) stillHeld(ctx context.Context) error {
+	if !k.fence {
+		return nil
+	}
+	st, err := k.c.State(ctx)
+	if err != nil {
+		return err // not decisive: retried like a failed renewal
+	}
+	mine := k.Claim()
+	live := st.Claim(mine.TaskID)
+	switch {
+	case live == nil && (mine.HubID == "" || mine.HubID == k.c.Welcome().HubID):
+		return &Refused{Code: "NOT_CLAIMED", TaskID: mine.TaskID, Message: fmt.Sprintf("Task '%s' is no longer claimed: its lease (epoch %d) lapsed.", mine.TaskID, mine.Epoch)}
+	case live == nil:
+		return nil
+	case live.Owner != mine.Owner:
+		return &Refused{Code: "NOT_OWNER", TaskID: mine.TaskID, Holder: live.Owner, Message: fmt.Sprintf("Task '%s' is held by %s now: the lease of epoch %d lapsed.", mine.TaskID, live.Owner, mine.Epoch)}
+	case live.Epoch != mine.Epoch:
+		return &Refused{Code: "EPOCH_STALE", TaskID: mine.TaskID, Holder: live.Owner, Message: fmt.Sprintf("Task '%s' was re-granted under epoch %d since this keeper's epoch %d.", mine.TaskID, live.Epoch, mine.Epoch)}
+	}
+	return nil
 }

@@ -39,6 +39,8 @@ type Claim struct {
 	// HubID is the hub that decided the grant: the namespace's owner on a
 	// federated hub, where a grant made through another hub is forwarded.
 	HubID string `json:"hub_id,omitempty"`
+	// BoardTask is the board task a task-bound claim holds.
+	BoardTask string `json:"board_task,omitempty"`
 
 	// GrantedAt is the hub's clock when it sent the grant (the frame's
 	// timestamp); 0 for claims read from a state snapshot.
@@ -51,10 +53,10 @@ type Claim struct {
 func (c *Claim) Shared() bool { return c.Mode == "shared" }
 
 // Request is the claim request that renews c as it is: same scope, globs,
-// mode, note, git context and lease length.
+// mode, note, git context, board task and lease length.
 func (c *Claim) Request() ClaimRequest {
 	return ClaimRequest{TaskID: c.TaskID, Paths: c.Paths, Globs: c.Globs, Shared: c.Shared(), Worktree: c.Worktree,
-		Note: c.Note, Git: c.Git, TTL: c.TTL()}
+		Note: c.Note, Git: c.Git, TTL: c.TTL(), BoardTask: c.BoardTask}
 }
 
 // Covers reports whether the claim's scope covers the worktree-relative
@@ -115,6 +117,10 @@ type ClaimRequest struct {
 	// IdemKey makes a retry safe: the hub answers a repeated key with the
 	// first answer instead of acting twice.
 	IdemKey string
+	// BoardTask takes a ready board task in the same decision as the files
+	// (a task-bound claim; hub feature "task_bound_claims"): the hub marks
+	// it in_progress with the caller as its owner, or refuses the claim.
+	BoardTask string
 }
 
 // ReleaseOptions are the optional parts of a release: fencing and the
@@ -130,6 +136,10 @@ type ReleaseOptions struct {
 	Confidence         string
 	FreshnessSeconds   *float64
 	IdemKey            string
+	// Outcome moves a task-bound claim's board task: "done" or "failed"
+	// (the board shows failed as blocked); "" puts it back to open unless
+	// the claim itself was updated to done or failed.
+	Outcome string
 }
 
 // Receipt is the hub's account of a release.
@@ -328,6 +338,8 @@ type BoardTask struct {
 	CreatedBy      string   `json:"created_by"`
 	CreatedAt      float64  `json:"created_at"`
 	UpdatedAt      float64  `json:"updated_at"`
+	Owner          string   `json:"owner,omitempty"`       // who holds it through a task-bound claim
+	OwnerClaim     string   `json:"owner_claim,omitempty"` // and that claim's task id
 }
 
 // Note is a progress note on a board task.

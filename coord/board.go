@@ -25,6 +25,12 @@ type BoardTask struct {
 	CreatedBy      string
 	CreatedAt      float64
 	UpdatedAt      float64
+
+	// Owner is the agent whose task-bound claim holds the task in progress,
+	// and OwnerClaim that claim's task id; both "" when no claim holds it
+	// (taskbound.go).
+	Owner      string
+	OwnerClaim string
 }
 
 // Note is a progress note. ID orders notes; it is assigned when the note is

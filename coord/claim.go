@@ -81,6 +81,10 @@ type Claim struct {
 	ExpiresAt      float64 // live iff ExpiresAt > now (INV-LL-1)
 	Epoch          int64
 	Version        int64
+
+	// BoardTask is the board task this claim holds in progress (a
+	// task-bound claim, taskbound.go); "" when it names none.
+	BoardTask string
 }
 
 // Live reports whether the lease is live at now: strictly before its expiry.

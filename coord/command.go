@@ -20,6 +20,9 @@ type ClaimRequest struct {
 	// the wire layer; the core keeps it opaque.
 	PathIdentity string
 	Git          *Git
+	// BoardTask names a board task to take in the same decision: it must be
+	// ready, and becomes in_progress with Agent as its owner (taskbound.go).
+	BoardTask string
 }
 
 // ReleaseRequest drops a claim.
@@ -29,6 +32,9 @@ type ReleaseRequest struct {
 	Epoch    int64
 	HasEpoch bool
 	Evidence *Evidence // optional closeout evidence
+	// Outcome moves a task-bound claim's board task: "done" or "failed";
+	// "" takes the claim's own terminal status, else puts the task back.
+	Outcome string
 }
 
 // UpdateRequest moves a claim through its lifecycle (task_update).

@@ -73,6 +73,10 @@ func (s *State) decideClaim(r ClaimRequest, now float64) ([]Event, *Refusal) {
 	if !renewal && s.principals[principal] >= s.lim.MaxClaimsPerPrincipal { // INV-ME-5
 		return deny(refuse(CodeQuotaExceeded, task, "Agent %s principal claim quota holds the maximum %d claims.", r.Agent, s.lim.MaxClaimsPerPrincipal))
 	}
+	board, boardEvs, ref := s.bindBoardTask(r, task, existing, now)
+	if ref != nil {
+		return deny(ref)
+	}
 	c := &Claim{
 		TaskID: task, Owner: r.Agent, Note: strip(r.Note), Status: StatusClaimed,
 		Worktree: r.Worktree, Paths: paths, Globs: globs, Mode: mode, PathIdentity: r.PathIdentity, Git: r.Git,
@@ -90,7 +94,8 @@ func (s *State) decideClaim(r ClaimRequest, now float64) ([]Event, *Refusal) {
 	default:
 		c.Checkpoint = s.retained[task].checkpoint // INV-CR-3: resume from the last checkpoint
 	}
-	return []Event{ClaimGranted{Claim: c, Renewal: existing != nil}}, nil
+	c.BoardTask = board
+	return append([]Event{ClaimGranted{Claim: c, Renewal: existing != nil}}, boardEvs...), nil
 }
 
 // owned returns the live claim on task held by agent, or the refusal the
@@ -150,11 +155,15 @@ func (s *State) decideRelease(r ReleaseRequest, now float64) ([]Event, *Refusal)
 	if ref != nil {
 		return nil, ref
 	}
+	if !validOutcome(r.Outcome) {
+		return nil, refuse(CodeOutcomeInvalid, task, "Release outcome '%s' is not done or failed.", r.Outcome)
+	}
 	receipt := assess(task, r.Agent, r.Evidence)
 	evs := []Event{Released{TaskID: task, Owner: r.Agent, Epoch: c.Epoch, Receipt: receipt}}
 	if r.Evidence.present() {
 		evs = append(evs, ProgressPosted{Note: &Note{TaskID: task, Author: r.Agent, Kind: "assessment", Text: receipt.NoteText(), PostedAt: now}, Receipt: true})
 	}
+	evs = append(evs, s.releaseBoardTask(c, r.Outcome, false, now)...) // after the receipt note, which follows release_granted on the wire
 	if ws := s.waitersOf(task); len(ws) > 0 {
 		evs = append(evs, WaitReady{TaskID: task, Waiters: ws, Reason: "release"})
 	}
@@ -250,6 +259,7 @@ func (s *State) decideHandoff(r HandoffRequest, now float64) ([]Event, *Refusal)
 		ProgressPosted{Note: &Note{TaskID: task, Author: r.Agent, Kind: "note", Text: text, PostedAt: now}},
 		HandedOff{Claim: n, From: r.Agent},
 	}
+	evs = append(evs, s.handOffBoardTask(c, to, now)...)
 	if s.hasWait(to, task) {
 		evs = append(evs, WaitReady{TaskID: task, Waiters: []string{to}, Reason: "handoff"})
 	}
@@ -356,6 +366,7 @@ func (s *State) decideDeclare(r DeclareTask, now float64) ([]Event, *Refusal) {
 	}
 	if prev != nil {
 		t.Status, t.CreatedBy, t.CreatedAt, t.Version = prev.Status, prev.CreatedBy, prev.CreatedAt, prev.Version+1
+		t.Owner, t.OwnerClaim = prev.Owner, prev.OwnerClaim // a re-declaration does not free a held task
 		if project == "" {
 			t.Project = prev.Project
 		}

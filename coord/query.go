@@ -215,7 +215,8 @@ var ErrBadImage = errors.New("coord: bad image")
 // times, an epoch no higher than the image's (INV-EF-1: the next grant must
 // not reissue it), and holds the whole worktree as no paths rather than as
 // a root path "" among them (the index files that under no directory, so a
-// path claim would not see it: INV-ME-4). A snapshot decoder runs it on
+// path claim would not see it: INV-ME-4); a held board task names both its
+// holder and the holding claim, or neither. A snapshot decoder runs it on
 // every image it reads, so a corrupt body is refused rather than restored.
 func (img *Image) Check() error {
 	bad := func(format string, args ...any) error {
@@ -258,6 +259,9 @@ func (img *Image) Check() error {
 	for i := range img.Tasks {
 		if i > 0 && img.Tasks[i-1].TaskID >= img.Tasks[i].TaskID {
 			return bad("board task %q is out of order or repeated", img.Tasks[i].TaskID)
+		}
+		if (img.Tasks[i].Owner == "") != (img.Tasks[i].OwnerClaim == "") {
+			return bad("board task %q names a holder without its claim, or a claim without its holder", img.Tasks[i].TaskID)
 		}
 	}
 	return nil

@@ -49,6 +49,15 @@ const (
 	CodeUnknownCommand      Code = "UNKNOWN_COMMAND"
 )
 
+// Refusals of task-bound claims and of release outcomes (taskbound.go).
+const (
+	CodeBoardTaskNotReady Code = "BOARD_TASK_NOT_READY" // dependencies not done, or blocked / in progress by hand
+	CodeBoardTaskHeld     Code = "BOARD_TASK_HELD"      // another claim holds the board task
+	CodeBoardTaskClosed   Code = "BOARD_TASK_CLOSED"    // done or cancelled
+	CodeBoardTaskBound    Code = "BOARD_TASK_BOUND"     // a renewal names another board task than its claim holds
+	CodeOutcomeInvalid    Code = "OUTCOME_INVALID"      // a release outcome other than done or failed
+)
+
 // Refusal is a command the state turned down. Message is the reference
 // hub's human sentence, so clients that show it read the same text.
 type Refusal struct {
@@ -66,6 +75,9 @@ type Refusal struct {
 	// exclusive refusals stay the reference's.
 	ConflictPattern string
 	ConflictMode    string
+	// Pending are the dependencies that are not done yet
+	// (BOARD_TASK_NOT_READY), sorted.
+	Pending []string
 	// Owner is the live claim's owner when a fenced verb is refused
 	// (NOT_OWNER, EPOCH_STALE): the other party, for audit (the
 	// dashboard's refusals); it is not sent on the wire.

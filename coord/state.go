@@ -139,6 +139,9 @@ func (s *State) expire(now float64, o *Outcome) {
 		if ws := s.waitersOf(d.key); len(ws) > 0 {
 			emit(WaitReady{TaskID: d.key, Waiters: ws, Reason: "expiry"})
 		}
+		for _, ev := range s.releaseBoardTask(c, "", true, now) { // the board task is ready again
+			emit(ev)
+		}
 	}
 	if len(dropped) > 0 {
 		s.index.removeAll(dropped)

@@ -84,6 +84,7 @@ type APIClaim struct {
 	ClaimedAt  float64  `json:"claimed_at"`
 	ExpiresAt  float64  `json:"lease_expires_at"`
 	Checkpoint bool     `json:"has_checkpoint"`
+	BoardTask  string   `json:"board_task,omitempty"` // the board task a task-bound claim holds
 }
 
 // APIBoard is the task board.
@@ -103,6 +104,8 @@ type APITask struct {
 	Version        int64    `json:"version"`
 	CreatedBy      string   `json:"created_by,omitempty"`
 	UpdatedAt      float64  `json:"updated_at"`
+	Owner          string   `json:"owner,omitempty"`       // who holds it through a task-bound claim
+	OwnerClaim     string   `json:"owner_claim,omitempty"` // and that claim's task id
 }
 
 // APIRefusal is one refused request, with both parties.
@@ -138,7 +141,7 @@ func apiClaim(c *coord.Claim) APIClaim {
 	}
 	return APIClaim{TaskID: c.TaskID, Owner: c.Owner, Worktree: c.Worktree, Paths: paths, Globs: c.Globs, Mode: mode, Epoch: c.Epoch,
 		Version: c.Version, Status: c.Status.String(), Note: c.Note, ClaimedAt: c.ClaimedAt, ExpiresAt: c.ExpiresAt,
-		Checkpoint: c.Checkpoint != ""}
+		Checkpoint: c.Checkpoint != "", BoardTask: c.BoardTask}
 }
 
 func apiTask(t *coord.BoardTask) APITask {
@@ -148,7 +151,7 @@ func apiTask(t *coord.BoardTask) APITask {
 	}
 	return APITask{TaskID: t.TaskID, Title: t.Title, Status: t.Status, DependsOn: deps,
 		SuggestedOwner: t.SuggestedOwner, Project: t.Project, Version: t.Version, CreatedBy: t.CreatedBy,
-		UpdatedAt: t.UpdatedAt}
+		UpdatedAt: t.UpdatedAt, Owner: t.Owner, OwnerClaim: t.OwnerClaim}
 }
 
 // State gathers the dashboard's state (GET /api/state). It holds the

@@ -69,6 +69,8 @@ var traceAdditiveFields = []struct {
 	{[]string{"error"}, "task_id", "a verb's refusal names its task, so a client can match it to its request"},
 	{[]string{"presence_update"}, "joined", "issue 11 item 4: a presence_update that coalesces several changes lists them (feature presence_delta)"},
 	{[]string{"presence_update"}, "left", "issue 11 item 4: a presence_update that coalesces several changes lists them (feature presence_delta)"},
+	{[]string{"claim_granted"}, "board_task", "issue 14 item 3: the board task a task-bound claim holds"},
+	{[]string{"claim_denied"}, "pending", "issue 14 item 3: BOARD_TASK_NOT_READY names the undone dependencies"},
 }
 
 func traceAdditive(frameType, field string) bool {

@@ -143,6 +143,9 @@ func (h *Hub) framesFor(ev coord.Event, now float64) []out {
 			Append("git", func(b []byte) []byte { return wire.AppendGit(b, c.Git) })
 		pathIdentity(f, c)
 		scopeExtras(f, c)
+		if c.BoardTask != "" {
+			f.Str("board_task", c.BoardTask) // additive: a task-bound claim
+		}
 		return []out{{b: f.Bytes(), typ: "claim_granted", aud: claimAudience(c.TaskID, c.Owner)}}
 	case coord.Released:
 		f := wire.NewFrame("release_granted", "all", "Task '"+e.TaskID+"' released by "+e.Owner+".", now, id).

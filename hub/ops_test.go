@@ -260,19 +260,7 @@ func TestClose_FinishesInFlightWork(t *testing.T) {
 		}
 	}
 	a.expectClose(websocket.StatusGoingAway, "hub shutting down")
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	st2, err := journal.Open(path, journal.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st2.Close()
-	rec, err := journal.Replay(st2, coord.DefaultLimits(), nowTS(), journal.ReplayOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	claims := rec.State.Claims()
+	claims := replayClosed(t, st).Claims()
 	if len(claims)+1 < len(granted) || len(claims) == 0 {
 		t.Fatalf("journal holds %d claims, client saw %d grants", len(claims), len(granted)+1)
 	}
@@ -282,4 +270,24 @@ func TestClose_FinishesInFlightWork(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d claims committed and answered before shutdown", len(claims), n)
+}
+
+// replayClosed closes st, the journal of a hub that has stopped, and
+// returns the state a restart would rebuild from its file.
+func replayClosed(t *testing.T, st *journal.Store) *coord.State {
+	t.Helper()
+	path := st.Path()
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st2, err := journal.Open(path, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st2.Close() })
+	rec, err := journal.Replay(st2, coord.DefaultLimits(), nowTS(), journal.ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec.State
 }

@@ -218,6 +218,9 @@ func (s *session) refused(sender, denialType string, ref *coord.Refusal, task st
 	if ref.ConflictMode != "" { // additive: only when a glob or a shared claim is involved
 		f.Str("conflict_pattern", ref.ConflictPattern).Str("conflict_mode", ref.ConflictMode)
 	}
+	if len(ref.Pending) > 0 {
+		f.Strs("pending", ref.Pending) // additive: BOARD_TASK_NOT_READY's undone dependencies
+	}
 	s.h.m.framesOut.WithLabelValues(denialType).Inc()
 	s.reply(f.Str("error_code", string(ref.Code)).Bytes())
 }
@@ -344,6 +347,7 @@ func (s *session) claim(sender string, in *wire.Inbound) {
 		Paths:     in.Strings("paths"),
 		Globs:     in.Strings("globs"), // additive (feature glob_scopes)
 		Git:       parseGit(in),
+		BoardTask: strings.TrimSpace(in.Str("board_task")), // additive: a task-bound claim
 	}
 	if cmd.Paths == nil {
 		cmd.Paths = []string{}
@@ -401,7 +405,8 @@ func (s *session) release(sender string, in *wire.Inbound) {
 	if !ok {
 		return
 	}
-	cmd := coord.ReleaseRequest{Agent: sender, TaskID: task, Epoch: epoch, HasEpoch: hasEpoch}
+	cmd := coord.ReleaseRequest{Agent: sender, TaskID: task, Epoch: epoch, HasEpoch: hasEpoch,
+		Outcome: strings.TrimSpace(in.Str("outcome"))} // additive: moves a task-bound claim's board task
 	for _, k := range evidenceKeys {
 		if in.Has(k) {
 			e := &coord.Evidence{

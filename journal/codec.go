@@ -235,6 +235,7 @@ type claimJSON struct {
 	Checkpoint     *string         `json:"checkpoint"`
 	Git            *gitJSON        `json:"git"`
 	QuotaPrincipal *string         `json:"quota_principal"`
+	BoardTask      *string         `json:"board_task"`
 }
 
 func str(p *string) string {
@@ -292,6 +293,7 @@ func decodeClaim(payload []byte) (*coord.Claim, error) {
 		TaskID: *p.TaskID, Owner: *p.Owner, Note: str(p.Note), Status: st,
 		DataRef: str(p.DataRef), Worktree: str(p.Worktree), Checkpoint: str(p.Checkpoint),
 		ExpiresAt: *p.ExpiresAt, Epoch: *p.Epoch, QuotaPrincipal: str(p.QuotaPrincipal),
+		BoardTask: str(p.BoardTask),
 	}
 	if p.ClaimedAt != nil {
 		c.ClaimedAt = *p.ClaimedAt
@@ -426,6 +428,8 @@ func decodeTask(payload []byte) (*coord.BoardTask, string, error) {
 		CreatedBy      *string         `json:"created_by"`
 		CreatedAt      *float64        `json:"created_at"`
 		UpdatedAt      *float64        `json:"updated_at"`
+		Owner          *string         `json:"owner"`
+		OwnerClaim     *string         `json:"owner_claim"`
 		CausalParent   json.RawMessage `json:"causal_parent"`
 	}
 	if err := unmarshalObject(payload, &p); err != nil {
@@ -459,6 +463,7 @@ func decodeTask(payload []byte) (*coord.BoardTask, string, error) {
 		DependsOn: make([]string, len(p.DependsOn)), Status: status,
 		SuggestedOwner: str(p.SuggestedOwner), Project: str(p.Project), Version: *p.Version,
 		CreatedBy: str(p.CreatedBy), CreatedAt: *p.CreatedAt, UpdatedAt: *p.UpdatedAt,
+		Owner: str(p.Owner), OwnerClaim: str(p.OwnerClaim),
 	}
 	for i, d := range p.DependsOn {
 		if d == nil {

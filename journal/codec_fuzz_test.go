@@ -137,5 +137,8 @@ func seedImages() []coord.Image {
 	img.Offers = []coord.Offer{{Agent: "p/a", Kind: "gpu", Name: "g0", Capacity: 2, Meta: `{"a":1}`, OfferedAt: t0}}
 	img.Tasks = []coord.BoardTask{{TaskID: "B1", Title: "t", DependsOn: []string{"B0"}, Status: "open", Version: 1, CreatedAt: t0, UpdatedAt: t0}}
 	img.Notes = []coord.Note{{TaskID: "B1", Author: "p/a", Kind: "note", Text: "half", PostedAt: t0}}
-	return append(imgs, img)
+	imgs = append(imgs, img)
+	s.Step(coord.DeclareTask{Agent: "p/a", TaskID: "B2", Title: "bound"}, t0+31) // a task-bound claim
+	s.Step(coord.ClaimRequest{Agent: "p/c", TaskID: "T3", Paths: []string{"x"}, BoardTask: "B2", TTL: 60, HasTTL: true}, t0+31)
+	return append(imgs, s.Image())
 }

@@ -282,6 +282,9 @@ func genClaim(t *rapid.T) *coord.Claim {
 	if rapid.Bool().Draw(t, "git") {
 		c.Git = &coord.Git{Branch: genText(t, "branch"), Base: genText(t, "base"), AutoReleaseOn: genText(t, "auto")}
 	}
+	if rapid.Bool().Draw(t, "bound") {
+		c.BoardTask = genID(t, "board_task")
+	}
 	return c
 }
 
@@ -309,11 +312,17 @@ func genEvent(t *rapid.T) coord.Event {
 		if deps == nil {
 			deps = []string{}
 		}
+		owner := rapid.SampledFrom([]string{"", "p/a"}).Draw(t, "owner")
+		ownerClaim := ""
+		if owner != "" {
+			ownerClaim = genID(t, "owner_claim")
+		}
 		return coord.TaskPosted{Task: &coord.BoardTask{
 			TaskID: genID(t, "task"), Title: genText(t, "title"), Description: genText(t, "desc"), DependsOn: deps,
 			Status:         rapid.SampledFrom(ledgerStatuses).Draw(t, "status"),
 			SuggestedOwner: genText(t, "suggested"), Project: genText(t, "project"), Version: rapid.Int64Min(0).Draw(t, "version"),
 			CreatedBy: genText(t, "by"), CreatedAt: genTime(t, "created"), UpdatedAt: genTime(t, "updated"),
+			Owner: owner, OwnerClaim: ownerClaim,
 		}, CausalParent: rapid.SampledFrom([]string{"", `{"hub":"h","seq":3}`, `"x"`, `12`}).Draw(t, "parent"),
 			Update: rapid.Bool().Draw(t, "update")}
 	default:
@@ -375,5 +384,36 @@ func TestCodec_GlobsAndModeAreAdditive(t *testing.T) {
 	s.Apply(ev)
 	if c := s.Claim("T1"); !c.WholeWorktree() {
 		t.Fatalf("a root path beside globs was applied as %+v", c)
+	}
+}
+
+// Task-bound claims add board_task to a claim row and owner to a board task
+// row, only when set: rows without them (every row the reference or an
+// earlier Synapse wrote) decode exactly as before.
+func TestCodec_TaskBoundFieldsAreAdditive(t *testing.T) {
+	c := &coord.Claim{TaskID: "T1", Owner: "p/a", Status: coord.StatusClaimed, ExpiresAt: 10, Epoch: 1, QuotaPrincipal: "q", BoardTask: "design"}
+	rec, _ := Encode(coord.ClaimGranted{Claim: c})
+	if !strings.Contains(string(rec.Payload), `"board_task":"design"`) {
+		t.Fatalf("claim row %s lacks board_task", rec.Payload)
+	}
+	got, _, err := Decode(rec.Kind, rec.Payload)
+	if err != nil || got.(coord.ClaimGranted).Claim.BoardTask != "design" {
+		t.Fatalf("decoded %+v, %v", got, err)
+	}
+	c.BoardTask = ""
+	rec, _ = Encode(coord.ClaimGranted{Claim: c})
+	if strings.Contains(string(rec.Payload), "board_task") {
+		t.Fatalf("unbound claim row %s names board_task", rec.Payload)
+	}
+	bt := &coord.BoardTask{TaskID: "design", Title: "D", DependsOn: []string{}, Status: "in_progress", Version: 2, Owner: "p/a", OwnerClaim: "T1"}
+	rec, _ = Encode(coord.TaskPosted{Task: bt})
+	got, _, err = Decode(rec.Kind, rec.Payload)
+	if err != nil || got.(coord.TaskPosted).Task.Owner != "p/a" || got.(coord.TaskPosted).Task.OwnerClaim != "T1" {
+		t.Fatalf("decoded %s as %+v, %v", rec.Payload, got, err)
+	}
+	old := `{"task_id":"design","title":"D","depends_on":[],"status":"open","version":1,"created_at":1,"updated_at":1}`
+	got, _, err = Decode(KindLedgerTask, []byte(old))
+	if err != nil || got.(coord.TaskPosted).Task.Owner != "" {
+		t.Fatalf("old row decoded as %+v, %v", got, err)
 	}
 }

@@ -71,9 +71,10 @@ func genCommand(t *rapid.T) coord.Command {
 		globs := rapid.SliceOfN(rapid.SampledFrom([]string{"src/**/*.go", "docs/*.md", "*", "../x"}), 0, 2).Draw(t, "globs")
 		return coord.ClaimRequest{Agent: agent, TaskID: task, Note: "n", Worktree: rapid.SampledFrom([]string{"", "/r"}).Draw(t, "wt"),
 			Paths: paths, Globs: globs, Shared: rapid.Bool().Draw(t, "shared"),
-			TTL: rapid.Float64Range(1, 200).Draw(t, "ttl"), HasTTL: rapid.Bool().Draw(t, "hasttl")}
+			TTL: rapid.Float64Range(1, 200).Draw(t, "ttl"), HasTTL: rapid.Bool().Draw(t, "hasttl"),
+			BoardTask: rapid.SampledFrom([]string{"", "", "T1", "T2", "T3"}).Draw(t, "board")}
 	case 2:
-		return coord.ReleaseRequest{Agent: agent, TaskID: task}
+		return coord.ReleaseRequest{Agent: agent, TaskID: task, Outcome: rapid.SampledFrom([]string{"", "done", "failed"}).Draw(t, "outcome")}
 	case 3:
 		return coord.UpdateRequest{Agent: agent, TaskID: task, Status: rapid.SampledFrom([]string{"", "working", "done", "input_required"}).Draw(t, "st"), DataRef: "d"}
 	case 4:
@@ -386,6 +387,8 @@ func TestSnapshot_DecodeRefusesImagesNoStateHolds(t *testing.T) {
 		"repeated offer":                 {Offers: []coord.Offer{{Agent: "a", Kind: "k", Name: "n"}, {Agent: "a", Kind: "k", Name: "n"}}},
 		"repeated board task":            {Tasks: []coord.BoardTask{{TaskID: "B", DependsOn: []string{}}, {TaskID: "B", DependsOn: []string{}}}},
 		"repeated retained checkpoint":   {Retained: []coord.RetainedCheckpoint{{TaskID: "T"}, {TaskID: "T"}}},
+		"board holder without its claim": {Tasks: []coord.BoardTask{{TaskID: "B", DependsOn: []string{}, Owner: "a"}}},
+		"board claim without its holder": {Tasks: []coord.BoardTask{{TaskID: "B", DependsOn: []string{}, OwnerClaim: "T"}}},
 	} {
 		if _, err := DecodeImage(EncodeImage(img)); !errors.Is(err, ErrBadSnapshot) || !errors.Is(err, coord.ErrBadImage) {
 			t.Errorf("%s: DecodeImage = %v, want ErrBadSnapshot wrapping coord.ErrBadImage", name, err)
@@ -451,5 +454,54 @@ func TestReplay_ReportsProgress(t *testing.T) {
 	}
 	if len(calls) != rec.Events/ProgressEvery || len(calls) == 0 || calls[0] != ProgressEvery {
 		t.Fatalf("progress calls %v for %d events", calls, rec.Events)
+	}
+}
+
+// The bindings of task-bound claims ride in a trailing section written only
+// when there are some: an image without them encodes as before, and one
+// with them round-trips.
+func TestSnapshot_TaskBoundBindingsRoundTrip(t *testing.T) {
+	s := coord.New(coord.Limits{})
+	s.Step(coord.DeclareTask{Agent: "a", TaskID: "B", Title: "b"}, 1)
+	plain := s.Image()
+	before := EncodeImage(plain)
+	s.Step(coord.ClaimRequest{Agent: "a", TaskID: "T", Paths: []string{"x"}, BoardTask: "B"}, 2)
+	s.Step(coord.ClaimRequest{Agent: "a", TaskID: "U", Paths: []string{"y"}}, 2)
+	img := s.Image()
+	got, err := DecodeImage(EncodeImage(img))
+	if err != nil || !reflect.DeepEqual(got, img) {
+		t.Fatalf("got %+v, %v\nwant %+v", got, err, img)
+	}
+	if got.Claims[0].BoardTask != "B" || got.Tasks[0].Owner != "a" || got.Tasks[0].OwnerClaim != "T" {
+		t.Fatalf("bindings lost: %+v", got)
+	}
+	got, err = DecodeImage(before)
+	if err != nil || !reflect.DeepEqual(got, plain) {
+		t.Fatalf("a body without bindings: %+v, %v", got, err)
+	}
+}
+
+// Replay skips claim_expired rows, so an expired lease lingers until the
+// final Tick. It must not free the board task a later claim of the same
+// agent took: the board task records which claim holds it.
+func TestReplay_LingeringExpiredClaimDoesNotFreeALaterHolder(t *testing.T) {
+	st, err := Open(t.TempDir()+"/j.db", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r := &liveRun{st: st, live: coord.New(coord.Limits{}), now: 1e9}
+	r.step(t, coord.DeclareTask{Agent: "p/a", TaskID: "X", Title: "x"})
+	r.step(t, coord.ClaimRequest{Agent: "p/a", TaskID: "C", Paths: []string{"c"}, BoardTask: "X", TTL: 30, HasTTL: true})
+	r.now += 31
+	r.commit(t, r.live.Tick(r.now).Events)
+	r.step(t, coord.ClaimRequest{Agent: "p/a", TaskID: "D", Paths: []string{"d"}, BoardTask: "X"})
+	want := imageAt(r.live, r.now)
+	got, err := Replay(st, coord.Limits{}, r.now, ReplayOptions{NoSnapshot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img := got.State.Image(); !reflect.DeepEqual(img, want) {
+		t.Fatalf("replay\n got %+v\nwant %+v", img.Tasks, want.Tasks)
 	}
 }

@@ -23,8 +23,9 @@ import (
 // section as a uvarint count followed by its items, strings as uvarint
 // length + bytes, ints as varints, floats as 8 little-endian bytes. It
 // restores a 100k-claim image several times faster than JSON would (see
-// docs/journal.md). Optional tagged sections follow the notes (claims'
-// globs and shared modes), absent when empty. Waits are not written: they are volatile and die with
+// docs/journal.md). Optional sections follow the notes, each absent when it
+// has nothing to say: task-bound claims' bindings (writeBindings), then tagged
+// sections (claims' globs and shared modes). Waits are not written: they are volatile and die with
 // their connections. The sha256 column is the digest of the body, checked
 // before the body is trusted.
 const snapshotFormat = 1
@@ -332,13 +333,16 @@ func EncodeImage(img coord.Image) []byte {
 		w.s(n.Text)
 		w.f(n.PostedAt)
 	}
+	scopes := hasClaimScopes(img.Claims)
+	writeBindings(&w, img, scopes)
 	w.claimScopes(img.Claims)
 	return w.b
 }
 
-// Sections after the notes: zero or more, each a uvarint tag and its body,
-// written only when they have something to say, so an image without them
-// encodes as format 1 always did and older bodies read as before.
+// Tagged sections after the bindings: zero or more, each a uvarint tag and
+// its body, written only when they have something to say (the bindings are
+// then written too, empty if need be), so an image without them encodes as
+// before and older bodies read as before.
 const (
 	sectionClaimScopes = 1 // claims with globs or a shared mode: index, globs, mode
 )
@@ -385,6 +389,72 @@ func (r *imgReader) sections(img *coord.Image) {
 		default:
 			r.fail("section tag")
 			return
+		}
+	}
+}
+
+func hasClaimScopes(claims []coord.Claim) bool {
+	for i := range claims {
+		if len(claims[i].Globs) > 0 || claims[i].Mode != coord.ModeExclusive {
+			return true
+		}
+	}
+	return false
+}
+
+// writeBindings appends the task-bound claims' section: the claims' board
+// tasks, then the board tasks' owners and owner claims, each keyed by index. It is
+// written only when some claim or task has one, so an image without
+// task-bound claims encodes exactly as before and earlier bodies (which end
+// after the notes) read as images without bindings.
+//
+// force writes it (empty) when tagged sections follow, so the reader finds
+// them after it.
+func writeBindings(w *imgWriter, img coord.Image, force bool) {
+	var claims, tasks []int
+	for i := range img.Claims {
+		if img.Claims[i].BoardTask != "" {
+			claims = append(claims, i)
+		}
+	}
+	for i := range img.Tasks {
+		if img.Tasks[i].Owner != "" || img.Tasks[i].OwnerClaim != "" {
+			tasks = append(tasks, i)
+		}
+	}
+	if len(claims) == 0 && len(tasks) == 0 && !force {
+		return
+	}
+	w.u(len(claims))
+	for _, i := range claims {
+		w.u(i)
+		w.s(img.Claims[i].BoardTask)
+	}
+	w.u(len(tasks))
+	for _, i := range tasks {
+		w.u(i)
+		w.s(img.Tasks[i].Owner)
+		w.s(img.Tasks[i].OwnerClaim)
+	}
+}
+
+// readBindings reads what writeBindings wrote, if anything is left.
+func readBindings(r *imgReader, img *coord.Image) {
+	if len(r.b) == 0 {
+		return
+	}
+	for n := r.n(); n > 0 && r.err == nil; n-- {
+		if i := r.u(); i < uint64(len(img.Claims)) {
+			img.Claims[i].BoardTask = r.s()
+		} else {
+			r.fail("claim binding index")
+		}
+	}
+	for n := r.n(); n > 0 && r.err == nil; n-- {
+		if i := r.u(); i < uint64(len(img.Tasks)) {
+			img.Tasks[i].Owner, img.Tasks[i].OwnerClaim = r.is(), r.s()
+		} else {
+			r.fail("board owner index")
 		}
 	}
 }
@@ -449,6 +519,7 @@ func DecodeImage(body []byte) (coord.Image, error) {
 			img.Notes[i] = coord.Note{TaskID: r.s(), Author: r.is(), Kind: r.is(), Text: r.s(), PostedAt: r.f()}
 		}
 	}
+	readBindings(&r, &img)
 	r.sections(&img)
 	if r.err == nil && len(r.b) != 0 {
 		r.err = errors.New("trailing bytes")

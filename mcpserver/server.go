@@ -78,6 +78,12 @@ type Options struct {
 	Logger *slog.Logger
 	// InboxCap bounds the messages kept (default 1000); the oldest go first.
 	InboxCap int
+	// Ledger, when set, records every grant the server makes or adopts
+	// (and each background renewal, a fresh epoch) and forgets released
+	// and handed-off claims, so the write-path checks (synapse guard, the
+	// git pre-commit check) fence on the current epoch. synapse mcp sets
+	// it to the checkout's ledger; the hub's /mcp has none.
+	Ledger *client.Ledger
 }
 
 // Server is one agent's MCP server.
@@ -91,6 +97,7 @@ type Server struct {
 	srv     *mcp.Server
 	profile Profile
 	log     *slog.Logger
+	ledger  *client.Ledger
 
 	ctx    context.Context // ends at Close: the keepers and the watcher
 	cancel context.CancelFunc
@@ -118,7 +125,7 @@ func New(opts Options) *Server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		c: opts.Client, profile: profile, log: log, ctx: ctx, cancel: cancel,
+		c: opts.Client, profile: profile, log: log, ctx: ctx, cancel: cancel, ledger: opts.Ledger,
 		keepers: map[string]*client.Keeper{},
 		inbox:   newInbox(opts.InboxCap),
 	}
@@ -294,7 +301,10 @@ func (s *Server) keep(cl *client.Claim) {
 		return
 	}
 	old := s.keepers[cl.TaskID]
-	k := s.c.KeepLease(s.ctx, cl)
+	s.record(cl)
+	// With a ledger, renewals are fenced: a keeper paused past its lease
+	// must not renew (and record) a lease that moved on.
+	k := s.c.KeepLeaseWith(s.ctx, cl, client.KeepOptions{OnRenew: s.record, Fence: s.ledger != nil})
 	s.keepers[cl.TaskID] = k
 	s.wg.Add(1) // under mu: Close cannot be waiting yet (it cancels ctx first)
 	s.mu.Unlock()
@@ -320,6 +330,26 @@ func (s *Server) watchKeeper(task string, k *client.Keeper) {
 	s.mu.Unlock()
 	s.notify(InboxURI)
 	s.notify(ClaimsURI)
+}
+
+// record notes a grant (a fresh epoch) in the ledger, if there is one.
+func (s *Server) record(cl *client.Claim) {
+	if s.ledger == nil {
+		return
+	}
+	if err := s.ledger.Record(s.c.URI(), cl); err != nil {
+		s.log.Warn("synapse mcp: grant not recorded; guard and git-hook will not fence on it", "task", cl.TaskID, "epoch", cl.Epoch, "err", err)
+	}
+}
+
+// forget drops this agent's record of task from the ledger, if there is one.
+func (s *Server) forget(task string) {
+	if s.ledger == nil {
+		return
+	}
+	if err := s.ledger.Forget(s.c.Name(), task); err != nil {
+		s.log.Warn("synapse mcp: cannot update the lease ledger", "task", task, "err", err)
+	}
 }
 
 // unkeep stops renewing task and returns its keeper (nil if none).

@@ -85,6 +85,10 @@ func (s *Server) explain(err error) string {
 			msg += fmt.Sprintf(" Call wait with task_id %q to be woken when it is free, or send %s a message.", ref.TaskID, ref.Holder)
 		case ref.Code == "SCOPE_CONFLICT" && ref.Holder != "":
 			msg += fmt.Sprintf(" Narrow paths, call wait with task_id %q, or send %s a message.", ref.ConflictTask, ref.Holder)
+		case ref.Code == "BOARD_TASK_NOT_READY" && len(ref.Pending) > 0:
+			msg += fmt.Sprintf(" Its dependencies are not done yet (%s); pick a task from the board's ready list.", strings.Join(ref.Pending, ", "))
+		case ref.Code == "BOARD_TASK_HELD" && ref.Holder != "":
+			msg += fmt.Sprintf(" Pick another ready task from the board, or send %s a message.", ref.Holder)
 		case ref.Code == "NOT_CLAIMED":
 			msg += " Claim it first with the claim tool."
 		case ref.Code == "NOT_OWNER" && ref.Holder != "":
@@ -148,6 +152,7 @@ type ClaimView struct {
 	Checkpoint   string   `json:"checkpoint,omitempty"`
 	LeaseExpires string   `json:"lease_expires" jsonschema:"RFC 3339, UTC"`
 	KeptAlive    bool     `json:"kept_alive,omitempty" jsonschema:"this server renews the lease in the background"`
+	BoardTask    string   `json:"board_task,omitempty" jsonschema:"the board task this claim holds in progress"`
 }
 
 func (s *Server) view(cl *client.Claim) ClaimView {
@@ -156,7 +161,7 @@ func (s *Server) view(cl *client.Claim) ClaimView {
 		paths = []string{}
 	}
 	v := ClaimView{TaskID: cl.TaskID, Owner: cl.Owner, Epoch: cl.Epoch, Status: cl.Status, Paths: paths, Globs: cl.Globs, Mode: cl.Mode, Worktree: cl.Worktree,
-		Note: cl.Note, Checkpoint: cl.Checkpoint, LeaseExpires: rfc3339(cl.LeaseExpiresAt)}
+		Note: cl.Note, Checkpoint: cl.Checkpoint, LeaseExpires: rfc3339(cl.LeaseExpiresAt), BoardTask: cl.BoardTask}
 	s.mu.Lock()
 	_, v.KeptAlive = s.keepers[cl.TaskID]
 	s.mu.Unlock()
@@ -180,10 +185,11 @@ type ClaimResult struct {
 	Holder       string     `json:"holder,omitempty" jsonschema:"who holds the task or the conflicting files"`
 	ConflictTask string     `json:"conflict_task,omitempty" jsonschema:"the task whose files overlap yours"`
 	// ConflictPattern and ConflictMode come when a glob or a shared claim is involved.
-	ConflictPattern string `json:"conflict_pattern,omitempty" jsonschema:"the holder's path or glob that overlaps yours"`
-	ConflictMode    string `json:"conflict_mode,omitempty" jsonschema:"the holder's mode: shared or exclusive"`
-	Namespace       string `json:"namespace,omitempty" jsonschema:"on federated hubs: the namespace whose ownership refused the claim"`
-	OwnerHubID      string `json:"owner_hub_id,omitempty" jsonschema:"on federated hubs: the hub that owns the namespace and decides its claims"`
+	ConflictPattern string   `json:"conflict_pattern,omitempty" jsonschema:"the holder's path or glob that overlaps yours"`
+	ConflictMode    string   `json:"conflict_mode,omitempty" jsonschema:"the holder's mode: shared or exclusive"`
+	Namespace       string   `json:"namespace,omitempty" jsonschema:"on federated hubs: the namespace whose ownership refused the claim"`
+	OwnerHubID      string   `json:"owner_hub_id,omitempty" jsonschema:"on federated hubs: the hub that owns the namespace and decides its claims"`
+	Pending         []string `json:"pending,omitempty" jsonschema:"BOARD_TASK_NOT_READY: the board task's dependencies that are not done"`
 }
 
 func (s *Server) refusedClaim(task string, err error) (*mcp.CallToolResult, ClaimResult, error) {
@@ -192,7 +198,7 @@ func (s *Server) refusedClaim(task string, err error) (*mcp.CallToolResult, Clai
 	if errors.As(err, &ref) {
 		out.Code, out.Message, out.Holder, out.ConflictTask = ref.Code, ref.Message, ref.Holder, ref.ConflictTask
 		out.ConflictPattern, out.ConflictMode = ref.ConflictPattern, ref.ConflictMode
-		out.Namespace, out.OwnerHubID = ref.Namespace, ref.OwnerHubID
+		out.Namespace, out.OwnerHubID, out.Pending = ref.Namespace, ref.OwnerHubID, ref.Pending
 	}
 	return refuse(out, s.explain(err))
 }
@@ -205,13 +211,14 @@ type claimIn struct {
 	Worktree   string   `json:"worktree,omitempty" jsonschema:"checkout label, when agents work in separate worktrees"`
 	Note       string   `json:"note,omitempty" jsonschema:"what you are doing, shown to others"`
 	TTLSeconds float64  `json:"ttl_seconds,omitempty" jsonschema:"lease length in seconds (default: the hub's, 1 hour); renewed in the background either way"`
+	BoardTask  string   `json:"board_task,omitempty" jsonschema:"a board task to take in progress with the files, in one step; it must be ready (open, dependencies done)"`
 }
 
 func (s *Server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimIn) (*mcp.CallToolResult, ClaimResult, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	cl, err := s.c.Claim(ctx, client.ClaimRequest{TaskID: in.TaskID, Paths: in.Paths, Globs: in.Globs, Shared: in.Shared, Worktree: in.Worktree, Note: in.Note,
-		TTL: time.Duration(in.TTLSeconds * float64(time.Second))})
+		TTL: time.Duration(in.TTLSeconds * float64(time.Second)), BoardTask: in.BoardTask})
 	if err != nil {
 		return s.refusedClaim(in.TaskID, err)
 	}
@@ -259,11 +266,31 @@ func (s *Server) held(ctx context.Context, task string) (*client.Claim, error) {
 	return cl, nil
 }
 
+// renewFence refuses to renew a claim the ledger recorded under another
+// epoch: it was re-granted since, and renewing would make the write-path
+// checks take the new epoch as this agent's own. Claiming it again (the
+// claim tool) is the deliberate way back.
+func (s *Server) renewFence(live *client.Claim) error {
+	if s.ledger == nil {
+		return nil
+	}
+	r, ok, err := s.ledger.Lookup(live.Owner, live.TaskID)
+	if err != nil || !ok || r.Epoch == live.Epoch {
+		return nil
+	}
+	return &client.Refused{Code: "EPOCH_STALE", TaskID: live.TaskID, Holder: live.Owner, Message: fmt.Sprintf(
+		"Task '%s' is live under epoch %d, but you were granted epoch %d: it was re-granted since. Re-check your work against the current files, then take it with the claim tool.",
+		live.TaskID, live.Epoch, r.Epoch)}
+}
+
 func (s *Server) renew(ctx context.Context, _ *mcp.CallToolRequest, in renewIn) (*mcp.CallToolResult, ClaimResult, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	cl, err := s.held(ctx, in.TaskID)
 	if err != nil {
+		return s.refusedClaim(in.TaskID, err)
+	}
+	if err := s.renewFence(cl); err != nil {
 		return s.refusedClaim(in.TaskID, err)
 	}
 	req := cl.Request()
@@ -285,6 +312,7 @@ type releaseIn struct {
 	KnownFailures []string `json:"known_failures,omitempty" jsonschema:"what is still broken"`
 	ChangedFiles  []string `json:"changed_files,omitempty"`
 	Artifacts     []string `json:"artifacts,omitempty" jsonschema:"commits, PRs, files produced"`
+	Outcome       string   `json:"outcome,omitempty" jsonschema:"done or failed: moves the board task of a claim taken with board_task (failed shows as blocked)"`
 }
 
 // ReleaseResult is the hub's receipt of a release.
@@ -300,7 +328,8 @@ type ReleaseResult struct {
 func (s *Server) release(ctx context.Context, _ *mcp.CallToolRequest, in releaseIn) (*mcp.CallToolResult, ReleaseResult, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	o := client.ReleaseOptions{Evidence: in.Evidence, KnownFailures: in.KnownFailures, ChangedFiles: in.ChangedFiles, Artifacts: in.Artifacts}
+	o := client.ReleaseOptions{Evidence: in.Evidence, KnownFailures: in.KnownFailures, ChangedFiles: in.ChangedFiles, Artifacts: in.Artifacts,
+		Outcome: in.Outcome}
 	var r *client.Receipt
 	var err error
 	if k := s.unkeep(in.TaskID); k != nil {
@@ -316,6 +345,7 @@ func (s *Server) release(ctx context.Context, _ *mcp.CallToolRequest, in release
 		}
 		return refuse(out, s.explain(err))
 	}
+	s.forget(in.TaskID)
 	out := ReleaseResult{Released: true, TaskID: in.TaskID, EpistemicStatus: r.EpistemicStatus, Reasons: r.EpistemicReasons}
 	verdict := r.EpistemicStatus
 	if len(r.EpistemicReasons) > 0 {
@@ -343,6 +373,7 @@ func (s *Server) handoff(ctx context.Context, _ *mcp.CallToolRequest, in handoff
 	if k := s.unkeep(in.TaskID); k != nil {
 		k.Stop()
 	}
+	s.forget(in.TaskID)
 	v := s.view(cl)
 	return ok(ClaimResult{Granted: true, TaskID: cl.TaskID, Claim: &v}, "Handed '%s' to %s (epoch %d). Stop editing its files.", cl.TaskID, cl.Owner, cl.Epoch)
 }

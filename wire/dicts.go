@@ -56,6 +56,10 @@ func AppendClaim(b []byte, c *coord.Claim, withPrincipal bool) []byte {
 		b = pyjson.AppendKey(b, "mode")
 		b = pyjson.AppendString(b, c.Mode.String())
 	}
+	if c.BoardTask != "" { // a task-bound claim; absent otherwise, as the reference writes it
+		b = pyjson.AppendKey(b, "board_task")
+		b = pyjson.AppendString(b, c.BoardTask)
+	}
 	if withPrincipal {
 		b = pyjson.AppendKey(b, "quota_principal")
 		b = pyjson.AppendString(b, c.QuotaPrincipal)
@@ -133,6 +137,12 @@ func AppendTask(b []byte, t *coord.BoardTask, causalParent string) []byte {
 	b = pyjson.AppendFloat(b, t.CreatedAt)
 	b = pyjson.AppendKey(b, "updated_at")
 	b = pyjson.AppendFloat(b, t.UpdatedAt)
+	if t.Owner != "" { // held by a task-bound claim; absent otherwise
+		b = pyjson.AppendKey(b, "owner")
+		b = pyjson.AppendString(b, t.Owner)
+		b = pyjson.AppendKey(b, "owner_claim")
+		b = pyjson.AppendString(b, t.OwnerClaim)
+	}
 	if causalParent != "" {
 		if c, ok := pyjson.CanonicalRaw([]byte(causalParent)); ok {
 			b = pyjson.AppendKey(b, "causal_parent")

@@ -42,8 +42,10 @@ type claimJSON struct {
 	Holder         string   `json:"holder,omitempty"`
 	ConflictTask   string   `json:"conflict_task,omitempty"`
 	// The holder's path or glob and mode, when a glob or a shared claim is involved.
-	ConflictPattern string `json:"conflict_pattern,omitempty"`
-	ConflictMode    string `json:"conflict_mode,omitempty"`
+	ConflictPattern string   `json:"conflict_pattern,omitempty"`
+	ConflictMode    string   `json:"conflict_mode,omitempty"`
+	BoardTask       string   `json:"board_task,omitempty"` // a task-bound claim's board task
+	Pending         []string `json:"pending,omitempty"`    // BOARD_TASK_NOT_READY: its undone dependencies
 }
 
 func claimResult(c *client.Claim) claimJSON {
@@ -51,12 +53,12 @@ func claimResult(c *client.Claim) claimJSON {
 		Granted: true, TaskID: c.TaskID, Owner: c.Owner, Epoch: c.Epoch, Version: c.Version,
 		Status: c.Status, Paths: c.Paths, Globs: c.Globs, Mode: c.Mode, Worktree: c.Worktree, Note: c.Note, Checkpoint: c.Checkpoint,
 		LeaseExpiresAt: c.LeaseExpiresAt, LeaseExpires: fmtTime(c.LeaseExpiresAt), TTLSeconds: c.TTL().Seconds(),
-		PreviousOwner: c.PreviousOwner,
+		PreviousOwner: c.PreviousOwner, BoardTask: c.BoardTask,
 	}
 }
 
 func refusalResult(task string, ref *client.Refused) claimJSON {
-	return claimJSON{TaskID: task, Code: ref.Code, Message: ref.Message, Holder: ref.Holder, ConflictTask: ref.ConflictTask,
+	return claimJSON{TaskID: task, Code: ref.Code, Message: ref.Message, Holder: ref.Holder, ConflictTask: ref.ConflictTask, Pending: ref.Pending,
 		ConflictPattern: ref.ConflictPattern, ConflictMode: ref.ConflictMode}
 }
 
@@ -86,6 +88,9 @@ func printClaim(w io.Writer, verb string, c *client.Claim) {
 	if c.Checkpoint != "" {
 		fmt.Fprintf(w, "  checkpoint: %s\n", c.Checkpoint)
 	}
+	if c.BoardTask != "" {
+		fmt.Fprintf(w, "  board:    '%s' in progress; finish with 'synapse release %s --outcome done'\n", c.BoardTask, c.TaskID)
+	}
 }
 
 // refusedClaim reports a refused claim: who holds what, and what to do.
@@ -106,11 +111,15 @@ func refusedClaim(f *clientFlags, stdout, stderr io.Writer, cmd, task string, er
 			ref.Holder, ref.ConflictPattern, ref.ConflictMode, ref.ConflictTask, ref.Holder, ref.Holder)
 	case ref.Code == "SCOPE_CONFLICT" && ref.ConflictTask != "":
 		fmt.Fprintf(stderr, "Narrow --paths, wait with 'synapse wait %s', or ask %s with 'synapse send %s TEXT'.\n", ref.ConflictTask, ref.Holder, ref.Holder)
+	case ref.Code == "BOARD_TASK_NOT_READY" && len(ref.Pending) > 0:
+		fmt.Fprintf(stderr, "Its dependencies are not done: %s. See 'synapse board'.\n", strings.Join(ref.Pending, ", "))
+	case ref.Code == "BOARD_TASK_HELD":
+		fmt.Fprintf(stderr, "Pick another ready task from 'synapse board', or ask %s with 'synapse send %s TEXT'.\n", ref.Holder, ref.Holder)
 	}
 	return exitRefused
 }
 
-const claimUsage = `Usage: synapse claim ID [--paths P]... [--glob PATTERN]... [--shared] [--worktree W] [--ttl DURATION] [--note TEXT]
+const claimUsage = `Usage: synapse claim ID [--paths P]... [--glob PATTERN]... [--shared] [--worktree W] [--ttl DURATION] [--note TEXT] [--task BOARD_TASK_ID]
 
 Claims task ID and its files for --name, with a lease (default 1h on the
 hub, or --ttl). No two agents hold the same task or overlapping paths in the
@@ -120,6 +129,11 @@ segment, "**" any number of segments: --glob 'src/**/*.go'), beside --paths.
 (docs/claims.md). Claiming a task you already hold renews it. The lease does not
 end when this command exits: release it with 'synapse release ID', or use
 'synapse lock ID -- CMD' to hold it for the life of a command.
+
+With --task, the claim also takes board task BOARD_TASK_ID, in the same
+step: the task must be ready (open, its dependencies done), and it becomes
+in_progress with you as its owner. Finish it with 'synapse release ID
+--outcome done' (or failed); if the lease expires, the task is ready again.
 
 A refused claim exits 1 and says who holds what:
   synapse claim: Task 'T1' is already claimed by proj/alpha.
@@ -138,6 +152,7 @@ func runClaim(args []string, stdout, stderr io.Writer) int {
 	ttl := fs.Duration("ttl", 0, "lease length, e.g. 30m (default: the hub's, 1h; clamped to 30s..30 days)")
 	note := fs.String("note", "", "what you are doing, shown to others")
 	idem := fs.String("idem-key", "", "retry key: a repeated key gets the first answer instead of a second claim")
+	boardTask := fs.String("task", "", "board task to take in progress with the files, in one step (it must be ready)")
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -153,16 +168,36 @@ func runClaim(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := f.callCtx()
 	defer cancel()
 	cl, err := c.Claim(ctx, client.ClaimRequest{TaskID: pos[0], Paths: paths, Globs: globs, Shared: *shared,
-		Worktree: *worktree, TTL: *ttl, Note: *note, IdemKey: *idem})
+		Worktree: *worktree, TTL: *ttl, Note: *note, IdemKey: *idem, BoardTask: *boardTask})
 	if err != nil {
 		return refusedClaim(&f, stdout, stderr, "claim", pos[0], err)
 	}
+	recordGrant(f.uri, cl, stderr)
 	if f.asJSON {
 		printJSON(stdout, claimResult(cl))
 	} else {
 		printClaim(stdout, "Claimed", cl)
 	}
 	return exitOK
+}
+
+// renewFence refuses to renew a claim this checkout recorded under an
+// older epoch: the lease moved on while the writer was away, and a renewal
+// would make the write-path checks take the new epoch as the writer's own.
+func renewFence(live *client.Claim) error {
+	wd, _ := os.Getwd()
+	l := ledgerFor(wd)
+	if l == nil {
+		return nil
+	}
+	r, ok, err := l.Lookup(live.Owner, live.TaskID)
+	if err != nil || !ok || r.Epoch == live.Epoch {
+		return nil
+	}
+	return &client.Refused{Code: "EPOCH_STALE", TaskID: live.TaskID, Holder: live.Owner, Message: fmt.Sprintf(
+		"Task '%s' is live under epoch %d, but this checkout recorded epoch %d: it was re-granted since (the lease lapsed and was claimed again, or another process under your name took it). "+
+			"Re-check your work against the current files, then take it knowingly with 'synapse claim %s%s'.",
+		live.TaskID, live.Epoch, r.Epoch, live.TaskID, pathFlags(live.Paths))}
 }
 
 // heldClaim finds the live claim on task and checks --name holds it.
@@ -185,7 +220,10 @@ const renewUsage = `Usage: synapse renew ID [--ttl DURATION]
 
 Renews your claim on task ID: the same paths and worktree, a fresh lease
 (the same length unless --ttl) and a fresh epoch. Exits 1 if you do not
-hold it. To keep a claim alive while a command runs, use 'synapse lock'.
+hold it, or if this checkout recorded an older epoch of it than the live
+one (it was re-granted since: renewing would hide that; re-check your work,
+then take it knowingly with 'synapse claim ID'). To keep a claim alive
+while a command runs, use 'synapse lock'.
 `
 
 func runRenew(args []string, stdout, stderr io.Writer) int {
@@ -211,6 +249,9 @@ func runRenew(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return f.failure(stderr, "renew", err)
 	}
+	if err := renewFence(cl); err != nil {
+		return f.failure(stderr, "renew", err)
+	}
 	req := cl.Request()
 	if *ttl > 0 {
 		req.TTL = *ttl
@@ -219,6 +260,7 @@ func runRenew(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return refusedClaim(&f, stdout, stderr, "renew", pos[0], err)
 	}
+	recordGrant(f.uri, next, stderr)
 	if f.asJSON {
 		printJSON(stdout, claimResult(next))
 	} else {
@@ -227,12 +269,17 @@ func runRenew(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-const releaseUsage = `Usage: synapse release ID [--epoch N] [--evidence TEXT]... [--known-failure TEXT]...
+const releaseUsage = `Usage: synapse release ID [--epoch N] [--outcome done|failed] [--evidence TEXT]... [--known-failure TEXT]...
 
 Releases your claim on task ID, with optional closeout evidence. The hub
 turns the evidence into a receipt with an advisory verdict (degraded when a
 known failure is given, unsupported without positive evidence, ...) and
-posts it as a progress note.
+posts it as a progress note. It drops this checkout's record of the grant
+(the lease ledger guard and git-hook fence on), also when the hub answers
+that the claim is no longer yours (exit 1 all the same).
+
+A claim taken with --task moves its board task: --outcome done marks it
+done, --outcome failed marks it blocked, and no outcome puts it back to open.
 `
 
 func runRelease(args []string, stdout, stderr io.Writer) int {
@@ -251,12 +298,16 @@ func runRelease(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Confidence, "confidence", "", "your confidence, free text")
 	fresh := fs.Float64("freshness-seconds", -1, "age of the evidence in seconds")
 	fs.StringVar(&o.IdemKey, "idem-key", "", "retry key")
+	fs.StringVar(&o.Outcome, "outcome", "", "done or failed: moves a task-bound claim's board task")
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
 	}
 	if len(pos) != 1 {
 		return usageError(stderr, "release", "give exactly one task ID")
+	}
+	if o.Outcome != "" && o.Outcome != "done" && o.Outcome != "failed" {
+		return usageError(stderr, "release", "--outcome is done or failed")
 	}
 	o.Evidence, o.Artifacts, o.KnownFailures, o.ChangedFiles, o.GeneratedArtifacts, o.Approvals = evidence, artifacts, failures, changed, generated, approvals
 	if *fresh >= 0 {
@@ -270,9 +321,16 @@ func runRelease(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := f.callCtx()
 	defer cancel()
 	r, err := c.Release(ctx, pos[0], o)
+	var ref *client.Refused
+	if errors.As(err, &ref) && (ref.Code == "NOT_CLAIMED" || ref.Code == "NOT_OWNER") {
+		// Not ours any more: letting go also drops this checkout's record,
+		// which would otherwise keep refusing the files as "gone".
+		forgetGrant(f.name, pos[0], stderr)
+	}
 	if err != nil {
 		return f.failure(stderr, "release", err)
 	}
+	forgetGrant(f.name, pos[0], stderr)
 	printReceipt(&f, stdout, r)
 	return exitOK
 }
@@ -325,6 +383,7 @@ func runHandoff(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return f.failure(stderr, "handoff", err)
 	}
+	forgetGrant(f.name, pos[0], stderr)
 	if f.asJSON {
 		printJSON(stdout, claimResult(cl))
 	} else {
@@ -472,14 +531,16 @@ func runWait(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-const lockUsage = `Usage: synapse lock ID [--paths P]... [--wait-timeout 30s] -- CMD [ARGS...]
+const lockUsage = `Usage: synapse lock ID [--paths P]... [--task BOARD_TASK_ID] [--wait-timeout 30s] -- CMD [ARGS...]
 
 Claims task ID (waiting up to --wait-timeout for it to be free), runs CMD
 while renewing the lease in the background, then releases the claim with
 CMD's exit status as evidence (a known failure when it is not 0) and exits
 with CMD's exit code. If the lease is lost while CMD runs (the hub refused a
 renewal) it says so on stderr; CMD keeps running. Messages go to stderr,
-so CMD's output is its own.
+so CMD's output is its own. With --task, the claim also takes that board
+task (as 'synapse claim --task'), and the release marks it done when CMD
+exits 0, failed (blocked) otherwise.
 
 Exit codes: CMD's, or 1 when the claim is refused, 4 when the task stayed
 held past --wait-timeout, 127 when CMD cannot be started.
@@ -505,6 +566,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	ttl := fs.Duration("ttl", 0, "lease length, renewed at a third of it (default: the hub's, 1h)")
 	note := fs.String("note", "", "what you are doing")
 	waitTimeout := fs.Duration("wait-timeout", 30*time.Second, "how long to wait for a held task (0 = do not wait)")
+	boardTask := fs.String("task", "", "board task to take in progress with the files; CMD's exit status finishes it")
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -519,7 +581,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	}
 	defer c.Close()
 
-	req := client.ClaimRequest{TaskID: task, Paths: paths, Globs: globs, Shared: *shared, Worktree: *worktree, TTL: *ttl, Note: *note}
+	req := client.ClaimRequest{TaskID: task, Paths: paths, Globs: globs, Shared: *shared, Worktree: *worktree, TTL: *ttl, Note: *note, BoardTask: *boardTask}
 	cl, err := claimOrWait(c, req, *waitTimeout, stderr)
 	if errors.Is(err, context.DeadlineExceeded) {
 		fmt.Fprintf(stderr, "synapse lock: '%s' was still held after --wait-timeout %s.\n", task, *waitTimeout)
@@ -529,10 +591,15 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		return refusedClaim(&f, stdout, stderr, "lock", task, err)
 	}
 	fmt.Fprintf(stderr, "synapse lock: holding '%s' (epoch %d) while %s runs.\n", task, cl.Epoch, cmdArgs[0])
+	recordGrant(f.uri, cl, stderr)
+	defer forgetGrant(f.name, task, stderr)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	k := c.KeepLease(ctx, cl)
+	// Each renewal is a fresh epoch: record it, or CMD's commits would look
+	// superseded; and fence it, so a lock paused past its lease does not
+	// adopt one that moved on.
+	k := c.KeepLeaseWith(ctx, cl, client.KeepOptions{Fence: true, OnRenew: func(next *client.Claim) { recordGrant(f.uri, next, stderr) }})
 	go func() {
 		if err, ok := <-k.Lost(); ok {
 			fmt.Fprintf(stderr, "synapse lock: LOST the lease on '%s': %v. %s keeps running without it.\n", task, err, cmdArgs[0])
@@ -549,6 +616,12 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		o.Evidence = []string{shown + " exited 0"}
 	default:
 		o.KnownFailures = []string{shown + " exited " + strconv.Itoa(exit)}
+	}
+	if cl.BoardTask != "" {
+		o.Outcome = "failed"
+		if runErr == nil && exit == 0 {
+			o.Outcome = "done"
+		}
 	}
 	rctx, rcancel := f.callCtx()
 	defer rcancel()

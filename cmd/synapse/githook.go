@@ -1,7 +1,8 @@
 package main
 
 // git-hook: a pre-commit check that refuses staged files claimed by
-// another agent.
+// another agent, or under a claim of the committer's that moved on since
+// it was granted (fence.go).
 
 import (
 	"errors"
@@ -11,6 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/synapse-hub/synapse/client"
 )
 
 const gitHookUsage = `Usage: synapse git-hook install|uninstall|check [flags]
@@ -20,8 +23,12 @@ const gitHookUsage = `Usage: synapse git-hook install|uninstall|check [flags]
              A hook that is not Synapse's is left alone unless --force.
   uninstall  removes the hook if it is Synapse's.
   check      refuses (exit 1) when a staged file (git diff --cached) is
-             covered by a live claim of another agent, naming the files and
-             their holders. Files nobody claims pass. When the hub cannot be
+             covered by a live claim of another agent, or by a claim of
+             NAME's that moved on since this checkout recorded its grant
+             (re-granted under a newer epoch, or expired or released),
+             naming the files and what happened. Files nobody claims pass
+             (--strict refuses them, and files under claims of NAME's this
+             checkout did not record). When the hub cannot be
              reached it allows the commit with a warning (--fail-open, the
              default). Bypass once with 'git commit --no-verify'.
 
@@ -77,7 +84,7 @@ func preCommitPath(dir string) (string, error) {
 	return p, nil
 }
 
-const gitHookInstallUsage = `Usage: synapse git-hook install [--name NAME] [--force]
+const gitHookInstallUsage = `Usage: synapse git-hook install [--name NAME] [--force] [--strict]
 
 Writes the pre-commit hook running 'synapse git-hook check --name NAME'.
 `
@@ -88,6 +95,7 @@ func gitHookInstall(args []string, stdout, stderr io.Writer) int {
 	f.register(fs)
 	force := fs.Bool("force", false, "replace a pre-commit hook that is not Synapse's")
 	command := fs.String("command", "", "the synapse binary the hook runs (default: this one)")
+	strict := fs.Bool("strict", false, "the hook runs 'check --strict': every staged file needs a recorded claim of yours")
 	if _, code, ok := parseArgs(fs, args); !ok {
 		return code
 	}
@@ -112,6 +120,9 @@ func gitHookInstall(args []string, stdout, stderr io.Writer) int {
 	words := []string{bin, "git-hook", "check", "--name", f.name}
 	if f.uri != "" {
 		words = append(words, "--uri", f.uri)
+	}
+	if *strict {
+		words = append(words, "--strict")
 	}
 	script := "#!/bin/sh\n" + gitHookMarker + ": refuses staged files another agent has claimed.\n" +
 		"# Remove with 'synapse git-hook uninstall'; bypass once with 'git commit --no-verify'.\n" +
@@ -160,10 +171,13 @@ func gitHookUninstall(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-const gitHookCheckUsage = `Usage: synapse git-hook check [--name NAME] [--worktree W] [--fail-open=true]
+const gitHookCheckUsage = `Usage: synapse git-hook check [--name NAME] [--worktree W] [--fail-open=true] [--strict]
 
 Refuses (exit 1) when a staged file is covered by another agent's live
-claim. The pre-commit hook runs it.
+claim, or by a claim of NAME's that was re-granted under a newer epoch,
+expired or was released since this checkout recorded its grant
+(<git dir>/synapse/leases.json, written by 'synapse claim', 'renew', 'lock'
+and the synapse MCP server). The pre-commit hook runs it.
 `
 
 func gitHookCheck(args []string, stdout, stderr io.Writer) int {
@@ -172,6 +186,7 @@ func gitHookCheck(args []string, stdout, stderr io.Writer) int {
 	f.register(fs)
 	worktree := fs.String("worktree", "", "the worktree label claims in this checkout use")
 	failOpen := fs.Bool("fail-open", true, "allow the commit when the hub cannot be reached (warning on stderr)")
+	strict := fs.Bool("strict", false, "also refuse staged files no recorded claim of yours covers")
 	if _, code, ok := parseArgs(fs, args); !ok {
 		return code
 	}
@@ -211,16 +226,31 @@ func gitHookCheck(args []string, stdout, stderr io.Writer) int {
 	if r, err := filepath.EvalSymlinks(root); err == nil {
 		root = r
 	}
-	var blocked []string
-	for _, file := range files {
-		if _, others := covering(st.ActiveClaims, file, *worktree, root, f.name); len(others) > 0 {
-			blocked = append(blocked, fmt.Sprintf("  %s: claimed by %s (task %s)", file, others[0].Owner, others[0].TaskID))
+	var recs []client.LeaseRecord
+	if l := ledgerFor(root); l != nil {
+		if recs, err = l.Records(); err != nil {
+			fmt.Fprintf(stderr, "synapse git-hook: %v; checking without the recorded grants.\n", err)
 		}
+	}
+	var blocked, warned []string
+	for _, file := range files {
+		v := fenceFile(st.ActiveClaims, recs, file, *worktree, root, f.name, false, *strict)
+		switch {
+		case !v.allowed:
+			blocked = append(blocked, fmt.Sprintf("  %s: %s", file, v.short))
+		case v.warn != "":
+			warned = append(warned, fmt.Sprintf("  %s: %s", file, v.warn))
+		}
+	}
+	if len(warned) > 0 {
+		fmt.Fprintf(stderr, "synapse git-hook: warning: %d staged file(s) are under claims of yours this checkout did not record (--strict refuses them):\n%s\n", len(warned), strings.Join(warned, "\n"))
 	}
 	if len(blocked) == 0 {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "synapse git-hook: commit refused: %d staged file(s) are claimed by other agents:\n%s\n", len(blocked), strings.Join(blocked, "\n"))
-	fmt.Fprintf(stderr, "Unstage them (git restore --staged FILE), or ask the holder ('synapse send HOLDER TEXT') and wait ('synapse wait TASK'). Bypass once with 'git commit --no-verify'.\n")
+	fmt.Fprintf(stderr, "synapse git-hook: commit refused: %d staged file(s) are not yours to write now:\n%s\n", len(blocked), strings.Join(blocked, "\n"))
+	fmt.Fprintf(stderr, "Claimed by others: unstage them (git restore --staged FILE), or ask the holder ('synapse send HOLDER TEXT') and wait ('synapse wait TASK').\n"+
+		"Superseded or gone: your lease moved on while you worked; re-claim with 'synapse claim TASK --paths ...', re-check your work against the current files, then commit.\n"+
+		"Bypass once with 'git commit --no-verify'.\n")
 	return exitRefused
 }

@@ -1,7 +1,8 @@
 package main
 
 // guard: Claude Code's PreToolUse hook. It denies an edit of a file the
-// calling agent holds no live claim on.
+// calling agent holds no live claim on, or holds only under an epoch newer
+// than the one it recorded (fence.go).
 
 import (
 	"context"
@@ -16,7 +17,7 @@ import (
 	"github.com/synapse-hub/synapse/client"
 )
 
-const guardUsage = `Usage: synapse guard --name NAME [--worktree W] [--fail-open=true]
+const guardUsage = `Usage: synapse guard --name NAME [--worktree W] [--fail-open=true] [--strict]
 
 A Claude Code PreToolUse hook for Edit, Write and MultiEdit ('synapse init
 claude' installs it). It reads the hook's JSON on stdin, maps tool_input's
@@ -26,6 +27,16 @@ live claim covering it: a claim on "src" covers "src/x.go", a claim without
 paths covers the whole worktree.
 
   held           exit 0, silently: the edit goes ahead
+  superseded     NAME holds the claim, but under a newer epoch than the one
+                 this checkout recorded when NAME was granted it (the lease
+                 lapsed and was re-granted, or renewed by another process
+                 under the same name): denied, with what to do (re-claim,
+                 then re-check the work)
+  gone           the claim this checkout recorded covering the file has
+                 expired or been released: denied
+  not recorded   NAME holds the claim but this checkout recorded no grant
+                 of it (claimed by a tool that keeps no ledger): allowed
+                 with a warning on stderr; --strict denies it
   not held       prints Claude Code's decision JSON with permissionDecision
                  "deny" and a reason naming the command that claims the file
                  (and who holds it, if someone else does); exit 0
@@ -33,7 +44,10 @@ paths covers the whole worktree.
                  stderr, so a stopped hub never blocks work; --fail-open=false
                  denies it
 
-Files outside the repository are not guarded.
+Files outside the repository are not guarded. Grants are recorded by
+'synapse claim', 'renew' and 'lock' and the synapse MCP server in
+<git dir>/synapse/leases.json ($SYNAPSE_LEASES names another file); see
+docs/claims.md, "Write-path fencing".
 `
 
 // hookInput is what Claude Code sends a PreToolUse hook on stdin.
@@ -65,6 +79,7 @@ func guard(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	f.register(fs)
 	worktree := fs.String("worktree", "", "the worktree label claims in this checkout use (default: the hub's default one)")
 	failOpen := fs.Bool("fail-open", true, "allow edits when the hub cannot be reached (warning on stderr)")
+	strict := fs.Bool("strict", false, "also deny an edit under a claim of yours whose grant this checkout did not record")
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -106,19 +121,19 @@ func guard(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		deny(stdout, fmt.Sprintf("Synapse cannot reach the hub at %s to check your claim on %s (%v). Start it with `synapse hub`, then retry.", f.uri, rel, err))
 		return exitOK
 	}
-	mine, others := covering(st.ActiveClaims, rel, *worktree, root, f.name)
-	if len(mine) > 0 {
-		return exitOK
+	var recs []client.LeaseRecord
+	if l := ledgerFor(cwd); l != nil {
+		if recs, err = l.Records(); err != nil {
+			fmt.Fprintf(stderr, "synapse guard: %v; checking without the recorded grants.\n", err)
+		}
 	}
-	task := suggestTask(rel)
-	if len(others) > 0 {
-		o := others[0]
-		deny(stdout, fmt.Sprintf("%s is claimed by %s (task %s), not by you (%s). Ask them with `synapse send %s TEXT` or wait with `synapse wait %s`, then claim it: `synapse claim %s --paths %s`.",
-			rel, o.Owner, o.TaskID, f.name, o.Owner, o.TaskID, task, rel))
-		return exitOK
+	v := fenceFile(st.ActiveClaims, recs, rel, *worktree, root, f.name, true, *strict)
+	switch {
+	case !v.allowed:
+		deny(stdout, v.reason)
+	case v.warn != "":
+		fmt.Fprintf(stderr, "synapse guard: allowing the edit of %s: %s\n", rel, v.warn)
 	}
-	deny(stdout, fmt.Sprintf("You (%s) hold no claim covering %s. Claim it first: `synapse claim %s --paths %s --name %s` (or the claim tool of the synapse MCP server), then edit.",
-		f.name, rel, task, rel, f.name))
 	return exitOK
 }
 

@@ -86,7 +86,8 @@ func runMCP(args []string, stdout, stderr io.Writer) int {
 		return f.failure(stderr, "mcp", err)
 	}
 	defer c.Close()
-	s := mcpserver.New(mcpserver.Options{Client: c, Profile: profile, Version: hub.Version, Logger: log})
+	wd, _ := os.Getwd()
+	s := mcpserver.New(mcpserver.Options{Client: c, Profile: profile, Version: hub.Version, Logger: log, Ledger: ledgerFor(wd)})
 	defer s.Close()
 	// stdout carries the protocol: nothing else may be written there.
 	// Every request read before stdin ends is answered before the exit.

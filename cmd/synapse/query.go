@@ -288,7 +288,11 @@ func runBoard(args []string, stdout, stderr io.Writer) int {
 		if len(t.DependsOn) > 0 {
 			title += "  (after " + strings.Join(t.DependsOn, ", ") + ")"
 		}
-		fmt.Fprintf(stdout, "%-16s %-12s %-20s %s\n", t.TaskID, t.Status, t.SuggestedOwner, title)
+		owner := t.SuggestedOwner
+		if t.Owner != "" { // held by a task-bound claim: who really has it
+			owner = t.Owner
+		}
+		fmt.Fprintf(stdout, "%-16s %-12s %-20s %s\n", t.TaskID, t.Status, owner, title)
 	}
 	fmt.Fprintf(stdout, "Ready: %s\n", strings.Join(append([]string{}, b.Ready...), ", "))
 	if n := min(*notes, len(b.Progress)); n > 0 {

@@ -246,6 +246,7 @@
 
   function taskCard(t, ready) {
     const claim = S.claims.get(t.task_id);
+    const holder = t.owner || (claim && claim.owner); // t.owner: taken by a task-bound claim
     const deps = t.depends_on.map((d) => {
       const dt = S.tasks.get(d);
       const met = dt && (dt.status === "done" || dt.status === "cancelled");
@@ -255,7 +256,7 @@
       h("div", {}, h("b", {}, t.task_id), " ", t.title),
       deps.length ? h("div", { class: "deps" }, "after ", deps.flatMap((d, i) => (i ? [", ", d] : [d]))) : "",
       h("div", { class: "meta" }, [
-        claim ? ["held by ", h("span", { class: "owner" }, claim.owner)] : (t.suggested_owner ? "for " + t.suggested_owner : null),
+        holder ? ["held by ", h("span", { class: "owner" }, holder)] : (t.suggested_owner ? "for " + t.suggested_owner : null),
         t.project || null, "v" + t.version,
       ].filter(Boolean).flatMap((x, i) => (i ? [" · ", x] : [x]))));
   }
