@@ -76,7 +76,7 @@ type fenceVerdict struct {
 //   - nothing covers rel and nothing was recorded: refused when
 //     needClaim (the guard, or strict), else allowed.
 func fenceFile(claims []client.Claim, recs []client.LeaseRecord, rel, worktree, root, me string, needClaim, strict bool) fenceVerdict {
-	mine, others := covering(claims, rel, worktree, root, me)
+	mine, mineShared, others := covering(claims, rel, worktree, root, me)
 	recorded := func(task string) (client.LeaseRecord, bool) {
 		for _, r := range recs {
 			if r.Agent == me && r.TaskID == task {
@@ -115,7 +115,7 @@ func fenceFile(claims []client.Claim, recs []client.LeaseRecord, rel, worktree, 
 	}
 	var gone *client.LeaseRecord
 	for i, r := range recs {
-		if r.Agent == me && (r.Worktree == worktree || r.Worktree == root) && claimCovers(r.Paths, rel) {
+		if r.Agent == me && (r.Worktree == worktree || r.Worktree == root) && r.Covers(rel) {
 			gone = &recs[i]
 			break
 		}
@@ -129,6 +129,13 @@ func fenceFile(claims []client.Claim, recs []client.LeaseRecord, rel, worktree, 
 		}
 		return fenceVerdict{short: short, reason: fmt.Sprintf("%s%s is claimed by %s (task %s), not by you (%s). Ask them with `synapse send %s TEXT` or wait with `synapse wait %s`, then claim it: `synapse claim %s --paths %s`.",
 			lost, rel, o.Owner, o.TaskID, me, o.Owner, o.TaskID, suggestTask(rel), rel)}
+	}
+	if len(mineShared) > 0 {
+		cl := mineShared[0]
+		return fenceVerdict{short: fmt.Sprintf("your claim on '%s' is shared (read only)", cl.TaskID),
+			reason: fmt.Sprintf("Your claim on '%s' (epoch %d) covering %s is shared: it lets you read, and others read beside you, but not write. "+
+				"Release it and claim the files exclusively (`synapse claim %s%s --name %s`, without --shared), then edit.",
+				cl.TaskID, cl.Epoch, rel, cl.TaskID, scopeFlags(cl.Paths, cl.Globs), me)}
 	}
 	if gone != nil {
 		return fenceVerdict{short: fmt.Sprintf("your claim on '%s' (epoch %d) is gone: expired or released", gone.TaskID, gone.Epoch),
@@ -146,6 +153,15 @@ func fenceFile(claims []client.Claim, recs []client.LeaseRecord, rel, worktree, 
 
 // pathFlags is " --paths P" for each path (nothing for a whole-worktree
 // claim).
+// scopeFlags is the --paths and --glob flags that claim paths and globs.
+func scopeFlags(paths, globs []string) string {
+	s := pathFlags(paths)
+	for _, g := range globs {
+		s += " --glob " + shellJoin([]string{g})
+	}
+	return s
+}
+
 func pathFlags(paths []string) string {
 	s := ""
 	for _, p := range paths {

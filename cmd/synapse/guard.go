@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 
@@ -182,46 +181,33 @@ func liveClaims(f *clientFlags) (*client.State, error) {
 	return c.State(cctx)
 }
 
-// covering splits the claims covering rel into the agent's and others'. A
-// claim applies to this checkout when its worktree is the guard's label or
-// the repository's absolute root (git-claim's form); it covers rel when it
-// has no paths (the whole worktree) or one of its paths is rel, a parent
-// folder of rel, or a glob matching rel.
-func covering(claims []client.Claim, rel, worktree, root, me string) (mine, others []client.Claim) {
+// covering splits the claims covering rel into the agent's exclusive ones
+// (which let it write), its shared ones (which let it read only) and
+// others' of either mode (which forbid the write: a writer beside readers
+// breaks a shared claim as surely as one beside another writer). A claim
+// applies to this checkout when its worktree is the guard's label or the
+// repository's absolute root (git-claim's form); it covers rel by the hub's
+// rule (client.Claim.Covers: no paths and no globs is the whole worktree, a
+// path covers itself and what is below it, a glob its matches and what is
+// below them).
+func covering(claims []client.Claim, rel, worktree, root, me string) (mine, mineShared, others []client.Claim) {
 	for _, cl := range claims {
 		if cl.Worktree != worktree && cl.Worktree != root {
 			continue
 		}
-		if !claimCovers(cl.Paths, rel) {
+		if !cl.Covers(rel) {
 			continue
 		}
-		if cl.Owner == me {
-			mine = append(mine, cl)
-		} else {
-			others = append(others, cl)
-		}
-	}
-	return mine, others
-}
-
-func claimCovers(paths []string, rel string) bool {
-	if len(paths) == 0 {
-		return true
-	}
-	for _, p := range paths {
-		p = strings.TrimPrefix(path.Clean(filepath.ToSlash(strings.TrimSpace(p))), "./")
 		switch {
-		case p == "." || p == "" || p == "/":
-			return true
-		case rel == p || strings.HasPrefix(rel, p+"/"):
-			return true
-		case strings.ContainsAny(p, "*?["):
-			if ok, _ := path.Match(p, rel); ok {
-				return true
-			}
+		case cl.Owner != me:
+			others = append(others, cl)
+		case cl.Mode == "shared":
+			mineShared = append(mineShared, cl)
+		default:
+			mine = append(mine, cl)
 		}
 	}
-	return false
+	return mine, mineShared, others
 }
 
 // suggestTask is a task id to suggest for claiming rel.

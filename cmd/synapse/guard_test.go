@@ -136,18 +136,42 @@ func TestGuard_HubDownFailsOpenByDefault(t *testing.T) {
 	}
 }
 
-func TestClaimCovers(t *testing.T) {
+// The write-path checks read a claim's scope by the hub's rule, globs and
+// modes included: a glob claim lets its owner write its matches only (not
+// the whole worktree), another agent's shared claim forbids the write, and
+// the writer's own shared claim lets it read, not write (INV-ME-2, INV-EF-2).
+func TestFenceFile_GlobsAndShared_INV_ME_2_INV_EF_2(t *testing.T) {
+	me := "proj/me"
+	claims := []client.Claim{
+		{TaskID: "G", Owner: me, Worktree: "/w", Globs: []string{"src/**/*.go"}, Epoch: 5},
+		{TaskID: "R", Owner: "proj/other", Worktree: "/w", Paths: []string{"docs"}, Mode: "shared", Epoch: 6},
+		{TaskID: "L", Owner: me, Worktree: "/w", Paths: []string{"lib"}, Mode: "shared", Epoch: 7},
+		{TaskID: "P", Owner: me, Worktree: "/w", Paths: []string{"pkg"}, Epoch: 8},
+	}
+	recs := []client.LeaseRecord{
+		{Agent: me, TaskID: "G", Worktree: "/w", Globs: []string{"src/**/*.go"}, Epoch: 5},
+		{Agent: me, TaskID: "L", Worktree: "/w", Paths: []string{"lib"}, Epoch: 7},
+		{Agent: me, TaskID: "P", Worktree: "/w", Paths: []string{"pkg"}, Epoch: 8},
+	}
 	for _, tc := range []struct {
-		paths []string
 		rel   string
-		want  bool
+		allow bool
+		short string
 	}{
-		{nil, "a/b.go", true}, {[]string{"src"}, "src/x.go", true}, {[]string{"src/"}, "src/x.go", true},
-		{[]string{"./src"}, "src/x.go", true}, {[]string{"src"}, "srcx/y.go", false}, {[]string{"src/x.go"}, "src/x.go", true},
-		{[]string{"src/*.go"}, "src/x.go", true}, {[]string{"docs", "."}, "z", true}, {[]string{"docs"}, "z", false},
+		{"src/a/b.go", true, ""},
+		{"src/b.go", true, ""},
+		{"src/a/b.md", false, "no claim of yours covers it"},
+		{"README.md", false, "no claim of yours covers it"},
+		{"docs/x.md", false, "claimed by proj/other"},
+		{"lib/y.go", false, "shared (read only)"},
+		{"pkg/z.go", true, ""},
 	} {
-		if got := claimCovers(tc.paths, tc.rel); got != tc.want {
-			t.Errorf("%v covers %s: %v, want %v", tc.paths, tc.rel, got, tc.want)
+		v := fenceFile(claims, recs, tc.rel, "/w", "/w", me, true, false)
+		if v.allowed != tc.allow || !strings.Contains(v.short, tc.short) {
+			t.Errorf("%s: allowed %v (%q), want %v (%q)", tc.rel, v.allowed, v.short, tc.allow, tc.short)
 		}
+	}
+	if !recs[0].Covers("src/x/y.go") || recs[0].Covers("src/x/y.md") {
+		t.Error("a lease record's globs are not read by the hub's rule")
 	}
 }
