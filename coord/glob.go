@@ -188,41 +188,10 @@ func segmentsIntersect(a, b string) bool {
 	if (len(ta)+1)*(len(tb)+1) > maxOverlapStates {
 		return true // too costly to decide: conservatively, they may meet
 	}
-	w := len(tb) + 1
-	seen := make([]bool, (len(ta)+1)*w)
-	stack := []int{0}
-	seen[0] = true
-	push := func(i, j int) {
-		if k := i*w + j; !seen[k] {
-			seen[k] = true
-			stack = append(stack, k)
-		}
-	}
-	for len(stack) > 0 {
-		k := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		i, j := k/w, k%w
-		if i == len(ta) && j == len(tb) {
-			return true
-		}
-		if i < len(ta) && ta[i].kind == 2 {
-			push(i+1, j)
-		}
-		if j < len(tb) && tb[j].kind == 2 {
-			push(i, j+1)
-		}
-		if i < len(ta) && j < len(tb) && (ta[i].kind != 0 || tb[j].kind != 0 || ta[i].r == tb[j].r) {
-			ni, nj := i+1, j+1
-			if ta[i].kind == 2 {
-				ni = i
-			}
-			if tb[j].kind == 2 {
-				nj = j
-			}
-			push(ni, nj)
-		}
-	}
-	return false
+	return intersect(len(ta), len(tb),
+		func(i int) bool { return ta[i].kind == 2 },
+		func(j int) bool { return tb[j].kind == 2 },
+		func(i, j int) bool { return ta[i].kind != 0 || tb[j].kind != 0 || ta[i].r == tb[j].r })
 }
 
 // patternsOverlap reports whether some path is covered by both patterns: a
@@ -243,11 +212,25 @@ func patternsOverlap(a, b pattern) bool {
 		}
 		return p[i]
 	}
-	seen := make([]bool, la*lb)
+	return intersect(la, lb,
+		func(i int) bool { return item(a, i).kind == patAny },
+		func(j int) bool { return item(b, j).kind == patAny },
+		func(i, j int) bool { return itemsCommon(item(a, i), item(b, j)) })
+}
+
+// intersect reports whether two sequences of la and lb items accept a
+// common word, by a search over pairs of positions ((la+1)·(lb+1) at most).
+// A star item (starA, starB) matches any run: the search skips it, or lets
+// it consume an element and stays put; common(i, j) says items i and j may
+// consume the same element. The segment search (characters) and the
+// pattern search (segments) are both this.
+func intersect(la, lb int, starA, starB func(int) bool, common func(i, j int) bool) bool {
+	w := lb + 1
+	seen := make([]bool, (la+1)*w)
 	stack := []int{0}
 	seen[0] = true
 	push := func(i, j int) {
-		if k := i*lb + j; !seen[k] {
+		if k := i*w + j; !seen[k] {
 			seen[k] = true
 			stack = append(stack, k)
 		}
@@ -255,23 +238,23 @@ func patternsOverlap(a, b pattern) bool {
 	for len(stack) > 0 {
 		k := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		i, j := k/lb, k%lb
-		if i == len(a) && j == len(b) {
-			return true // both may stop here: the trailing "**"s match nothing more
+		i, j := k/w, k%w
+		if i == la && j == lb {
+			return true
 		}
-		ia, ib := item(a, i), item(b, j)
-		if ia.kind == patAny && i < len(a) {
+		sa, sb := i < la && starA(i), j < lb && starB(j)
+		if sa {
 			push(i+1, j)
 		}
-		if ib.kind == patAny && j < len(b) {
+		if sb {
 			push(i, j+1)
 		}
-		if itemsCommon(ia, ib) {
+		if i < la && j < lb && common(i, j) {
 			ni, nj := i+1, j+1
-			if ia.kind == patAny {
+			if sa {
 				ni = i
 			}
-			if ib.kind == patAny {
+			if sb {
 				nj = j
 			}
 			push(ni, nj)
