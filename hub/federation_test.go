@@ -266,7 +266,7 @@ func TestFederation_ContestedMapRefusesEverything_INV_CR_4(t *testing.T) {
 	})
 	ctx := ctx10(t)
 	for _, id := range []string{"syn-a", "syn-b"} {
-		waitFor(t, func() bool { return len(n.hubs[id].fed.Contested()) == 1 })
+		eventually(t, id+" sees the namespace contested", func() bool { return len(n.hubs[id].fed.Contested()) == 1 })
 		a := n.agent(id, "proj/x-"+id)
 		_, err := a.Claim(ctx, client.ClaimRequest{TaskID: "T-" + id})
 		r := wantRefused(t, err, "NAMESPACE_PARTITIONED")
@@ -276,11 +276,10 @@ func TestFederation_ContestedMapRefusesEverything_INV_CR_4(t *testing.T) {
 	}
 	for id, st := range stores {
 		found := false
-		waitFor(t, func() bool {
+		eventually(t, id+" journals the partition", func() bool {
 			_ = st.ScanKinds([]string{"multihub_partition"}, func(string, []byte) error { found = true; return nil })
 			return found
 		})
-		_ = id
 	}
 }
 
@@ -333,17 +332,6 @@ func TestFederation_CrossNamespaceHandoffRefused(t *testing.T) {
 	}
 	_, err = alice.Handoff(ctx, client.HandoffRequest{TaskID: "T1", To: "ops/eve", Epoch: cl.Epoch})
 	wantRefused(t, err, "CROSS_NAMESPACE_HANDOFF")
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // A watched peer's claims are folded into advisory state: shown in
@@ -444,7 +432,7 @@ func TestFederation_EquivocatingPeerQuarantined(t *testing.T) {
 		t.Fatalf("after equivocation: %+v; want syn-a quarantined and forgotten", obs)
 	}
 	st := n.hubs["syn-w"].cfg.Journal
-	waitFor(t, func() bool {
+	eventually(t, "the equivocation is journalled", func() bool {
 		found := false
 		_ = st.ScanKinds([]string{"multihub_equivocation"}, func(string, []byte) error { found = true; return nil })
 		return found
