@@ -1,11 +1,16 @@
 package linz
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/synapse-hub/synapse/client"
 )
 
 const sec = int64(1e9)
@@ -176,5 +181,39 @@ func TestCheckOfflineRefusals_INV_CR_2(t *testing.T) {
 				t.Errorf("problems = %v, want %d", got, c.want)
 			}
 		})
+	}
+}
+
+// The mailbox check has teeth: after a SIGKILL and restart, a directed
+// chat the hub acknowledged is found in its recipient's mailbox, and one
+// recorded as acknowledged that the hub never journalled is reported lost
+// (INV-JA-1, INV-DG-3).
+func TestCheckMailboxes_ReportsALostChat_INV_DG_3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns a hub process")
+	}
+	hub := &hubProc{bin: synapseBinary(t), db: filepath.Join(t.TempDir(), "hub.db"), port: freePort(t)}
+	if err := hub.start(); err != nil {
+		t.Fatal(err)
+	}
+	defer hub.kill()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := &worker{id: 0, name: "linz/agent0", uri: hub.uri()}
+	b := &worker{id: 1, name: "linz/agent1", uri: hub.uri()}
+	a.dial(ctx)
+	sent, err := a.c.Send(ctx, b.name, "kept", client.SendOptions{ClientMsgID: "kept"})
+	if err != nil || sent.Seq == 0 {
+		t.Fatalf("send: %v %+v", err, sent)
+	}
+	a.c.Close()
+	a.mail = []sentMail{{b.name, "kept", sent.Seq}, {b.name, "never-sent", sent.Seq + 1}}
+	hub.kill()
+	if err := hub.start(); err != nil {
+		t.Fatal(err)
+	}
+	n, problems := checkMailboxes(ctx, hub.uri(), []*worker{a, b})
+	if n != 2 || len(problems) != 1 || !strings.Contains(problems[0], "never-sent") {
+		t.Fatalf("checked %d, problems %q; want the never-sent chat alone reported", n, problems)
 	}
 }
