@@ -9,10 +9,14 @@ package hub
 // window timer takes Hub.mu before it flushes.
 //
 // Why: the reference sends the whole online list to every socket on every
-// bind, so a connect storm of N agents costs N² frames and N³ bytes. Here
-// the changes that come within one window are sent as one frame, encoded
-// once for every socket of a form, and sockets that ask for it (scoped
-// fan-out, or presence:"compact") get the changes without the list.
+// bind, so a connect storm of N agents costs N² frames and N³ bytes. A
+// socket that asked for more (presence:"full" or "compact", or scoped
+// fan-out: our SDK asks) gets the changes that come within one window as
+// one frame, encoded once for every socket of its form, and in the compact
+// form without the list. A socket that asked for nothing is a reference
+// client, which reads only event and agent: it gets the reference's frame
+// for every change, in order, however close together they come, because a
+// merged frame would hide all but the last change from it.
 
 import (
 	"slices"
@@ -31,9 +35,10 @@ const DefaultPresenceWindow = 100 * time.Millisecond
 type presenceForm int
 
 const (
-	presenceFull    presenceForm = iota // the reference's: online_agents in every frame
-	presenceCompact                     // joined/left and online_count, no list
-	presenceForms                       // how many forms there are
+	presenceReference presenceForm = iota // the reference's: one frame per change, online_agents in each
+	presenceFull                          // asked "full": online_agents, changes of a window merged
+	presenceCompact                       // joined/left and online_count, no list, merged
+	presenceForms                         // how many forms there are
 )
 
 // presenceChange is one bind (joined) or unbind of a name.
@@ -60,7 +65,7 @@ func (s *session) presenceForm() presenceForm {
 	case s.presenceAsk == "compact" || s.scoped:
 		return presenceCompact
 	}
-	return presenceFull
+	return presenceReference
 }
 
 // receivesBroadcasts reports whether s is bound and authenticated and has
@@ -84,8 +89,8 @@ func (h *Hub) onlineJSONLocked() []byte {
 }
 
 // presenceLocked records that name was bound (joined) or freed: the online
-// list changes now, and every form's sockets are told now or at the end of
-// the window. It reports false if name was already so.
+// list changes now, the reference's sockets are told now, and the others
+// now or at the end of the window. It reports false if name was already so.
 func (h *Hub) presenceLocked(name string, joined bool) bool {
 	i, found := slices.BinarySearch(h.reg.online, name)
 	if found == joined {
@@ -105,12 +110,31 @@ func (h *Hub) presenceLocked(name string, joined bool) bool {
 	if h.feed.listening() {
 		h.feed.publish("presence", APIPresenceEvent{Agent: name, Online: joined, At: h.now()})
 	}
-	for f := range h.reg.presence {
+	h.presenceEachLocked(presenceChange{name, joined})
+	for f := presenceFull; f < presenceForms; f++ {
 		b := &h.reg.presence[f]
 		b.changes = append(b.changes, presenceChange{name, joined})
 		h.presenceDueLocked(b)
 	}
 	return true
+}
+
+// presenceEachLocked tells every socket of the reference's form about one
+// change with the reference's frame, encoded once: the online list as it
+// is now, event and agent. A connect storm of them costs what it costs on
+// the reference, N² frames; a storm of our own clients costs none of it.
+func (h *Hub) presenceEachLocked(c presenceChange) {
+	if len(h.reg.refPresence) == 0 {
+		return
+	}
+	frame := h.presenceFrameLocked(presenceReference, &presenceNews{last: c}, true)
+	n := 0
+	for s := range h.reg.refPresence {
+		if s.send(frame) {
+			n++
+		}
+	}
+	h.m.framesOut.WithLabelValues("presence_update").Add(float64(n))
 }
 
 // presenceJoinLocked records that s bound a new name. If the window holds
@@ -121,7 +145,11 @@ func (h *Hub) presenceJoinLocked(s *session) {
 	if !h.presenceLocked(s.name, true) {
 		return
 	}
-	b := &h.reg.presence[s.presenceForm()]
+	form := s.presenceForm()
+	if form == presenceReference {
+		return // it went out at once, to s too
+	}
+	b := &h.reg.presence[form]
 	if len(b.changes) == 0 {
 		return // it went out at once, to s too
 	}
@@ -273,9 +301,9 @@ func netPresence(changes []presenceChange) (news *presenceNews, ok bool) {
 
 // presenceFrameLocked encodes one presence_update about news. The
 // reference's fields come first: online_agents (when withList), then event
-// and agent, its latest change. A full frame for a single change is exactly
-// the reference's; otherwise joined and left list the whole batch, and a
-// compact frame ends with online_count.
+// and agent, its latest change. A reference frame, and a full frame for a
+// single change, is exactly the reference's; otherwise joined and left list
+// the whole batch, and a compact frame ends with online_count.
 func (h *Hub) presenceFrameLocked(form presenceForm, news *presenceNews, withList bool) []byte {
 	event := "left"
 	if news.last.joined {
@@ -286,7 +314,7 @@ func (h *Hub) presenceFrameLocked(form presenceForm, news *presenceNews, withLis
 		f.Raw("online_agents", h.onlineJSONLocked())
 	}
 	f.Str("event", event).Str("agent", news.last.name)
-	if form == presenceFull && len(news.joined)+len(news.left) == 1 {
+	if form == presenceReference || form == presenceFull && len(news.joined)+len(news.left) == 1 {
 		return f.Bytes()
 	}
 	if news.joinedJSON == nil {

@@ -9,6 +9,7 @@ package hub
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -58,12 +59,15 @@ func (v presenceView) names() []string {
 // stormAgent is one socket of a storm, with the view and frame count its
 // presence_update frames gave it.
 type stormAgent struct {
-	tc      *tconn
-	name    string
-	compact bool
-	view    presenceView
-	frames  int  // presence_update frames read
-	self    bool // one of them named its own join in event/agent
+	tc     *tconn
+	name   string
+	form   presenceForm
+	view   presenceView
+	frames int      // presence_update frames read
+	self   bool     // one of them named its own join in event/agent
+	events []string // "joined NAME" / "left NAME": what a reader of event and agent alone learns
+
+	onlineAtJoin int // how many were online after its own join, by its frame
 }
 
 // read folds the frames that arrived up to the reply to a who_request sent
@@ -78,12 +82,20 @@ func (a *stormAgent) read(t *testing.T) {
 			return
 		case "presence_update":
 			a.frames++
-			if a.compact && !hasKey(m, "joined") || !a.compact && !hasKey(m, "online_agents") {
-				t.Fatalf("%s (compact %v) got %v", a.name, a.compact, m)
+			compact := a.form == presenceCompact
+			if compact && !hasKey(m, "joined") || !compact && !hasKey(m, "online_agents") {
+				t.Fatalf("%s (form %d) got %v", a.name, a.form, m)
+			}
+			if a.form == presenceReference && (hasKey(m, "joined") || hasKey(m, "left")) {
+				t.Fatalf("%s, a reference client, got a merged frame %v", a.name, m)
 			}
 			if m["agent"] == a.name && m["event"] == "joined" {
 				a.self = true
+				if list, ok := m["online_agents"].([]any); ok {
+					a.onlineAtJoin = len(list)
+				}
 			}
+			a.events = append(a.events, fmt.Sprintf("%v %v", m["event"], m["agent"]))
 			a.view.apply(t, m)
 		}
 	}
@@ -92,21 +104,25 @@ func (a *stormAgent) read(t *testing.T) {
 func hasKey(m map[string]any, k string) bool { _, ok := m[k]; return ok }
 
 // storm connects n agents one after the other without waiting for any
-// presence (every third with scoped fan-out, so the compact form), and
-// reads each one's welcome into its view.
+// presence, a third of each form (the reference's, which asks for nothing;
+// scoped fan-out, so compact; presence:"full"), and reads each one's
+// welcome into its view.
 func storm(t *testing.T, th *testHub, n int) []*stormAgent {
 	t.Helper()
 	agents := make([]*stormAgent, n)
 	for i := range agents {
-		a := &stormAgent{tc: th.dial(), name: fmt.Sprintf("storm%d/agent", i), compact: i%3 == 1, view: presenceView{}}
+		a := &stormAgent{tc: th.dial(), name: fmt.Sprintf("storm%d/agent", i), form: []presenceForm{presenceReference, presenceCompact, presenceFull}[i%3], view: presenceView{}}
 		w := a.tc.next()
 		if w["type"] != "welcome" {
 			t.Fatalf("first frame %v, want welcome", w)
 		}
 		a.view.apply(t, w)
 		reg := map[string]any{"sender": a.name, "type": "heartbeat", "target": "System", "payload": "online"}
-		if a.compact {
+		switch a.form {
+		case presenceCompact:
 			reg["fanout"] = "scoped"
+		case presenceFull:
+			reg["presence"] = "full"
 		}
 		a.tc.send(reg)
 		agents[i] = a
@@ -159,9 +175,11 @@ func TestPresence_QuietJoinIsTheReferenceFrame_PROTOCOL_1_4(t *testing.T) {
 	check(a, []string{"p/a", "p/b"}, "p/b")
 }
 
-// A connect storm of N agents costs O(N) presence frames, not O(N²): the
-// joins of one window go out as one frame, and each agent's last view is
-// every agent. Each newcomer still gets a frame naming its own join.
+// A connect storm of N agents costs O(N) presence frames to the sockets
+// that asked for presence_delta, not O(N²): the joins of one window go out
+// as one frame, and each agent's last view is every agent. Each newcomer
+// still gets a frame naming its own join. A reference client gets one
+// frame per join after its own, in order.
 func TestPresence_ConnectStormIsCoalesced_PROTOCOL_2_14(t *testing.T) {
 	t.Parallel()
 	th := startHub(t, Config{MaxClients: 1000, PresenceWindow: time.Hour})
@@ -175,21 +193,38 @@ func TestPresence_ConnectStormIsCoalesced_PROTOCOL_2_14(t *testing.T) {
 	for _, a := range agents {
 		a.read(t)
 		total += a.frames
-		if a.frames > 2 {
+		if a.form == presenceReference {
+			// The storm's joins are handled in no set order; a reference
+			// client is told its own, then each later one once.
+			if len(a.events) == 0 || a.events[0] != "joined "+a.name {
+				t.Fatalf("%s, a reference client, first read %v, want its own join", a.name, a.events)
+			}
+			distinct := map[string]bool{}
+			for _, e := range a.events {
+				if !strings.HasPrefix(e, "joined ") || distinct[e] {
+					t.Fatalf("%s, a reference client, read %q twice or not a join", a.name, e)
+				}
+				distinct[e] = true
+			}
+			if len(a.events) != len(agents)-a.onlineAtJoin+1 {
+				t.Errorf("%s, a reference client, read %d joins, want its own and each of the %d after it", a.name, len(a.events), len(agents)-a.onlineAtJoin)
+			}
+		} else if a.frames > 2 {
 			t.Errorf("%s got %d presence frames, want at most 2 (the first join, then the window's end)", a.name, a.frames)
 		}
 		if !a.self {
 			t.Errorf("%s never saw a presence_update naming its own join", a.name)
 		}
 		if got := a.view.names(); !slices.Equal(got, all) {
-			t.Fatalf("%s (compact %v) sees %d agents online, want all %d", a.name, a.compact, len(got), n)
+			t.Fatalf("%s (form %d) sees %d agents online, want all %d", a.name, a.form, len(got), n)
 		}
 	}
-	t.Logf("%d agents: %d presence frames in all (one per change would be %d)", n, total, n*(n+1)/2)
+	t.Logf("%d agents: %d presence frames in all (one per change to all would be %d)", n, total, n*(n+1)/2)
 }
 
 // A storm of leaves is coalesced the same way: one frame to each agent
-// that stays, listing everyone who left (PROTOCOL.md §1.4 "On disconnect").
+// that asked for presence_delta and stays, listing everyone who left
+// (PROTOCOL.md §1.4 "On disconnect"); a reference client gets one per leave.
 func TestPresence_LeaveStormIsCoalesced_PROTOCOL_2_14(t *testing.T) {
 	t.Parallel()
 	th := startHub(t, Config{MaxClients: 1000, PresenceWindow: time.Hour})
@@ -205,15 +240,21 @@ func TestPresence_LeaveStormIsCoalesced_PROTOCOL_2_14(t *testing.T) {
 	stay, leave := agents[:75], agents[75:]
 	for _, a := range leave {
 		a.tc.send(map[string]any{"sender": a.name, "type": "leave", "target": "System"})
-	}
-	for _, a := range leave {
-		a.tc.expect("left") // the name is free
+		a.tc.expect("left") // the name is free: the leaves happen in this order
 	}
 	flushPresence(th.h)
 	want := namesOf(stay)
+	var leaves []string
+	for _, a := range leave {
+		leaves = append(leaves, "left "+a.name)
+	}
 	for _, a := range stay {
+		a.events = nil
 		a.read(t)
-		if a.frames != 1 {
+		switch {
+		case a.form == presenceReference && !slices.Equal(a.events, leaves):
+			t.Errorf("%s, a reference client, read %v, want each of the 75 leaves in order", a.name, a.events)
+		case a.form != presenceReference && a.frames != 1:
 			t.Errorf("%s got %d presence frames for 75 leaves, want 1", a.name, a.frames)
 		}
 		if got := a.view.names(); !slices.Equal(got, want) {
@@ -299,9 +340,10 @@ func TestPresence_CompactSocketThatMissedAFrameGetsTheList_PROTOCOL_2_14(t *test
 func TestPresence_HeldJoinIsStillTheNewcomersFirstFrame_PROTOCOL_1_4(t *testing.T) {
 	t.Parallel()
 	th := startHub(t, Config{PresenceWindow: time.Hour})
-	a := th.join("p/a")
+	full := map[string]any{"presence": "full"}
+	a := th.join("p/a", full)
 	b := th.connect()
-	b.send(heartbeat("p/b", nil))
+	b.send(heartbeat("p/b", full))
 	m := b.next()
 	if m["type"] != "presence_update" || fmt.Sprintf("%v %v %v", m["online_agents"], m["event"], m["agent"]) != "[p/a p/b] joined p/b" || hasKey(m, "joined") {
 		t.Fatalf("B's first frame after its welcome: %v, want its own join as the reference sends it", m)
@@ -321,15 +363,60 @@ func TestPresence_HeldJoinIsStillTheNewcomersFirstFrame_PROTOCOL_1_4(t *testing.
 func TestPresence_BroadcastFlushesHeldPresenceFirst_PROTOCOL_2_14(t *testing.T) {
 	t.Parallel()
 	th := startHub(t, Config{PresenceWindow: time.Hour})
-	a := th.join("p/a") // the first change goes out at once
+	full := map[string]any{"presence": "full"}
+	a := th.join("p/a", full) // the first change goes out at once
 	b := th.connect()
-	b.send(heartbeat("p/b", nil)) // held until the window ends
+	b.send(heartbeat("p/b", full)) // held until the window ends
 	b.send(map[string]any{"sender": "p/b", "type": "chat", "target": "all", "payload": "hi"})
 	if m := a.next(); m["type"] != "presence_update" || m["agent"] != "p/b" {
 		t.Fatalf("A got %v first, want B's presence_update", m)
 	}
 	if m := a.next(); m["type"] != "chat" {
 		t.Fatalf("then %v, want the chat", m)
+	}
+}
+
+// A client that asked for nothing is the reference's, and reads only event
+// and agent (the reference's TypeScript client does): joins and leaves 1 ms
+// apart, well inside the default window, each reach it as the reference's
+// own frame, in order, with the online list as it was after that change.
+func TestPresence_ReferenceClientSeesEveryChangeInOrder_PROTOCOL_1_4(t *testing.T) {
+	t.Parallel()
+	th := startHub(t, Config{}) // the default window
+	watcher := th.join("p/watch") // and read its own join
+	names := []string{"p/b", "p/c", "p/d", "q/e"}
+	conns := map[string]*tconn{}
+	for _, n := range names {
+		c := th.connect()
+		c.send(heartbeat(n, nil))
+		conns[n] = c
+		time.Sleep(time.Millisecond)
+	}
+	for _, n := range names[:3] {
+		conns[n].send(map[string]any{"sender": n, "type": "leave", "target": "System"})
+		conns[n].expect("left")
+		time.Sleep(time.Millisecond)
+	}
+	online := []string{"p/watch"}
+	var want, got []string
+	for _, n := range names {
+		online = append(online, n)
+		slices.Sort(online)
+		want = append(want, fmt.Sprintf("joined %s %v", n, online))
+	}
+	for _, n := range names[:3] {
+		online = slices.DeleteFunc(online, func(o string) bool { return o == n })
+		want = append(want, fmt.Sprintf("left %s %v", n, online))
+	}
+	for len(got) < len(want) {
+		m := watcher.expect("presence_update")
+		if hasKey(m, "joined") || hasKey(m, "left") || hasKey(m, "online_count") {
+			t.Fatalf("a reference client got a field of ours: %v", m)
+		}
+		got = append(got, fmt.Sprintf("%v %v %v", m["event"], m["agent"], m["online_agents"]))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the reference client read\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

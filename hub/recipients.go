@@ -41,11 +41,15 @@ func (r *registry) unbind(s *session) {
 	r.unindex(s)
 }
 
-// index adds the bound name of s under its project and its roles, and s
-// to the full fan-out set unless it asked for scoped fan-out.
+// index adds the bound name of s under its project and its roles, s to the
+// full fan-out set unless it asked for scoped fan-out, and to the
+// reference's presence set unless it asked for another form.
 func (r *registry) index(s *session) {
 	if !s.scoped {
 		r.fullFanout[s] = struct{}{}
+	}
+	if s.presenceForm() == presenceReference {
+		r.refPresence[s] = struct{}{}
 	}
 	if p := coord.NamespaceOf(s.name); p != "" {
 		addName(r.byProject, p, s.name)
@@ -58,6 +62,7 @@ func (r *registry) index(s *session) {
 // unindex removes what index added for s.
 func (r *registry) unindex(s *session) {
 	delete(r.fullFanout, s)
+	delete(r.refPresence, s)
 	if p := coord.NamespaceOf(s.name); p != "" {
 		removeName(r.byProject, p, s.name)
 	}

@@ -32,6 +32,7 @@ type registry struct {
 	byProject    map[string]map[string]struct{} // project → bound names in it (recipients.go)
 	byRole       map[string]map[string]struct{} // role → bound names holding it (recipients.go)
 	fullFanout   map[*session]struct{}          // bound sockets with the full fan-out (recipients.go)
+	refPresence  map[*session]struct{}          // bound sockets with the reference's presence form (presence.go)
 	bcastSeq     uint64                         // numbers broadcasts, to mark a socket reached once
 	visit        uint64                         // the last recipient resolution's mark (recipients.go)
 	lastSeen     map[string]float64
@@ -60,6 +61,7 @@ func (r *registry) init() {
 	r.byProject = make(map[string]map[string]struct{})
 	r.byRole = make(map[string]map[string]struct{})
 	r.fullFanout = make(map[*session]struct{})
+	r.refPresence = make(map[*session]struct{})
 	r.lastSeen = make(map[string]float64)
 	r.takeovers = make(map[string]*damping)
 	r.deadLetters = make(map[string]*deadLetter)
