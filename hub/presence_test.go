@@ -382,7 +382,7 @@ func TestPresence_BroadcastFlushesHeldPresenceFirst_PROTOCOL_2_14(t *testing.T) 
 // own frame, in order, with the online list as it was after that change.
 func TestPresence_ReferenceClientSeesEveryChangeInOrder_PROTOCOL_1_4(t *testing.T) {
 	t.Parallel()
-	th := startHub(t, Config{}) // the default window
+	th := startHub(t, Config{})   // the default window
 	watcher := th.join("p/watch") // and read its own join
 	names := []string{"p/b", "p/c", "p/d", "q/e"}
 	conns := map[string]*tconn{}
