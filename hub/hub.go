@@ -54,7 +54,7 @@ import (
 var Version = "0.1.0-dev"
 
 // Features are the additive protocol features announced in welcome.
-var Features = []string{"wait_ready", "error_code", "scoped_fanout", "leave", "namespaces", "presence_delta", "task_bound_claims", "glob_scopes", "shared_claims"}
+var Features = []string{"wait_ready", "error_code", "scoped_fanout", "leave", "namespaces", "presence_delta", "task_bound_claims", "glob_scopes", "shared_claims", "ping"}
 
 // Config configures a Hub. The zero value serves an open, memory-only hub
 // with the reference's defaults.
@@ -239,6 +239,10 @@ type Hub struct {
 	submits   sync.WaitGroup // in-flight Submits, so Close lets them finish
 	subMu     sync.Mutex     // orders submits.Add against Close's Wait
 	nextID    atomic.Int64
+	// liveSockets counts the admitted sockets not being closed (welcome's
+	// and who_snapshot's connected_clients): kept as sockets come and go,
+	// so no welcome scans every socket (session.countLive).
+	liveSockets atomic.Int64
 
 	activeClaims atomic.Int64 // published from OnCommit for /health and /metrics
 

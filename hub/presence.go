@@ -88,24 +88,10 @@ func (h *Hub) onlineJSONLocked() []byte {
 	return h.reg.onlineJSON
 }
 
-// presenceLocked records that name was bound (joined) or freed: the online
-// list changes now, the reference's sockets are told now, and the others
-// now or at the end of the window. It reports false if name was already so.
-func (h *Hub) presenceLocked(name string, joined bool) bool {
-	i, found := slices.BinarySearch(h.reg.online, name)
-	if found == joined {
-		return false
-	}
-	// Copy on write: who_snapshot encodes the list after Hub.mu is let go.
-	next := make([]string, 0, len(h.reg.online)+1)
-	next = append(next, h.reg.online[:i]...)
-	if joined {
-		next = append(next, name)
-		next = append(next, h.reg.online[i:]...)
-	} else {
-		next = append(next, h.reg.online[i+1:]...)
-	}
-	h.reg.online, h.reg.onlineJSON = next, nil
+// presenceLocked tells that name was bound (joined) or freed, after the
+// registry's bind or unbind changed the online list: the reference's
+// sockets are told now, the others now or at the end of the window.
+func (h *Hub) presenceLocked(name string, joined bool) {
 	h.reg.presenceChanges++
 	if h.feed.listening() {
 		h.feed.publish("presence", APIPresenceEvent{Agent: name, Online: joined, At: h.now()})
@@ -116,7 +102,6 @@ func (h *Hub) presenceLocked(name string, joined bool) bool {
 		b.changes = append(b.changes, presenceChange{name, joined})
 		h.presenceDueLocked(b)
 	}
-	return true
 }
 
 // presenceEachLocked tells every socket of the reference's form about one
@@ -142,9 +127,7 @@ func (h *Hub) presenceEachLocked(c presenceChange) {
 // thing after its welcome (PROTOCOL.md §1.4 step 11), before any replayed
 // mail, as a reference client may wait for it.
 func (h *Hub) presenceJoinLocked(s *session) {
-	if !h.presenceLocked(s.name, true) {
-		return
-	}
+	h.presenceLocked(s.name, true)
 	form := s.presenceForm()
 	if form == presenceReference {
 		return // it went out at once, to s too

@@ -112,6 +112,8 @@ func TestProtocol_EveryVerbAndRefusal(t *testing.T) {
 			map[string]any{"delivered": "true", "recipients": "[p/b]", "payload": "delivered to p/b", "client_msg_id": "c1"}},
 		{"chat receipt offline", nil, f("chat", "target", "p/zz", "payload", "x", "receipt_requested", true), "delivery_receipt",
 			map[string]any{"delivered": "false", "reason": "no_online_recipient", "dead_lettered": "true"}},
+		{"ping", nil, f("ping", "ping_id", "r1"), "pong",
+			map[string]any{"payload": "pong", "target": "p/a", "ping_id": "r1"}},
 		{"unknown type", nil, f("frobnicate"), "error",
 			map[string]any{"payload": "Unknown message type 'frobnicate'.", "target": "p/a"}},
 		{"malformed json", nil, nil, "error",

@@ -89,6 +89,21 @@ func (s *session) stateRequest(sender string) {
 	s.reply(s.frame("state_snapshot", sender, "State snapshot").Raw("snapshot", snap).Bytes())
 }
 
+// ping is the additive `ping` verb (feature "ping"): a private `pong`,
+// echoing the frame's ping_id if it has one, that costs the hub nothing
+// however many agents are online. A client that sends it right after its
+// registration knows, on the pong, that the registration was handled —
+// frames of one socket are handled in order — without asking for the
+// whole roster (who_request) as its ack. A hub without the verb answers
+// "Unknown message type 'ping'.", which proves the same.
+func (s *session) ping(sender string, in *wire.Inbound) {
+	f := s.frame("pong", sender, "pong")
+	if id := in.Str("ping_id"); id != "" {
+		f.Str("ping_id", id)
+	}
+	s.reply(f.Bytes())
+}
+
 func (s *session) whoRequest(sender string) {
 	h := s.h
 	h.mu.Lock()

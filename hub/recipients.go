@@ -10,10 +10,19 @@ package hub
 //   - the names in project p (byProject);
 //   - the names holding role p, and their sidecars (byRole, byName).
 //
+// A glob part matches only strings that begin with its literal prefix (the
+// text before its first metacharacter), and a name's identity and project
+// are prefixes of the name, so the names it can reach are found by range:
+//
+//   - the bound names that begin with the prefix (the sorted online list);
+//   - the names holding a role that begins with it, and their sidecars
+//     (the sorted role list, byRole, byName).
+//
 // Each candidate is still checked with addressedLocked, the one definition
-// of who a target reaches: the indexes make a literal target cost
-// O(recipients) instead of O(bound sockets), they never change who is
-// reached. A target with a glob part is matched against every bound name.
+// of who a target reaches: the indexes make a target cost O(candidates)
+// instead of O(bound sockets), they never change who is reached. Only a
+// glob part that begins with a metacharacter ("*/reviewer") is matched
+// against every bound name.
 //
 // The indexes hold exactly the names in byName (bound, not superseded),
 // guarded by Hub.mu like the rest of the registry.
@@ -21,15 +30,19 @@ package hub
 import (
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/wire"
 )
 
-// bind makes s the owner of its name, replacing a superseded owner.
+// bind makes s the owner of its name, replacing a superseded owner, or
+// adds the name to the online list.
 func (r *registry) bind(s *session) {
 	if old := r.byName[s.name]; old != nil {
 		r.unindex(old)
+	} else {
+		r.setOnline(s.name, true)
 	}
 	r.byName[s.name] = s
 	r.index(s)
@@ -39,6 +52,25 @@ func (r *registry) bind(s *session) {
 func (r *registry) unbind(s *session) {
 	delete(r.byName, s.name)
 	r.unindex(s)
+	r.setOnline(s.name, false)
+}
+
+// setOnline adds name to the sorted online list or removes it, copy on
+// write: who_snapshot encodes the list after Hub.mu is let go.
+func (r *registry) setOnline(name string, on bool) {
+	i, found := slices.BinarySearch(r.online, name)
+	if found == on {
+		return
+	}
+	next := make([]string, 0, len(r.online)+1)
+	next = append(next, r.online[:i]...)
+	if on {
+		next = append(next, name)
+		next = append(next, r.online[i:]...)
+	} else {
+		next = append(next, r.online[i+1:]...)
+	}
+	r.online, r.onlineJSON = next, nil
 }
 
 // index adds the bound name of s under its project and its roles, s to the
@@ -55,6 +87,10 @@ func (r *registry) index(s *session) {
 		addName(r.byProject, p, s.name)
 	}
 	for _, role := range s.roles {
+		if r.byRole[role] == nil {
+			i, _ := slices.BinarySearch(r.roleKeys, role)
+			r.roleKeys = slices.Insert(r.roleKeys, i, role)
+		}
 		addName(r.byRole, role, s.name)
 	}
 }
@@ -68,6 +104,11 @@ func (r *registry) unindex(s *session) {
 	}
 	for _, role := range s.roles {
 		removeName(r.byRole, role, s.name)
+		if r.byRole[role] == nil {
+			if i, found := slices.BinarySearch(r.roleKeys, role); found {
+				r.roleKeys = slices.Delete(r.roleKeys, i, i+1)
+			}
+		}
 	}
 }
 
@@ -87,6 +128,32 @@ func removeName(idx map[string]map[string]struct{}, key, name string) {
 			delete(idx, key)
 		}
 	}
+}
+
+// globPrefix is the text before a glob's first metacharacter, cut before
+// anything Fnmatch reads as U+FFFD (it matches runes), so every string the
+// glob matches begins with it byte for byte.
+func globPrefix(p string) string {
+	if i := strings.IndexAny(p, "*?["); i >= 0 {
+		p = p[:i]
+	}
+	for i, r := range p {
+		if r == utf8.RuneError {
+			return p[:i]
+		}
+	}
+	return p
+}
+
+// prefixedTarget reports whether every glob part of a chat target has a
+// literal prefix, so the names it reaches can be found by range.
+func prefixedTarget(t string) bool {
+	for part := range strings.SplitSeq(t, ",") {
+		if p := strings.TrimSpace(part); p != "" && !wire.Literal(p) && globPrefix(p) == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // literalTarget reports whether every part of a chat target is literal.
@@ -113,7 +180,7 @@ func (h *Hub) recipientsLocked(t, sender string, reached func(rs *session)) {
 			reached(rs)
 		}
 	}
-	if !literalTarget(t) {
+	if !literalTarget(t) && !prefixedTarget(t) {
 		for _, rs := range h.reg.byName {
 			try(rs)
 		}
@@ -127,6 +194,20 @@ func (h *Hub) recipientsLocked(t, sender string, reached func(rs *session)) {
 	for part := range strings.SplitSeq(t, ",") {
 		p := strings.TrimSpace(part)
 		if p == "" {
+			continue
+		}
+		if !wire.Literal(p) {
+			prefix := globPrefix(p)
+			online := h.reg.online
+			for i, _ := slices.BinarySearch(online, prefix); i < len(online) && strings.HasPrefix(online[i], prefix); i++ {
+				try(h.reg.byName[online[i]])
+			}
+			roles := h.reg.roleKeys
+			for i, _ := slices.BinarySearch(roles, prefix); i < len(roles) && strings.HasPrefix(roles[i], prefix); i++ {
+				for n := range h.reg.byRole[roles[i]] {
+					seat(n)
+				}
+			}
 			continue
 		}
 		seat(p)

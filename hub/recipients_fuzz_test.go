@@ -29,6 +29,8 @@ func FuzzRecipients(f *testing.F) {
 	f.Add([]byte{0, 1, 0, 2, 0, 3, 2, 1, 7, 0, 4, 1}, "p/reviewer, q ,")
 	f.Add([]byte{0, 6, 0, 7, 1, 6}, "p/a*")
 	f.Add([]byte{0, 10, 0, 11, 0, 12}, "-rx")
+	f.Add([]byte{0, 1, 0, 2, 0, 3, 2, 1, 7, 0, 4, 1}, "p/rev*, q/[a-c]")
+	f.Add([]byte{0, 1, 0, 2, 0, 3, 2, 1, 7, 0, 4, 1}, "p\xff*")
 	f.Fuzz(func(t *testing.T, prog []byte, target string) {
 		h := &Hub{}
 		h.reg.init()
@@ -84,7 +86,15 @@ func FuzzRecipients(f *testing.F) {
 		}
 		senders := []string{"", name()}
 		list := strings.Join(targets[:min(len(targets), 4)], ",") // a comma list; longer ones only cost time
-		for _, tg := range append(targets, target, list) {
+		// Globs with a literal prefix are resolved by range (the online
+		// list, the sorted roles), those that begin with a metacharacter by
+		// a scan: each target's first bytes with a star, and its last ones
+		// behind one, try both.
+		var globs []string
+		for _, tg := range targets {
+			globs = append(globs, tg[:min(len(tg), 2)]+"*", "*"+tg[max(0, len(tg)-2):], tg[:len(tg)/2]+"?"+tg[min(len(tg), len(tg)/2+1):])
+		}
+		for _, tg := range append(append(targets, globs...), target, list) {
 			tg = strings.TrimSpace(tg)
 			for _, sender := range senders {
 				got, want := h.resolvedRecipients(tg, sender), h.scanRecipients(tg, sender)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -165,6 +166,12 @@ func (r *registry) checkIndexes() error {
 	}
 	if fmt.Sprint(r.byProject) != fmt.Sprint(wantProject) || fmt.Sprint(r.byRole) != fmt.Sprint(wantRole) {
 		return fmt.Errorf("indexes %v %v, the bound names say %v %v", r.byProject, r.byRole, wantProject, wantRole)
+	}
+	if names := slices.Sorted(maps.Keys(r.byName)); !slices.Equal(r.online, names) {
+		return fmt.Errorf("online list %v, the bound names are %v", r.online, names)
+	}
+	if roles := slices.Sorted(maps.Keys(r.byRole)); !slices.Equal(r.roleKeys, roles) {
+		return fmt.Errorf("sorted roles %v, the role index holds %v", r.roleKeys, roles)
 	}
 	return nil
 }
@@ -460,10 +467,10 @@ func TestAudience_IndexReachesWhatTheScanReaches_PROTOCOL_2_15(t *testing.T) {
 }
 
 // last_seen is bounded (maxLastSeen, offline names forgotten stalest
-// first) but never forgets an online name; with more names online than
-// the bound, the sweep is not repeated on every frame: it waits for a
-// tenth of the bound more names (amortised O(1) per frame).
-func TestLastSeen_BoundedWithoutRescanningEveryFrame(t *testing.T) {
+// first) but never forgets an online name, however many are online; each
+// new name past the bound forgets one offline name, the one offline
+// longest, so no frame rescans the table.
+func TestLastSeen_BoundedForgettingTheStalestOffline(t *testing.T) {
 	h := newLocalHub(t, Config{})
 	n := maxLastSeen + 50
 	sessions := make([]*session, n)
@@ -474,26 +481,49 @@ func TestLastSeen_BoundedWithoutRescanningEveryFrame(t *testing.T) {
 	if len(h.reg.lastSeen) != n {
 		t.Fatalf("last_seen holds %d names, want all %d online ones", len(h.reg.lastSeen), n)
 	}
-	if h.reg.lastSeenNext <= n {
-		t.Fatalf("next sweep at %d names with %d held: every frame would rescan", h.reg.lastSeenNext, n)
-	}
 	h.mu.Unlock()
-	// Half go offline; new names arrive until a sweep forgets offline ones.
+	// Half go offline, in order; a quarter of those come back.
 	for _, s := range sessions[:n/2] {
 		s.handleJSON(t, map[string]any{"type": "leave", "sender": s.name})
 	}
+	back := map[string]bool{}
+	var stayedOffline []string
+	for i, s := range sessions[:n/2] {
+		if i%4 == 0 {
+			h.local(t, hb(s.name))
+			back[s.name] = true
+		} else {
+			stayedOffline = append(stayedOffline, s.name)
+		}
+	}
+	// Every new name now forgets exactly one offline name, the stalest
+	// still offline, until only online names are left.
+	forgotten := 0
 	for i := 0; ; i++ {
 		h.local(t, hb(fmt.Sprintf("q/b%d", i)))
 		h.mu.Lock()
 		size, online := len(h.reg.lastSeen), len(h.reg.byName)
-		h.mu.Unlock()
-		if size < n {
-			if size < online || size > maxLastSeen {
-				t.Fatalf("after the sweep: %d names held, %d online, bound %d", size, online, maxLastSeen)
+		var kept []string
+		for _, s := range sessions[:n/2] {
+			if _, ok := h.reg.lastSeen[s.name]; ok && !back[s.name] {
+				kept = append(kept, s.name)
 			}
+		}
+		queued := len(h.reg.offline)
+		h.mu.Unlock()
+		if size < online || size > max(maxLastSeen, online) {
+			t.Fatalf("%d names held, %d online, bound %d", size, online, maxLastSeen)
+		}
+		if !slices.Equal(kept, stayedOffline[len(stayedOffline)-len(kept):]) {
+			t.Fatalf("held %v of the offline names, want the last %d to go offline", kept, len(kept))
+		}
+		if queued > 2*size+64 {
+			t.Fatalf("the offline queue holds %d entries for %d names", queued, size)
+		}
+		if len(kept) == 0 {
 			return
 		}
-		if i > maxLastSeen {
+		if forgotten++; forgotten > n {
 			t.Fatal("offline names were never forgotten")
 		}
 	}

@@ -3,7 +3,6 @@ package hub
 import (
 	"crypto/subtle"
 	"slices"
-	"sort"
 	"strings"
 	"sync/atomic"
 
@@ -31,12 +30,13 @@ type registry struct {
 	byName       map[string]*session
 	byProject    map[string]map[string]struct{} // project → bound names in it (recipients.go)
 	byRole       map[string]map[string]struct{} // role → bound names holding it (recipients.go)
+	roleKeys     []string                       // byRole's keys, sorted (recipients.go)
 	fullFanout   map[*session]struct{}          // bound sockets with the full fan-out (recipients.go)
 	refPresence  map[*session]struct{}          // bound sockets with the reference's presence form (presence.go)
 	bcastSeq     uint64                         // numbers broadcasts, to mark a socket reached once
 	visit        uint64                         // the last recipient resolution's mark (recipients.go)
 	lastSeen     map[string]float64
-	lastSeenNext int // lastSeen's size that triggers the next sweep (touchLocked)
+	offline      []offlineName // names in the order they went offline (touchLocked)
 	takeovers    map[string]*damping
 	deadLetters  map[string]*deadLetter
 	cards        map[string]*card
@@ -159,6 +159,8 @@ func (h *Hub) admit(s *session) (int, string, bool) {
 	}
 	h.reg.sessions[s] = struct{}{}
 	h.reg.perHost[s.host]++
+	s.counted.Store(true)
+	h.liveSockets.Add(1)
 	if s.authed {
 		s.send(s.welcomeLocked())
 	}
@@ -190,14 +192,14 @@ func (s *session) welcomeLocked() []byte {
 }
 
 // liveSocketsLocked counts the sockets not being closed.
-func (h *Hub) liveSocketsLocked() int {
-	n := 0
-	for s := range h.reg.sessions {
-		if !s.isClosing() {
-			n++
-		}
+func (h *Hub) liveSocketsLocked() int { return int(h.liveSockets.Load()) }
+
+// uncount takes s out of Hub.liveSockets once: when the hub closes or
+// drops it, or when it leaves (a socket its peer closed).
+func (s *session) uncount() {
+	if s.counted.CompareAndSwap(true, false) {
+		s.h.liveSockets.Add(-1)
 	}
-	return n
 }
 
 // register runs the identity gates of one frame (PROTOCOL.md §1.4 steps
@@ -358,36 +360,56 @@ func (s *session) registrationFieldsLocked(in *wire.Inbound) {
 	}
 }
 
-// touchLocked records that name was seen, keeping the map bounded: the
-// reference never prunes it.
+// offlineName is a name that went offline and when it was last seen then.
+type offlineName struct {
+	name string
+	at   float64
+}
+
+// touchLocked records that name was seen, keeping the map bounded (the
+// reference never prunes it): past maxLastSeen names, each new one makes
+// the hub forget the name that went offline longest ago. Online names are
+// never forgotten. O(1) amortised, however many names are online: the
+// queue of offline names is read from its head, and a stale entry (a name
+// that came back) is skipped there or dropped when the queue is compacted.
 func (h *Hub) touchLocked(name string, now float64) {
-	h.reg.lastSeen[name] = now
-	if len(h.reg.lastSeen) <= max(maxLastSeen, h.reg.lastSeenNext) {
+	r := &h.reg
+	_, known := r.lastSeen[name]
+	r.lastSeen[name] = now
+	if known {
 		return
 	}
-	type seen struct {
-		name string
-		at   float64
-	}
-	var offline []seen
-	for n, at := range h.reg.lastSeen {
-		if h.reg.byName[n] == nil {
-			offline = append(offline, seen{n, at})
+	for len(r.lastSeen) > maxLastSeen && len(r.offline) > 0 {
+		o := r.offline[0]
+		r.offline[0] = offlineName{}
+		r.offline = r.offline[1:]
+		if r.current(o) {
+			delete(r.lastSeen, o.name)
 		}
 	}
-	sort.Slice(offline, func(i, j int) bool { return offline[i].at < offline[j].at })
-	for i := 0; i < len(offline) && len(h.reg.lastSeen) > maxLastSeen*9/10; i++ {
-		delete(h.reg.lastSeen, offline[i].name)
+	if len(r.offline) > 2*len(r.lastSeen)+64 {
+		r.offline = slices.DeleteFunc(r.offline, func(o offlineName) bool { return !r.current(o) })
 	}
-	// Online names are never forgotten: with more of them than the bound,
-	// the next sweep waits for a tenth of the bound more names, so the
-	// scan is not repeated on every frame (amortised O(1) per frame).
-	h.reg.lastSeenNext = len(h.reg.lastSeen) + maxLastSeen/10
+}
+
+// wentOfflineLocked queues a freed name for forgetting (touchLocked).
+func (h *Hub) wentOfflineLocked(name string) {
+	if at, ok := h.reg.lastSeen[name]; ok {
+		h.reg.offline = append(h.reg.offline, offlineName{name, at})
+	}
+}
+
+// current reports whether o is still true: its name is offline and was not
+// seen since.
+func (r *registry) current(o offlineName) bool {
+	at, ok := r.lastSeen[o.name]
+	return ok && at == o.at && r.byName[o.name] == nil
 }
 
 // leave forgets a socket that ended. If it still owned its name the name is
 // freed, its live card forgotten, its waits ended, and the others told.
 func (h *Hub) leave(s *session) {
+	s.uncount()
 	h.mu.Lock()
 	delete(h.reg.sessions, s)
 	if h.reg.perHost[s.host]--; h.reg.perHost[s.host] <= 0 {
@@ -411,6 +433,7 @@ func (h *Hub) unbindLocked(s *session) string {
 	}
 	name := s.name
 	h.reg.unbind(s)
+	h.wentOfflineLocked(name)
 	h.leaseOfflineLocked(name, h.now())
 	if c := h.reg.cards[name]; c != nil && !c.persistent {
 		delete(h.reg.cards, name)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/synapse-hub/synapse/federation"
@@ -69,6 +70,7 @@ type session struct {
 	inLane    bool    // the frame being handled holds the heavy lane; reader only
 	pause     time.Duration
 	paced     bool
+	counted   atomic.Bool // in Hub.liveSockets (registry.go uncount)
 
 	// registry (Hub.mu)
 	name         string // bound name, "" until the first frame binds it
@@ -302,6 +304,7 @@ func (s *session) leaveLane() {
 // with code and reason. Only the first call counts. A proxy session has
 // no socket to close.
 func (s *session) closeWith(code int, reason string) {
+	s.uncount()
 	if s.conn != nil {
 		s.conn.Close(code, reason)
 	}
@@ -309,6 +312,7 @@ func (s *session) closeWith(code int, reason string) {
 
 // kill drops the connection at once, without a close handshake.
 func (s *session) kill() {
+	s.uncount()
 	if s.conn != nil {
 		s.conn.Kill()
 	}

@@ -26,7 +26,7 @@ var knownTypes = map[string]bool{
 	"ledger_task_update": true, "ledger_progress": true, "board_request": true,
 	"advertise": true, "manifest_request": true, "state_request": true,
 	"who_request": true, "history_request": true, "resume_request": true, "ack": true,
-	"ns_request": true, "ns_move": true, "ns_drain": true,
+	"ns_request": true, "ns_move": true, "ns_drain": true, "leave": true, "ping": true,
 }
 
 // idempotent verbs accept idem_key (PROTOCOL.md §4.3; never chat).
@@ -130,6 +130,8 @@ func (s *session) dispatch(sender, typ string, in *wire.Inbound) {
 		}
 	case "leave":
 		s.leaveVerb(sender)
+	case "ping":
+		s.ping(sender, in)
 	case "chat":
 		s.chat(sender, in)
 	case "claim":
