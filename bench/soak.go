@@ -403,7 +403,7 @@ func (p *pacer) wait(ctx context.Context) bool {
 func soakWorker(ctx context.Context, uri string, team, idx int, interval time.Duration, n *soakCounts, up func()) error {
 	name := fmt.Sprintf("soak%d/w%d", team, idx)
 	mate := fmt.Sprintf("soak%d/w%d", team, 1-idx)
-	c, err := client.Dial(ctx, client.Options{URI: uri, Name: name, Scoped: true})
+	c, err := client.Dial(ctx, client.Options{URI: uri, Name: name})
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}

@@ -36,18 +36,40 @@ const (
 	writeTimeout = 10 * time.Second
 )
 
+// Fanout is a client's ask for which broadcasts (other agents' claim and
+// board events) the hub writes to its socket. Every fan-out gets the
+// client's own replies, the broadcasts that name it, chats to all and to
+// it, and presence. A hub without the features ignores the ask and sends
+// everything, as FanoutFull does.
+type Fanout string
+
+const (
+	// FanoutOwn (the default; welcome feature "own_fanout"): of the claim
+	// and board events, those that name this agent — its grants, releases,
+	// updates, handoffs to or from it, the board tasks it declares or is
+	// suggested for: everything its calls act on, and no other agent's
+	// grants. Presence comes in the compact form (feature
+	// "presence_delta"): changes without online_agents, which Online folds
+	// into a view.
+	FanoutOwn Fanout = "own"
+	// FanoutNamespace (feature "scoped_fanout") adds the claim and board
+	// events of this agent's namespace (the part of its name before the
+	// first "/"): its project's other agents'. Presence is compact.
+	FanoutNamespace Fanout = "scoped"
+	// FanoutFull is every broadcast, as the reference sends to every
+	// socket, and presence with online_agents in every frame.
+	FanoutFull Fanout = "full"
+)
+
 // Options configures Dial. Empty fields take their defaults.
 type Options struct {
 	URI   string   // default $SYNAPSE_URI, else DefaultURI; several hubs of a fleet: "ws://a,ws://b"
 	Name  string   // the agent name, e.g. "proj/alpha"; default $SYNAPSE_NAME; required
 	Token string   // connect token of a secured hub; default $SYNAPSE_TOKEN
 	Roles []string // "<project>/<role>" names this agent also answers to
-	// Scoped asks the hub for scoped fan-out (welcome feature
-	// "scoped_fanout"): only the claim and board events of this agent's
-	// namespace and the frames addressed to it, instead of every broadcast.
-	// Presence then comes in the compact form (feature "presence_delta"):
-	// changes without online_agents, which Online folds into a view.
-	Scoped bool
+	// Fanout is which broadcasts the hub writes to this client; the
+	// default, FanoutOwn, is only what its own calls act on.
+	Fanout Fanout
 
 	HeartbeatInterval time.Duration // app-level keepalive (default 20 s)
 	HandshakeTimeout  time.Duration // dial + welcome + registration (default 10 s)
@@ -324,6 +346,9 @@ func refusalText(resp *http.Response) string {
 	return ""
 }
 
+// registrationPing is the ping_id of the ping that acks a registration.
+const registrationPing = "registered"
+
 // connectTo dials and registers one socket at uri.
 func (c *Client) connectTo(ctx context.Context, uri string, takeover bool) (*conn, Welcome, error) {
 	ws, resp, err := websocket.Dial(ctx, uri, &websocket.DialOptions{CompressionMode: websocket.CompressionDisabled})
@@ -338,8 +363,13 @@ func (c *Client) connectTo(ctx context.Context, uri string, takeover bool) (*con
 	if c.opts.Roles != nil {
 		reg["roles"] = c.opts.Roles
 	}
-	if c.opts.Scoped {
+	switch c.opts.Fanout {
+	case FanoutFull:
+		reg["fanout"], reg["presence"] = "full", "full"
+	case FanoutNamespace:
 		reg["fanout"] = "scoped"
+	default:
+		reg["fanout"] = "own"
 	}
 	if takeover {
 		reg["takeover"] = true
@@ -352,7 +382,14 @@ func (c *Client) connectTo(ctx context.Context, uri string, takeover bool) (*con
 		ws.CloseNow()
 		return nil, Welcome{}, err
 	}
-	for _, m := range []map[string]any{reg, c.envelope("who_request", "")} {
+	// The ping after the registration is its ack: frames of one socket
+	// are handled in order, so its answer means the registration was. A
+	// pong, or the "Unknown message type" error of a hub without the verb
+	// (the reference's): either costs the hub nothing, where a who_request
+	// would list every agent online.
+	ping := c.envelope("ping", "")
+	ping["ping_id"] = registrationPing
+	for _, m := range []map[string]any{reg, ping} {
 		if err := writeJSON(ws, m); err != nil {
 			return fail(fmt.Errorf("%w at %s: register: %v", ErrUnreachable, uri, err))
 		}
@@ -383,7 +420,12 @@ func (c *Client) connectTo(ctx context.Context, uri string, takeover bool) (*con
 			}
 		case "name_conflict", "auth_denied":
 			refusal = f.Payload // the close follows
-		case "who_snapshot":
+		case "pong", "error":
+			if f.Type == "pong" && f.String("ping_id") != registrationPing ||
+				f.Type == "error" && f.Payload != "Unknown message type 'ping'." {
+				early = append(early, f)
+				continue
+			}
 			if !seen {
 				return fail(fmt.Errorf("%w at %s: the hub sent no welcome", ErrUnreachable, uri))
 			}

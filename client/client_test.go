@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/hub"
 )
@@ -459,7 +461,7 @@ func TestSubscribe_BroadcastsAndSlowSubscriberDrops(t *testing.T) {
 	th := startHub(t, hub.Config{}, false)
 	ctx := testCtx(t)
 	a := th.dial(t, "p/alpha")
-	b := th.dial(t, "p/bravo", func(o *Options) { o.SubscriberBuffer = 1 })
+	b := th.dial(t, "p/bravo", func(o *Options) { o.SubscriberBuffer, o.Fanout = 1, FanoutFull })
 	grants := b.Subscribe(ctx, func(f Frame) bool { return f.Type == "claim_granted" })
 	for _, task := range []string{"T1", "T2", "T3"} {
 		if _, err := a.Claim(ctx, ClaimRequest{TaskID: task, Paths: []string{task}}); err != nil {
@@ -523,5 +525,181 @@ func TestClose_FailsCallsAndClosesSubscriptions(t *testing.T) {
 	}
 	if _, err := a.Who(testCtx(t)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after Close: %v", err)
+	}
+}
+
+// By default a client registers with its own fan-out: another agent's
+// grants, even in its own namespace, are not written to its socket, while
+// everything its own calls act on still reaches it — its grants, a
+// handoff to it, its wait's wake-up, chats to all and to it, presence.
+// A client with FanoutFull gets every broadcast, as the reference sends.
+func TestFanout_OwnByDefaultStillGetsWhatItActsOn(t *testing.T) {
+	th := startHub(t, hub.Config{}, false)
+	ctx := testCtx(t)
+	a, b := th.dial(t, "p/alpha"), th.dial(t, "p/bravo")
+	w := th.dial(t, "p/watch", func(o *Options) { o.Fanout = FanoutFull })
+	if !a.Welcome().HasFeature("own_fanout") {
+		t.Fatalf("welcome features %v lack own_fanout", a.Welcome().Features)
+	}
+	isBroadcast := func(f Frame) bool {
+		switch f.Type {
+		case "claim_granted", "release_granted", "handoff_granted", "ledger_task_posted", "chat", "presence_update":
+			return true
+		}
+		return false
+	}
+	bSees, wSees := b.Subscribe(ctx, isBroadcast), w.Subscribe(ctx, isBroadcast)
+	// drain reads what a subscription got up to a query answered now: the
+	// hub writes a socket's frames in order.
+	drain := func(c *Client, ch <-chan Frame) []string {
+		t.Helper()
+		if _, err := c.Who(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for {
+			select {
+			case f := <-ch:
+				what := f.String("task_id")
+				switch f.Type {
+				case "chat":
+					what = f.Payload
+				case "presence_update":
+					what = f.String("agent")
+				case "ledger_task_posted":
+					var task struct {
+						TaskID string `json:"task_id"`
+					}
+					_ = f.DecodeField("task", &task)
+					what = task.TaskID
+				}
+				got = append(got, f.Type+" "+what)
+			default:
+				return got
+			}
+		}
+	}
+	drain(b, bSees)
+	drain(w, wSees)
+
+	cl, err := a.Claim(ctx, ClaimRequest{TaskID: "T1", Paths: []string{"src"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Claim(ctx, ClaimRequest{TaskID: "T2", Paths: []string{"docs"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := drain(b, bSees); len(got) != 0 {
+		t.Fatalf("bravo, with its own fan-out, was sent alpha's grants: %v", got)
+	}
+	if got := drain(w, wSees); !slices.Equal(got, []string{"claim_granted T1", "claim_granted T2"}) {
+		t.Fatalf("the full fan-out watcher got %v, want both grants", got)
+	}
+
+	// A handoff names bravo: it is told.
+	if _, err := a.Handoff(ctx, HandoffRequest{TaskID: "T1", To: "p/bravo", Epoch: cl.Epoch}); err != nil {
+		t.Fatal(err)
+	}
+	if got := drain(b, bSees); !slices.Equal(got, []string{"handoff_granted T1"}) {
+		t.Fatalf("bravo got %v, want the handoff to it", got)
+	}
+	// Its wait is woken when alpha releases T2.
+	woke := make(chan error, 1)
+	registered := make(chan string, 1)
+	go func() {
+		_, err := b.WaitWithNotice(ctx, "T2", func(h string) { registered <- h })
+		woke <- err
+	}()
+	<-registered
+	if _, err := a.Release(ctx, "T2", ReleaseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-woke; err != nil {
+		t.Fatalf("bravo's wait: %v", err)
+	}
+	// Chats to all and to bravo reach it; a board task it declares is its own.
+	if _, err := a.Send(ctx, "", "to all", SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Send(ctx, "p/bravo", "to you", SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.TaskDeclare(ctx, TaskDeclaration{TaskID: "B1", Title: "bravo's"}); err != nil {
+		t.Fatal(err)
+	}
+	got := drain(b, bSees)
+	want := []string{"chat to all", "chat to you", "ledger_task_posted B1"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("bravo got %v, want %v", got, want)
+	}
+	// Presence reaches everyone, compact (the window may hold it back).
+	th.dial(t, "q/charlie")
+	for f := recv(t, bSees, "charlie's join"); f.Type != "presence_update" || f.String("agent") != "q/charlie"; f = recv(t, bSees, "charlie's join") {
+	}
+}
+
+// referenceHandshake serves one socket as the reference hub does at
+// registration (the handshake trace, PROTOCOL.md §1.4, §1.4 step 18): a
+// welcome without features, the joiner's presence_update, and "Unknown
+// message type" for a verb it lacks, such as ping. It records what it read.
+func referenceHandshake(t *testing.T, got chan<- string) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		ctx := r.Context()
+		send := func(s string) { _ = ws.Write(ctx, websocket.MessageText, []byte(s)) }
+		send(`{"sender":"SynapseHub","target":"self","type":"welcome","payload":"Welcome to Synapse","timestamp":1,"hub_id":"ref","connected_clients":1,"online_agents":[],"protocol_version":2}`)
+		for {
+			_, data, err := ws.Read(ctx)
+			if err != nil {
+				return
+			}
+			f, err := parseFrame(data)
+			if err != nil {
+				continue
+			}
+			got <- f.Type
+			switch f.Type {
+			case "heartbeat":
+				if f.Payload == "online" {
+					send(`{"sender":"SynapseHub","target":"all","type":"presence_update","payload":"Presence update","timestamp":1,"hub_id":"ref","online_agents":["` + f.Sender + `"],"event":"joined","agent":"` + f.Sender + `"}`)
+				}
+			case "who_request":
+				send(`{"sender":"SynapseHub","target":"` + f.Sender + `","type":"who_snapshot","payload":"Who snapshot","timestamp":1,"online_agents":["` + f.Sender + `"]}`)
+			default:
+				send(`{"sender":"SynapseHub","target":"` + f.Sender + `","type":"error","payload":"Unknown message type '` + f.Type + `'.","timestamp":1}`)
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// Dial's registration ack is a ping, answered by a pong or, on a hub
+// without the verb (the reference), by its "Unknown message type" error:
+// either way Dial returns once the registration was handled, and never
+// asks for the roster to find out.
+func TestDial_RegistersWithAHubWithoutPing(t *testing.T) {
+	got := make(chan string, 16)
+	srv := referenceHandshake(t, got)
+	ctx := testCtx(t)
+	c, err := Dial(ctx, Options{URI: "ws" + strings.TrimPrefix(srv.URL, "http"), Name: "p/alpha", NoReconnect: true})
+	if err != nil {
+		t.Fatalf("dial a reference-shaped hub: %v", err)
+	}
+	defer c.Close()
+	if c.Welcome().HubID != "ref" || c.HasFeature("ping") {
+		t.Fatalf("welcome %+v", c.Welcome())
+	}
+	if a, b := <-got, <-got; a != "heartbeat" || b != "ping" {
+		t.Fatalf("the client sent %s then %s, want its registration then a ping", a, b)
+	}
+	select {
+	case typ := <-got:
+		t.Fatalf("Dial sent a %s after the ping", typ)
+	default:
 	}
 }

@@ -13,8 +13,10 @@
 // # Connection
 //
 // Dial connects (Options.URI, default $SYNAPSE_URI or ws://127.0.0.1:8876),
-// registers the name with the reference clients' heartbeat (token, roles and,
-// when asked, scoped fan-out) and returns once the hub has bound the name.
+// registers the name with the reference clients' heartbeat (token, roles and
+// its fan-out: by default only the broadcasts that name it, Options.Fanout),
+// sends a ping as the registration's ack, and returns once the hub has bound
+// the name.
 // The client then sends a keepalive heartbeat every 20 s. When the socket
 // drops, calls in flight fail with ErrDisconnected and the client redials
 // with jittered exponential backoff, registering again (taking its own name

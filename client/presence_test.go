@@ -14,7 +14,7 @@ func TestOnline_FollowsBothPresenceForms(t *testing.T) {
 	th := startHub(t, hub.Config{}, false)
 	for _, scoped := range []bool{false, true} {
 		name := map[bool]string{false: "full/watcher", true: "scoped/watcher"}[scoped]
-		w := th.dial(t, name, func(o *Options) { o.Scoped = scoped })
+		w := th.dial(t, name, func(o *Options) { o.Fanout = map[bool]Fanout{false: FanoutFull, true: FanoutOwn}[scoped] })
 		ctx := testCtx(t)
 		frames := w.Subscribe(ctx, func(f Frame) bool { return f.Type == "presence_update" })
 		var on Online

@@ -36,7 +36,7 @@ func benchFleet(b *testing.B, agents int) {
 	for i := range cs {
 		// Each agent its own namespace and scoped fan-out: what is measured
 		// is the durable path, not every agent decoding every grant.
-		c, err := client.Dial(ctx, client.Options{URI: h.uri, Name: fmt.Sprintf("b%d/agent", i), NoReconnect: true, Scoped: true})
+		c, err := client.Dial(ctx, client.Options{URI: h.uri, Name: fmt.Sprintf("b%d/agent", i), NoReconnect: true})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -268,7 +268,7 @@ func TestDashboard_BrowserStaysResponsiveAt500AgentsAnd10000Claims(t *testing.T)
 		go func() {
 			defer wg.Done()
 			for i := w; i < agents; i += 8 {
-				c, err := client.Dial(ctx, client.Options{URI: uri, Name: fmt.Sprintf("proj/agent-%03d", i), Scoped: true})
+				c, err := client.Dial(ctx, client.Options{URI: uri, Name: fmt.Sprintf("proj/agent-%03d", i)})
 				if err != nil {
 					errs <- err
 					return

@@ -350,9 +350,11 @@ func (s *session) registrationFieldsLocked(in *wire.Inbound) {
 	}
 	switch in.Str("fanout") {
 	case "scoped":
-		s.scoped = true
+		s.scoped, s.ownOnly = true, false
+	case "own":
+		s.scoped, s.ownOnly = true, true
 	case "full", "all":
-		s.scoped = false
+		s.scoped, s.ownOnly = false, false
 	}
 	switch p := in.Str("presence"); p {
 	case "full", "compact":
@@ -478,6 +480,9 @@ func (a *audience) reaches(s *session) bool {
 		if n == id || n == s.name {
 			return true
 		}
+	}
+	if s.ownOnly {
+		return false // its own fan-out: only what names it
 	}
 	ns := coord.NamespaceOf(id)
 	for _, n := range a.namespaces {

@@ -76,7 +76,8 @@ type session struct {
 	name         string // bound name, "" until the first frame binds it
 	authed       bool   // passed the token gate (always true on an open hub)
 	superseded   bool   // lost its name to a takeover: its end is silent
-	scoped       bool   // asked for scoped fan-out
+	scoped       bool   // asked for scoped fan-out ("scoped" or "own")
+	ownOnly      bool   // asked for its own fan-out: not even its namespace's events
 	roles        []string
 	wake         string
 	lastReaction float64

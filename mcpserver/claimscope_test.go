@@ -17,7 +17,7 @@ func TestTools_ClaimGlobsAndShared(t *testing.T) {
 	if _, err := reader.Claim(context.Background(), client.ClaimRequest{TaskID: "R1", Globs: []string{"docs/*.md"}, Shared: true}); err != nil {
 		t.Fatal(err)
 	}
-	cs, _ := connectInMemory(t, New(Options{Client: dial(t, uri, "proj/me")}))
+	cs, _ := connectInMemory(t, New(Options{Client: serverClient(t, uri, "proj/me")}))
 	var out ClaimResult
 	res := call(t, cs, "claim", map[string]any{"task_id": "R2", "globs": []string{"docs/**"}, "shared": true}, &out)
 	if res.IsError || !out.Granted || !slices.Equal(out.Claim.Globs, []string{"docs/**"}) || out.Claim.Mode != "shared" ||

@@ -25,7 +25,7 @@ func TestTools_FederatedRefusalNamesTheOwnerHubAndNamespace(t *testing.T) {
 		return hub.Config{Federation: federation.Config{Owners: []string{"proj=syn-a"},
 			ClaimPeers: map[string]string{"syn-a": dead}, ForwardTimeout: 300 * time.Millisecond}}
 	})
-	cs, _ := connectInMemory(t, New(Options{Client: dial(t, uris["syn-b"], "proj/alice")}))
+	cs, _ := connectInMemory(t, New(Options{Client: serverClient(t, uris["syn-b"], "proj/alice")}))
 	var out ClaimResult
 	res := call(t, cs, "claim", map[string]any{"task_id": "T1"}, &out)
 	if !res.IsError || out.Code != "OWNER_UNREACHABLE" || out.Namespace != "proj" || out.OwnerHubID != "syn-a" {

@@ -21,7 +21,7 @@ func serveHTTP(t *testing.T, uri string, opts HTTPOptions) (*HTTPHandler, string
 	opts.Dial = func(ctx context.Context, name string) (*client.Client, error) {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		return client.Dial(ctx, client.Options{URI: uri, Name: name})
+		return client.Dial(ctx, client.Options{URI: uri, Name: name, Fanout: Fanout})
 	}
 	h := NewHTTPHandler(opts)
 	srv := httptest.NewServer(h)

@@ -14,7 +14,7 @@ import (
 func TestServer_RecordsGrantsInTheLedger_INV_EF_2(t *testing.T) {
 	uri := startHub(t)
 	l := &client.Ledger{Path: filepath.Join(t.TempDir(), "leases.json")}
-	s := New(Options{Client: dial(t, uri, "proj/me"), Ledger: l})
+	s := New(Options{Client: serverClient(t, uri, "proj/me"), Ledger: l})
 	cs, _ := connectInMemory(t, s)
 	dial(t, uri, "proj/peer") // online, to receive a handoff
 	recorded := func(task string) (client.LeaseRecord, bool) {

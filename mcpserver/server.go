@@ -108,6 +108,12 @@ type Server struct {
 	inbox   inbox
 }
 
+// Fanout is the broadcasts the client of a Server should ask for
+// (client.Options.Fanout): the claims of its project, as the server tells
+// its MCP client when they change (the claims resource), not only when its
+// own do.
+const Fanout = client.FanoutNamespace
+
 // New builds the server for opts.Client and starts listening to the hub:
 // messages received from now on go to the inbox. It panics on an unknown
 // Profile (use ParseProfile).
@@ -178,8 +184,8 @@ func instructions(name string) string {
 	return "You act as agent " + name + " on a Synapse hub that stops agents from editing the same files. " +
 		"Claim a task and the files you will edit (claim) before editing; the server renews the lease while you work. " +
 		"When refused, the text says who holds what: wait for the task, or send the holder a message. " +
-		"Release with evidence when done. Read inbox for messages; subscribe to " + InboxURI + " and " + ClaimsURI +
-		" to be told of new mail and freed tasks."
+		"Release with evidence when done. Read inbox for messages; subscribe to " + InboxURI + " to be told of new mail and to " + ClaimsURI +
+		" to be told when your claims change; wait for a task to be told when it is freed."
 }
 
 // MCP returns the SDK server, to serve on any transport.

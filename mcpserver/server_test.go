@@ -28,6 +28,12 @@ func startHubWith(t *testing.T, cfg hub.Config) string { return hubtest.Start(t,
 // dial connects an agent for the test's length.
 func dial(t *testing.T, uri, name string) *client.Client { return hubtest.Agent(t, uri, name) }
 
+// serverClient is the client a Server is given, dialled as synapse mcp
+// dials it.
+func serverClient(t *testing.T, uri, name string) *client.Client {
+	return hubtest.Watcher(t, uri, name, Fanout)
+}
+
 // updates records the resources/updated notifications a client receives.
 type updates = mcptest.Updates
 
@@ -85,7 +91,7 @@ func TestTools_ProfilesListTheirTools(t *testing.T) {
 		profile Profile
 		want    []string
 	}{{"", fullTools}, {ProfileFull, fullTools}, {ProfileMinimal, minimalToolList}} {
-		s := New(Options{Client: dial(t, uri, "proj/p-"+string(tc.profile)+"x"), Profile: tc.profile})
+		s := New(Options{Client: serverClient(t, uri, "proj/p-"+string(tc.profile)+"x"), Profile: tc.profile})
 		cs, _ := connectInMemory(t, s)
 		if got := toolNames(t, cs); !slices.Equal(got, tc.want) {
 			t.Errorf("profile %q: tools %v, want %v", tc.profile, got, tc.want)
@@ -102,7 +108,7 @@ func TestTools_ClaimRefusalNamesTheHolderAndWhatToDo(t *testing.T) {
 	if _, err := other.Claim(context.Background(), client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}}); err != nil {
 		t.Fatal(err)
 	}
-	cs, _ := connectInMemory(t, New(Options{Client: dial(t, uri, "proj/bravo")}))
+	cs, _ := connectInMemory(t, New(Options{Client: serverClient(t, uri, "proj/bravo")}))
 
 	var out ClaimResult
 	res := call(t, cs, "claim", map[string]any{"task_id": "T1"}, &out)
@@ -122,7 +128,7 @@ func TestTools_ClaimRefusalNamesTheHolderAndWhatToDo(t *testing.T) {
 func TestTools_EveryToolSucceeds(t *testing.T) {
 	uri := startHub(t)
 	peer := dial(t, uri, "proj/peer")
-	s := New(Options{Client: dial(t, uri, "proj/me")})
+	s := New(Options{Client: serverClient(t, uri, "proj/me")})
 	cs, _ := connectInMemory(t, s)
 
 	var cl ClaimResult
@@ -214,7 +220,7 @@ func TestTools_RefusalsAreToolErrors(t *testing.T) {
 	if _, err := other.Claim(context.Background(), client.ClaimRequest{TaskID: "T1"}); err != nil {
 		t.Fatal(err)
 	}
-	cs, _ := connectInMemory(t, New(Options{Client: dial(t, uri, "proj/bravo")}))
+	cs, _ := connectInMemory(t, New(Options{Client: serverClient(t, uri, "proj/bravo")}))
 	for _, tc := range []struct {
 		tool string
 		args map[string]any
@@ -247,7 +253,7 @@ func TestWait_WokenWhenTheHolderReleases(t *testing.T) {
 	if _, err := other.Claim(context.Background(), client.ClaimRequest{TaskID: "T1"}); err != nil {
 		t.Fatal(err)
 	}
-	cs, _ := connectInMemory(t, New(Options{Client: dial(t, uri, "proj/bravo")}))
+	cs, _ := connectInMemory(t, New(Options{Client: serverClient(t, uri, "proj/bravo")}))
 	done := make(chan WaitResult, 1)
 	go func() {
 		var wr WaitResult
@@ -279,7 +285,7 @@ func TestResources_ReadAndNotifiedWhenAnotherAgentClaims(t *testing.T) {
 func testResources(t *testing.T, version string) {
 	uri := startHub(t)
 	other := dial(t, uri, "proj/alpha")
-	cs, u := connectInMemoryAt(t, New(Options{Client: dial(t, uri, "proj/bravo")}), version)
+	cs, u := connectInMemoryAt(t, New(Options{Client: serverClient(t, uri, "proj/bravo")}), version)
 	ctx := context.Background()
 	res, err := cs.ListResources(ctx, nil)
 	if err != nil {
@@ -336,7 +342,7 @@ func testResources(t *testing.T, version string) {
 
 func TestKeeper_RenewsAClaimMadeThroughTheServer(t *testing.T) {
 	uri := startHubWith(t, hub.Config{Limits: coord.Limits{MinTTL: 0.5}})
-	s := New(Options{Client: dial(t, uri, "proj/me")})
+	s := New(Options{Client: serverClient(t, uri, "proj/me")})
 	cs, _ := connectInMemory(t, s)
 	var cl ClaimResult
 	call(t, cs, "claim", map[string]any{"task_id": "T1", "ttl_seconds": 1.5}, &cl)

@@ -21,7 +21,7 @@ func TestTools_TaskBoundClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cs, _ := connectInMemory(t, New(Options{Client: dial(t, uri, "proj/bravo")}))
+	cs, _ := connectInMemory(t, New(Options{Client: serverClient(t, uri, "proj/bravo")}))
 
 	var out ClaimResult
 	res := call(t, cs, "claim", map[string]any{"task_id": "T2", "paths": []string{"src/b"}, "board_task": "build"}, &out)

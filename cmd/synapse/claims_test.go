@@ -9,6 +9,7 @@ import (
 
 	"github.com/synapse-hub/synapse/client"
 	"github.com/synapse-hub/synapse/hub"
+	"github.com/synapse-hub/synapse/hub/hubtest"
 )
 
 func TestClaim_GrantedGolden(t *testing.T) {
@@ -176,7 +177,7 @@ func TestWait_TimeoutExitsFour(t *testing.T) {
 // the exit status as evidence.
 func TestLock_RunsTheCommandAndReleasesWithItsStatus(t *testing.T) {
 	uri := startCLIHub(t, hub.Config{})
-	watcher := agent(t, uri, "proj/watcher")
+	watcher := hubtest.Watcher(t, uri, "proj/watcher", client.FanoutNamespace)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	releases := watcher.Subscribe(ctx, func(f client.Frame) bool { return f.Type == "release_granted" })

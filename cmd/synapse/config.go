@@ -49,6 +49,9 @@ type clientFlags struct {
 	uri, token, name string
 	timeout          time.Duration
 	asJSON           bool
+	// fanout is the broadcasts the command's socket asks for (set by the
+	// command, not a flag): the SDK's own fan-out unless it shows more.
+	fanout client.Fanout
 }
 
 // register adds the connection flags (and --json) to fs.
@@ -126,7 +129,7 @@ func (f *clientFlags) dial(ctx context.Context, name string, reconnect bool) (*c
 	defer cancel()
 	deadline := time.Now().Add(nameRetry)
 	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
-		c, err := client.Dial(ctx, client.Options{URI: f.uri, Token: f.token, Name: name, NoReconnect: !reconnect, HandshakeTimeout: f.timeout})
+		c, err := client.Dial(ctx, client.Options{URI: f.uri, Token: f.token, Name: name, NoReconnect: !reconnect, HandshakeTimeout: f.timeout, Fanout: f.fanout})
 		var rej *client.RejectedError
 		if err == nil || !errors.As(err, &rej) || rej.Reason != "name conflict" || time.Now().Add(delay).After(deadline) {
 			return c, err

@@ -81,13 +81,15 @@ func runInbox(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-const listenUsage = `Usage: synapse listen [--types T,...] [--ack] [--count N] [--for DURATION] [--json]
+const listenUsage = `Usage: synapse listen [--types T,...] [--all] [--ack] [--count N] [--for DURATION] [--json]
 
 Connects as --name and prints every frame the hub sends it as it arrives,
 until Ctrl-C: first the directed messages waiting in its mailbox (marked
-"replayed"), then live chats, claim and board events, presence. With --ack
-each directed message is acknowledged once printed. --json prints each frame
-as the JSON the hub sent, one per line.
+"replayed"), then live chats, claim and board events, presence. Claim and
+board events are those of --name's namespace and of the claims it is party
+to (scoped fan-out); --all shows every agent's. With --ack each directed
+message is acknowledged once printed. --json prints each frame as the JSON
+the hub sent, one per line.
 `
 
 func runListen(args []string, stdout, stderr io.Writer) int {
@@ -98,6 +100,7 @@ func runListen(args []string, stdout, stderr io.Writer) int {
 	ack := fs.Bool("ack", false, "acknowledge each directed message once printed")
 	count := fs.Int("count", 0, "stop after this many frames (0: until interrupted)")
 	dur := fs.Duration("for", 0, "stop after this long (0: until interrupted)")
+	all := fs.Bool("all", false, "every agent's claim and board events (the full fan-out), not only those of your namespace")
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -122,8 +125,12 @@ func runListen(args []string, stdout, stderr io.Writer) int {
 		ctx, cancel = context.WithTimeout(ctx, *dur)
 		defer cancel()
 	}
+	fanout := client.FanoutNamespace
+	if *all {
+		fanout = client.FanoutFull
+	}
 	dctx, cancel := context.WithTimeout(ctx, f.timeout)
-	c, err := client.Dial(dctx, client.Options{URI: f.uri, Token: f.token, Name: f.name, HandshakeTimeout: f.timeout})
+	c, err := client.Dial(dctx, client.Options{URI: f.uri, Token: f.token, Name: f.name, HandshakeTimeout: f.timeout, Fanout: fanout})
 	cancel()
 	if err != nil {
 		return f.failure(stderr, "listen", err)

@@ -81,6 +81,7 @@ func runMCP(args []string, stdout, stderr io.Writer) int {
 		return serveMCPHTTP(ctx, &f, profile, *httpAddr, policy, stdout, stderr, log)
 	}
 
+	f.fanout = mcpserver.Fanout
 	c, err := f.dial(ctx, f.name, true)
 	if err != nil {
 		return f.failure(stderr, "mcp", err)
@@ -103,7 +104,7 @@ func mcpDialer(uri, token string, timeout func() time.Duration) func(context.Con
 	return func(ctx context.Context, name string) (*client.Client, error) {
 		ctx, cancel := context.WithTimeout(ctx, timeout())
 		defer cancel()
-		return client.Dial(ctx, client.Options{URI: uri, Token: token, Name: name})
+		return client.Dial(ctx, client.Options{URI: uri, Token: token, Name: name, Fanout: mcpserver.Fanout})
 	}
 }
 

@@ -101,12 +101,18 @@ func serve(t testing.TB, cfg hub.Config, ln net.Listener) {
 }
 
 // Agent holds name online at uri for the test's length, as a running agent
-// does.
+// does, with the SDK's own fan-out.
 func Agent(t testing.TB, uri, name string) *client.Client {
+	return Watcher(t, uri, name, client.FanoutOwn)
+}
+
+// Watcher is Agent with the fan-out given: a test that watches other
+// agents' grants asks for their broadcasts.
+func Watcher(t testing.TB, uri, name string, fanout client.Fanout) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, client.Options{URI: uri, Name: name})
+	c, err := client.Dial(ctx, client.Options{URI: uri, Name: name, Fanout: fanout})
 	if err != nil {
 		t.Fatal(err)
 	}
