@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/synapse-hub/synapse/wire"
 )
 
 // DefaultURI is where a hub started with no flags listens.
@@ -48,17 +50,34 @@ const (
 	// and board events, those that name this agent — its grants, releases,
 	// updates, handoffs to or from it, the board tasks it declares or is
 	// suggested for: everything its calls act on, and no other agent's
-	// grants. Presence comes in the compact form (feature
-	// "presence_delta"): changes without online_agents, which Online folds
-	// into a view.
+	// grants.
 	FanoutOwn Fanout = "own"
 	// FanoutNamespace (feature "scoped_fanout") adds the claim and board
 	// events of this agent's namespace (the part of its name before the
-	// first "/"): its project's other agents'. Presence is compact.
+	// first "/"): its project's other agents'.
 	FanoutNamespace Fanout = "scoped"
 	// FanoutFull is every broadcast, as the reference sends to every
-	// socket, and presence with online_agents in every frame.
+	// socket.
 	FanoutFull Fanout = "full"
+)
+
+// Presence is a client's ask for presence_update frames (feature
+// "presence_delta"; docs/protocol.md "Presence"). A hub without the
+// feature ignores it and sends the reference's frames.
+type Presence string
+
+const (
+	// PresenceNone (the default): no presence_update, and a welcome with
+	// online_count instead of online_agents (Welcome.OnlineAgents is then
+	// empty; Who lists who is online).
+	PresenceNone Presence = "none"
+	// PresenceCompact: the changes, merged within the hub's window,
+	// without online_agents; Online folds them into a view seeded by the
+	// welcome's list.
+	PresenceCompact Presence = "compact"
+	// PresenceFull: online_agents in every frame, changes merged within
+	// the window.
+	PresenceFull Presence = "full"
 )
 
 // Options configures Dial. Empty fields take their defaults.
@@ -70,6 +89,11 @@ type Options struct {
 	// Fanout is which broadcasts the hub writes to this client; the
 	// default, FanoutOwn, is only what its own calls act on.
 	Fanout Fanout
+	// Presence is which presence_update frames the hub writes to it; the
+	// default, PresenceNone, is none, and a welcome without the online
+	// list (Who asks for it when wanted): a connect storm of clients that
+	// show no presence then costs the hub nothing per join.
+	Presence Presence
 
 	HeartbeatInterval time.Duration // app-level keepalive (default 20 s)
 	HandshakeTimeout  time.Duration // dial + welcome + registration (default 10 s)
@@ -351,7 +375,14 @@ const registrationPing = "registered"
 
 // connectTo dials and registers one socket at uri.
 func (c *Client) connectTo(ctx context.Context, uri string, takeover bool) (*conn, Welcome, error) {
-	ws, resp, err := websocket.Dial(ctx, uri, &websocket.DialOptions{CompressionMode: websocket.CompressionDisabled})
+	presence := c.opts.Presence
+	if presence == "" {
+		presence = PresenceNone
+	}
+	// On an open hub the welcome goes out at connect: the header asks for
+	// the presence form before it does; the registration says it again.
+	header := http.Header{wire.PresenceHeader: {string(presence)}}
+	ws, resp, err := websocket.Dial(ctx, uri, &websocket.DialOptions{CompressionMode: websocket.CompressionDisabled, HTTPHeader: header})
 	if err != nil {
 		return nil, Welcome{}, fmt.Errorf("%w at %s: %v%s", ErrUnreachable, uri, err, refusalText(resp))
 	}
@@ -365,12 +396,13 @@ func (c *Client) connectTo(ctx context.Context, uri string, takeover bool) (*con
 	}
 	switch c.opts.Fanout {
 	case FanoutFull:
-		reg["fanout"], reg["presence"] = "full", "full"
+		reg["fanout"] = "full"
 	case FanoutNamespace:
 		reg["fanout"] = "scoped"
 	default:
 		reg["fanout"] = "own"
 	}
+	reg["presence"] = string(presence)
 	if takeover {
 		reg["takeover"] = true
 	}

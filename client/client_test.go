@@ -528,11 +528,12 @@ func TestClose_FailsCallsAndClosesSubscriptions(t *testing.T) {
 	}
 }
 
-// By default a client registers with its own fan-out: another agent's
-// grants, even in its own namespace, are not written to its socket, while
-// everything its own calls act on still reaches it — its grants, a
-// handoff to it, its wait's wake-up, chats to all and to it, presence.
-// A client with FanoutFull gets every broadcast, as the reference sends.
+// By default a client registers with its own fan-out and no presence:
+// another agent's grants, even in its own namespace, are not written to its
+// socket, nor presence, while everything its own calls act on still
+// reaches it — its grants, a handoff to it, its wait's wake-up, chats to
+// all and to it. A client with FanoutFull gets every broadcast, as the
+// reference sends; one with PresenceCompact, the presence changes.
 func TestFanout_OwnByDefaultStillGetsWhatItActsOn(t *testing.T) {
 	th := startHub(t, hub.Config{}, false)
 	ctx := testCtx(t)
@@ -632,9 +633,15 @@ func TestFanout_OwnByDefaultStillGetsWhatItActsOn(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("bravo got %v, want %v", got, want)
 	}
-	// Presence reaches everyone, compact (the window may hold it back).
+	// Presence reaches those that ask (the window may hold it back), and
+	// only those.
+	d := th.dial(t, "q/delta", func(o *Options) { o.Presence = PresenceCompact })
+	dSees := d.Subscribe(ctx, isBroadcast)
 	th.dial(t, "q/charlie")
-	for f := recv(t, bSees, "charlie's join"); f.Type != "presence_update" || f.String("agent") != "q/charlie"; f = recv(t, bSees, "charlie's join") {
+	for f := recv(t, dSees, "charlie's join"); f.Type != "presence_update" || f.String("agent") != "q/charlie"; f = recv(t, dSees, "charlie's join") {
+	}
+	if got := drain(b, bSees); len(got) != 0 {
+		t.Fatalf("bravo, asking for no presence, got %v", got)
 	}
 }
 

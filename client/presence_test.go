@@ -14,7 +14,10 @@ func TestOnline_FollowsBothPresenceForms(t *testing.T) {
 	th := startHub(t, hub.Config{}, false)
 	for _, scoped := range []bool{false, true} {
 		name := map[bool]string{false: "full/watcher", true: "scoped/watcher"}[scoped]
-		w := th.dial(t, name, func(o *Options) { o.Fanout = map[bool]Fanout{false: FanoutFull, true: FanoutOwn}[scoped] })
+		w := th.dial(t, name, func(o *Options) {
+			o.Fanout = map[bool]Fanout{false: FanoutFull, true: FanoutOwn}[scoped]
+			o.Presence = map[bool]Presence{false: PresenceFull, true: PresenceCompact}[scoped]
+		})
 		ctx := testCtx(t)
 		frames := w.Subscribe(ctx, func(f Frame) bool { return f.Type == "presence_update" })
 		var on Online

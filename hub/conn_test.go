@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -70,9 +71,15 @@ type tconn struct {
 
 func (th *testHub) dial() *tconn {
 	th.t.Helper()
+	return th.dialWith(nil)
+}
+
+// dialWith dials with the upgrade request's headers set to header.
+func (th *testHub) dialWith(header http.Header) *tconn {
+	th.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, th.url, nil)
+	c, _, err := websocket.Dial(ctx, th.url, &websocket.DialOptions{HTTPHeader: header})
 	if err != nil {
 		th.t.Fatalf("dial: %v", err)
 	}

@@ -38,8 +38,12 @@ const (
 	presenceReference presenceForm = iota // the reference's: one frame per change, online_agents in each
 	presenceFull                          // asked "full": online_agents, changes of a window merged
 	presenceCompact                       // joined/left and online_count, no list, merged
+	presenceNone                          // asked "none": no presence_update, a welcome without the list
 	presenceForms                         // how many forms there are
 )
+
+// batchedForms are the forms whose changes wait for a window's end.
+var batchedForms = [...]presenceForm{presenceFull, presenceCompact}
 
 // presenceChange is one bind (joined) or unbind of a name.
 type presenceChange struct {
@@ -62,6 +66,8 @@ func (s *session) presenceForm() presenceForm {
 	switch {
 	case s.presenceAsk == "full":
 		return presenceFull
+	case s.presenceAsk == "none":
+		return presenceNone
 	case s.presenceAsk == "compact" || s.scoped:
 		return presenceCompact
 	}
@@ -97,7 +103,7 @@ func (h *Hub) presenceLocked(name string, joined bool) {
 		h.feed.publish("presence", APIPresenceEvent{Agent: name, Online: joined, At: h.now()})
 	}
 	h.presenceEachLocked(presenceChange{name, joined})
-	for f := presenceFull; f < presenceForms; f++ {
+	for _, f := range batchedForms {
 		b := &h.reg.presence[f]
 		b.changes = append(b.changes, presenceChange{name, joined})
 		h.presenceDueLocked(b)
@@ -129,8 +135,11 @@ func (h *Hub) presenceEachLocked(c presenceChange) {
 func (h *Hub) presenceJoinLocked(s *session) {
 	h.presenceLocked(s.name, true)
 	form := s.presenceForm()
-	if form == presenceReference {
+	switch form {
+	case presenceReference:
 		return // it went out at once, to s too
+	case presenceNone:
+		return // it asked for none
 	}
 	b := &h.reg.presence[form]
 	if len(b.changes) == 0 {

@@ -8,10 +8,13 @@ package hub
 
 import (
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/synapse-hub/synapse/wire"
 )
 
 // flushPresence ends every presence window now, as its timer would.
@@ -444,5 +447,43 @@ func TestPresence_NetEffectOfABatch(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A socket that asks for presence "none" — in its upgrade's
+// Synapse-Presence header on an open hub, whose welcome goes out at
+// connect, or in its registration on a secured one — gets a welcome with
+// online_count instead of the list, and no presence_update at all: a storm
+// of such agents costs the hub nothing per join. Asking for the compact
+// form later brings the list in its next frame, so a view is never wrong.
+func TestPresence_NoneIsSparedTheListAndEveryFrame_PROTOCOL_2_14(t *testing.T) {
+	t.Parallel()
+	th := startHub(t, Config{})
+	th.join("p/a")
+	quiet := th.dialWith(http.Header{wire.PresenceHeader: {"none"}})
+	w := quiet.expect("welcome")
+	if hasKey(w, "online_agents") || num(t, w["online_count"]) != 1 {
+		t.Fatalf("welcome %v, want online_count and no list", w)
+	}
+	quiet.send(heartbeat("q/quiet", nil))
+	th.join("p/b")
+	th.join("p/c").send(map[string]any{"sender": "p/c", "type": "leave", "target": "System"})
+	quiet.send(map[string]any{"sender": "q/quiet", "type": "ping", "target": "System"})
+	if m := quiet.next(); m["type"] != "pong" {
+		t.Fatalf("a presence:none socket got %v before its pong, want nothing", m)
+	}
+	// Asking for the compact form: the next change brings the whole list.
+	quiet.send(heartbeat("q/quiet", map[string]any{"presence": "compact"}))
+	th.join("p/d")
+	m := quiet.expect("presence_update")
+	if fmt.Sprint(m["online_agents"]) != "[p/a p/b p/d q/quiet]" {
+		t.Fatalf("the first compact frame %v, want the whole list", m)
+	}
+
+	sec := startHub(t, Config{Token: "secret"})
+	c := sec.dial()
+	c.send(heartbeat("p/s", map[string]any{"token": "secret", "presence": "none"}))
+	if w := c.expect("welcome"); hasKey(w, "online_agents") || num(t, w["online_count"]) != 0 {
+		t.Fatalf("a secured hub's welcome %v, want online_count and no list", w)
 	}
 }

@@ -182,13 +182,18 @@ func (h *Hub) unauthenticatedLocked() int {
 // welcomeLocked encodes s's welcome; s then knows the whole online list.
 func (s *session) welcomeLocked() []byte {
 	h := s.h
-	s.presenceSeq = h.reg.presence[presenceCompact].seq
-	return wire.NewFrame("welcome", "self", "Welcome to Synapse", h.now(), h.cfg.HubID).
-		Int("connected_clients", int64(h.liveSocketsLocked())).
-		Raw("online_agents", h.onlineJSONLocked()).
-		Int("protocol_version", wire.ProtocolVersion).
-		Strs("features", h.features).
-		Bytes()
+	f := wire.NewFrame("welcome", "self", "Welcome to Synapse", h.now(), h.cfg.HubID).
+		Int("connected_clients", int64(h.liveSocketsLocked()))
+	if s.presenceForm() == presenceNone {
+		// Without the list; should it ask for the compact form later, its
+		// next compact frame carries the list (presenceSeq never matches).
+		s.presenceSeq = 0
+		f.Int("online_count", int64(len(h.reg.online)))
+	} else {
+		s.presenceSeq = h.reg.presence[presenceCompact].seq
+		f.Raw("online_agents", h.onlineJSONLocked())
+	}
+	return f.Int("protocol_version", wire.ProtocolVersion).Strs("features", h.features).Bytes()
 }
 
 // liveSocketsLocked counts the sockets not being closed.
@@ -356,8 +361,7 @@ func (s *session) registrationFieldsLocked(in *wire.Inbound) {
 	case "full", "all":
 		s.scoped, s.ownOnly = false, false
 	}
-	switch p := in.Str("presence"); p {
-	case "full", "compact":
+	if p := in.Str("presence"); validPresence(p) {
 		s.presenceAsk = p
 	}
 }
@@ -366,6 +370,15 @@ func (s *session) registrationFieldsLocked(in *wire.Inbound) {
 type offlineName struct {
 	name string
 	at   float64
+}
+
+// validPresence reports whether p names a presence form a socket may ask for.
+func validPresence(p string) bool {
+	switch p {
+	case "full", "compact", "none":
+		return true
+	}
+	return false
 }
 
 // touchLocked records that name was seen, keeping the map bounded (the

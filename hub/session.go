@@ -85,7 +85,7 @@ type session struct {
 	visit        uint64  // recipient resolution mark: reached once per chat (recipients.go)
 
 	// presence (Hub.mu; presence.go)
-	presenceAsk   string // the registration's presence field: "full", "compact" or ""
+	presenceAsk   string // the upgrade's Synapse-Presence header, then the registration's presence field: "full", "compact", "none" or ""
 	presenceSeq   uint64 // the compact batch's seq when this socket last knew the whole list
 	bcast         uint64 // the last broadcast that reached it (registry.audienceLocked)
 	presenceKnown uint64 // presenceChanges when it was told the whole list alone, on its join
@@ -135,6 +135,9 @@ func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {
 		host:   host,
 		authed: h.cfg.Token == "",
 		rate:   newBucket(h.cfg.RateLimits.AgentPerSecond, h.cfg.RateLimits.AgentBurst, h.now()),
+	}
+	if p := r.Header.Get(wire.PresenceHeader); validPresence(p) {
+		s.presenceAsk = p // before the welcome (presence.go)
 	}
 	if h.cfg.MalformedPerSecond > 0 {
 		s.malformed = newBucket(h.cfg.MalformedPerSecond, h.cfg.MalformedBurst, h.now())

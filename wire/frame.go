@@ -11,6 +11,13 @@ const HubSender = "SynapseHub"
 // ProtocolVersion is the wire protocol this package speaks.
 const ProtocolVersion = 2
 
+// PresenceHeader is the HTTP header of a WebSocket upgrade that asks a hub
+// for a presence form ("none", "compact", "full": the registration's
+// presence field) before it sends its welcome: on an open hub the welcome
+// goes out at connect, so the header is the only way to be spared its
+// online list (docs/protocol.md "Presence"). Additive: other hubs ignore it.
+const PresenceHeader = "Synapse-Presence"
+
 // Frame builds one JSON object as text, keys in the order they are added,
 // written as the reference's Python does (see package pyjson). The zero
 // value is not usable; start with NewFrame or Object.

@@ -130,7 +130,7 @@ func runListen(args []string, stdout, stderr io.Writer) int {
 		fanout = client.FanoutFull
 	}
 	dctx, cancel := context.WithTimeout(ctx, f.timeout)
-	c, err := client.Dial(dctx, client.Options{URI: f.uri, Token: f.token, Name: f.name, HandshakeTimeout: f.timeout, Fanout: fanout})
+	c, err := client.Dial(dctx, client.Options{URI: f.uri, Token: f.token, Name: f.name, HandshakeTimeout: f.timeout, Fanout: fanout, Presence: client.PresenceCompact})
 	cancel()
 	if err != nil {
 		return f.failure(stderr, "listen", err)
