@@ -80,9 +80,9 @@ func (s *session) receivesBroadcasts() bool {
 	return s.name != "" && !s.superseded && s.authed
 }
 
-// onlineLocked is the sorted list of bound names, sidecars included. It is
-// shared and replaced on every change: callers may keep it but must not
-// modify it.
+// onlineLocked is the sorted list of bound names, sidecars included. It
+// changes in place as names bind and leave: callers read it under Hub.mu
+// and keep nothing of it (onlineJSONLocked is the encoding to keep).
 func (h *Hub) onlineLocked() []string { return h.reg.online }
 
 // onlineJSONLocked is onlineLocked as a JSON array, encoded once per change

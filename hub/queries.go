@@ -109,6 +109,7 @@ func (s *session) whoRequest(sender string) {
 	h.mu.Lock()
 	now := h.now()
 	online := h.onlineLocked()
+	onlineJSON := h.onlineJSONLocked() // kept: a new one is made after a change
 	roles := wire.Object()
 	live := wire.Object()
 	wakes := wire.Object()
@@ -132,7 +133,7 @@ func (s *session) whoRequest(sender string) {
 	}
 	clients := h.liveSocketsLocked()
 	h.mu.Unlock()
-	f := s.frame("who_snapshot", sender, "Who snapshot").Strs("online_agents", online).Raw("agent_roles", roles.Bytes()).
+	f := s.frame("who_snapshot", sender, "Who snapshot").Raw("online_agents", onlineJSON).Raw("agent_roles", roles.Bytes()).
 		Int("connected_clients", int64(clients)).Str("hub_version", Version).Str("config_epoch", h.epoch)
 	if h.cfg.Journal != nil {
 		f.Raw("mailbox_pending", h.mailboxPending())
