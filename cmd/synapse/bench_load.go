@@ -253,15 +253,15 @@ func printLoadResult(w io.Writer, res bench.LoadResult) {
 	if res.Label != "" {
 		name = res.Label + ": "
 	}
-	fanout := res.Fanout
+	fanout := res.Fanout + " fan-out"
 	if res.Fanout != res.FanoutAsked {
-		fanout += " (" + res.FanoutAsked + " asked: the hub does not announce scoped_fanout)"
+		fanout += ", " + res.FanoutAsked + " asked: the hub does not announce scoped_fanout"
 	}
 	features := "none"
 	if len(res.Hub.Features) > 0 {
 		features = strings.Join(res.Hub.Features, ",")
 	}
-	fmt.Fprintf(w, "%sagents %d (+%d idle, %s fan-out), hub %s protocol %d, features %s\n", name, res.Agents, res.Idle, fanout, res.Hub.HubID, res.Hub.ProtocolVersion, features)
+	fmt.Fprintf(w, "%sagents %d (+%d idle, %s), hub %s protocol %d, features %s\n", name, res.Agents, res.Idle, fanout, res.Hub.HubID, res.Hub.ProtocolVersion, features)
 	fmt.Fprintf(w, "  connect storm %.2fs (hub CPU %.2fs, client CPU %.2fs; hub RSS after it %d KiB)\n", res.ConnectSeconds, res.HubCPUConnectSeconds, res.ClientCPUConnectSeconds, res.HubRSSConnectKB)
 	offered := "saturation"
 	if res.OfferedPerSecond > 0 {
