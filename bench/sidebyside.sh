@@ -113,13 +113,14 @@ for line in open(sys.argv[1]):
     else:
         res[o["label"]] = o
 def side(r):
-    return "%s / %s | %s / %s | **%s** | %.2f" % (
+    return "%s / %s | %s / %s | **%s** | %.2f | %d MiB" % (
         format(round(r["cycles_per_s"]), ","), format(round(r.get("offered_cycles_per_s", 0)), ",") if r.get("offered_cycles_per_s") else "sat.",
-        us(r["claim"]["p50_us"]), us(r["claim"]["p99_us"]), format(round(r.get("hub_cpu_us_per_cycle", 0)), ","), r.get("hub_cores", 0))
+        us(r["claim"]["p50_us"]), us(r["claim"]["p99_us"]), format(round(r.get("hub_cpu_us_per_cycle", 0)), ","), r.get("hub_cores", 0),
+        round(r.get("hub_rss_kb", 0) / 1024))
 def us(v):
-    return "%.0f µs" % v if v < 10000 else "%.1f ms" % (v / 1000)
-print("| journal | agents | offered | hub | cycles/s achieved / offered | claim p50 / p99 | hub CPU µs/cycle | hub cores | reference ÷ synapse, CPU/cycle |")
-print("|---|---|---|---|---|---|---|---|---|")
+    return "%.0f µs" % v if v < 1000 else "%.1f ms" % (v / 1000)
+print("| journal | agents | offered | hub | cycles/s achieved / offered | claim p50 / p99 | hub CPU µs/cycle | hub cores | hub RSS | reference ÷ synapse, CPU/cycle |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for mode, agents, rate, ours, ref, c in rows:
     offered = "%g/s each" % rate if rate else "saturation"
     journal = "memory" if mode == "memory" else "durable (FULL)"
