@@ -80,9 +80,9 @@ type LoadResult struct {
 	FanoutAsked string `json:"fanout_asked"`
 	// ConnectSeconds is the connect storm: from the first dial until every
 	// agent, idle ones included, is registered (its presence_update seen).
-	// HubCPUConnectSeconds is the hub's CPU through it, HubRSSConnectKB its
-	// resident memory right after it.
-	// ClientCPUConnectSeconds is this process's (the agents' side).
+	// HubCPUConnectSeconds and ClientCPUConnectSeconds are the hub's and
+	// this process's CPU through it, HubRSSConnectKB the hub's resident
+	// memory right after it.
 	ConnectSeconds          float64 `json:"connect_s"`
 	HubCPUConnectSeconds    float64 `json:"hub_cpu_connect_s,omitempty"`
 	ClientCPUConnectSeconds float64 `json:"client_cpu_connect_s"`

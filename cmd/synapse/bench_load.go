@@ -96,7 +96,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	cycleRate := fs.Float64("cycle-rate", 0, "deprecated: --rate")
 	uri := fs.String("uri", "", "measure the hub at this address instead of starting one (its CPU is read with --hub-pid)")
 	hubPID := fs.Int("hub-pid", 0, "with --uri: the hub's process id, to read its CPU and memory from /proc")
-	vs := fs.String("vs", "", "also measure the hub at this address, after each run of the first with the same flags, and print the ratio of their hub CPU per cycle")
+	vs := fs.String("vs", "", "also measure the open hub at this address, after each run of the first with the same flags, and print the ratio of their hub CPU per cycle")
 	vsPID := fs.Int("vs-pid", 0, "with --vs: that hub's process id")
 	label := fs.String("label", "hub", "the first hub's name in the output")
 	vsLabel := fs.String("vs-label", "vs", "the --vs hub's name in the output")
