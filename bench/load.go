@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -20,11 +19,14 @@ import (
 // LoadConfig is one run of the load benchmark against a hub over real
 // sockets (synapse bench load).
 type LoadConfig struct {
-	URI      string        // the hub's ws:// address
-	HubPID   int           // the hub's process id, to read its CPU and memory from /proc (0: not read)
-	Agents   int           // agents cycling claim → grant → release → grant
-	Idle     int           // agents connected and idle (most of a real fleet)
-	Scoped   bool          // scoped fan-out (--fanout scoped), each agent in a namespace of its own
+	URI    string // the hub's ws:// address
+	HubPID int    // the hub's process id, to read its CPU and memory from /proc (0: not read)
+	Agents int    // agents cycling claim → grant → release → grant
+	Idle   int    // agents connected and idle (most of a real fleet)
+	// Scoped asks for scoped fan-out (--fanout scoped) where the hub
+	// announces it (feature scoped_fanout); each agent is in a namespace
+	// of its own either way.
+	Scoped   bool
 	Duration time.Duration // how long the cycling phase runs
 	// Conflict is the share of an agent's claims aimed at one contended
 	// scope instead of its own files (0..1).
@@ -45,10 +47,11 @@ type LoadConfig struct {
 	// MaxMsgBytes is the hub's frame limit, which oversized frames pass
 	// (0 = the default 1 MiB).
 	MaxMsgBytes int
-	// CycleRate, if positive, is the most cycles per second each agent
-	// runs (a fleet of agents that think between claims); 0 = as fast as
-	// the hub answers.
-	CycleRate float64
+	// Rate, if positive, is the cycles per second each agent offers (a
+	// fleet of agents that think between claims; see cycleDue): two hubs
+	// run at one Rate get the same offered load. 0 = each agent claims
+	// again as soon as its release is granted (saturation).
+	Rate float64
 	// Progress, if set, gets a line now and then while it runs.
 	Progress func(string)
 }
@@ -63,15 +66,38 @@ type Latency struct {
 
 // LoadResult is what one run measured.
 type LoadResult struct {
-	Agents          int     `json:"agents"`
-	Idle            int     `json:"idle"`
-	Fanout          string  `json:"fanout"`
-	ConnectSeconds  float64 `json:"connect_s"`
-	Cycles          int64   `json:"cycles"`
-	CyclesPerSecond float64 `json:"cycles_per_s"`
-	Claim           Latency `json:"claim"`
-	Release         Latency `json:"release"`
-	Conflicts       int64   `json:"conflicts_refused"` // refused claims: conflicts, and errors such as a rate limit
+	// Label names the hub in a side-by-side run (synapse bench load --vs).
+	Label string `json:"label,omitempty"`
+	// Hub is what the hub's welcome said: its id, protocol version and
+	// announced features (the reference announces none).
+	Hub    HubInfo `json:"hub"`
+	Agents int     `json:"agents"`
+	Idle   int     `json:"idle"`
+	// Fanout is the fan-out that ran: "scoped" only when it was asked for
+	// and the hub announced scoped_fanout, else "full"; FanoutAsked is
+	// what --fanout asked for.
+	Fanout      string `json:"fanout"`
+	FanoutAsked string `json:"fanout_asked"`
+	// ConnectSeconds is the connect storm: from the first dial until every
+	// agent, idle ones included, is registered (its presence_update seen).
+	// HubCPUConnectSeconds and ClientCPUConnectSeconds are the hub's and
+	// this process's CPU through it, HubRSSConnectKB the hub's resident
+	// memory right after it.
+	ConnectSeconds          float64 `json:"connect_s"`
+	HubCPUConnectSeconds    float64 `json:"hub_cpu_connect_s,omitempty"`
+	ClientCPUConnectSeconds float64 `json:"client_cpu_connect_s"`
+	HubRSSConnectKB         int64   `json:"hub_rss_connect_kb,omitempty"`
+	// Rate is each agent's offered cycles per second (0 = saturation),
+	// OfferedPerSecond all agents' together.
+	Rate             float64 `json:"rate_per_agent"`
+	OfferedPerSecond float64 `json:"offered_cycles_per_s,omitempty"`
+	Cycles           int64   `json:"cycles"`
+	CyclesPerSecond  float64 `json:"cycles_per_s"`
+	// HubCores is the hub's CPU through the cycling phase, in cores.
+	HubCores  float64 `json:"hub_cores,omitempty"`
+	Claim     Latency `json:"claim"`
+	Release   Latency `json:"release"`
+	Conflicts int64   `json:"conflicts_refused"` // refused claims: conflicts, and errors such as a rate limit
 	// Hostile are the hostile phases (--hostile), each against the
 	// cycling phase above as the quiet baseline.
 	Hostile []HostileResult `json:"hostile,omitempty"`
@@ -84,7 +110,7 @@ type LoadResult struct {
 	ClientCPUPerCycle float64 `json:"client_cpu_us_per_cycle"`
 	HubCPUPerChat     float64 `json:"hub_cpu_us_per_chat,omitempty"`
 	ClientCPUPerChat  float64 `json:"client_cpu_us_per_chat,omitempty"`
-	HubRSSKB          int64   `json:"hub_rss_kb,omitempty"`
+	HubRSSKB          int64   `json:"hub_rss_kb,omitempty"` // at the end of the run
 	// FloorUSPerRoundTrip is a bare WebSocket echo's server CPU per round
 	// trip on this machine (--floor): the least any hub could cost.
 	FloorUSPerRoundTrip float64 `json:"floor_us_per_round_trip,omitempty"`
@@ -93,47 +119,26 @@ type LoadResult struct {
 // loadAgent is one connected agent: its socket and name, and the buffer
 // its requests are built in (one goroutine sends at a time).
 type loadAgent struct {
-	name string
-	c    *wsConn
-	req  []byte
+	name  string
+	c     *wsConn
+	req   []byte
+	leave bool // the hub announced the leave verb: say it before closing
 }
 
-// dialAgent connects an agent and registers it, and returns once the hub
-// has read the registration (its answer to a who_request sent after it has
-// come back: frames of one socket are handled in order).
-func dialAgent(ctx context.Context, uri, name, token string, scoped bool) (*loadAgent, error) {
-	c, err := dialWS(ctx, ws.Dialer{}, uri)
+// dialAgent connects an agent and registers it (handshake.go), and returns
+// once the hub has read the registration. readBuf is its socket's read
+// buffer (0: readBufSize).
+func dialAgent(ctx context.Context, uri, name string, r registration, readBuf int) (*loadAgent, error) {
+	c, err := dialWS(ctx, ws.Dialer{ReadBufferSize: readBuf}, uri)
 	if err != nil {
 		return nil, err
 	}
 	a := &loadAgent{name: name, c: c}
-	if err := a.register(ctx, token, scoped, false); err != nil {
+	if err := a.register(ctx, r, false); err != nil {
 		c.close()
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return a, nil
-}
-
-// register sends the agent's first frame (with takeover, evicting a live
-// socket of the same name) and waits until the hub has read it.
-func (a *loadAgent) register(ctx context.Context, token string, scoped, takeover bool) error {
-	b := appendField(a.request("heartbeat", "System"), "payload", "online")
-	if token != "" {
-		b = appendField(b, "token", token)
-	}
-	if scoped {
-		b = appendField(b, "fanout", "scoped")
-	}
-	if takeover {
-		b = append(pyjson.AppendKey(b, "takeover"), "true"...)
-	}
-	if err := a.send(b); err != nil {
-		return fmt.Errorf("register %s: %w", a.name, err)
-	}
-	if err := a.call(ctx, a.request("who_request", "System"), func(b []byte) bool { return has(b, `"type":"who_snapshot"`) }); err != nil {
-		return fmt.Errorf("register: %w", err)
-	}
-	return nil
 }
 
 // request starts a request's JSON in the agent's buffer: sender, target
@@ -170,20 +175,17 @@ func (a *loadAgent) call(ctx context.Context, b []byte, match func([]byte) bool)
 	return nil
 }
 
-// close says goodbye and closes the socket.
+// close says goodbye (where the hub has the leave verb) and closes the
+// socket.
 func (a *loadAgent) close() {
-	_ = a.send(a.request("leave", "System"))
+	if a.leave {
+		_ = a.send(a.request("leave", "System"))
+	}
 	a.c.close()
 }
 
-func has(b []byte, parts ...string) bool {
-	for _, p := range parts {
-		if !bytes.Contains(b, []byte(p)) {
-			return false
-		}
-	}
-	return true
-}
+// probeTimeout bounds the probe of the hub's welcome.
+const probeTimeout = 10 * time.Second
 
 // dialsInFlight bounds the connect storm's dials (each with its
 // registration round trip): enough to keep the hub busy, few enough that a
@@ -193,18 +195,34 @@ const dialsInFlight = 64
 // RunLoad connects the agents (a connect storm: all at once), runs the
 // cycling phase for Duration, then a directed chat phase, and reports.
 func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
-	res := LoadResult{Agents: cfg.Agents, Idle: cfg.Idle, Fanout: "full"}
+	res := LoadResult{Agents: cfg.Agents, Idle: cfg.Idle, FanoutAsked: "full", Rate: max(cfg.Rate, 0)}
 	if cfg.Scoped {
-		res.Fanout = "scoped"
+		res.FanoutAsked = "scoped"
 	}
 	progress := func(format string, args ...any) {
 		if cfg.Progress != nil {
 			cfg.Progress(fmt.Sprintf(format, args...))
 		}
 	}
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	info, err := ProbeHub(pctx, cfg.URI, cfg.Token)
+	cancel()
+	if err != nil {
+		return res, err
+	}
+	res.Hub = info
+	reg := registrationFor(info, cfg.Token, cfg.Scoped)
+	res.Fanout = "full"
+	if reg.scoped {
+		res.Fanout = "scoped"
+	}
+	if res.Rate > 0 {
+		res.OfferedPerSecond = res.Rate * float64(cfg.Agents)
+	}
 	total := cfg.Agents + cfg.Idle
 	agents := make([]*loadAgent, total)
 	errs := make([]error, total)
+	hubStorm0, cliStorm0 := procCPU(cfg.HubPID), procCPU(os.Getpid())
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, dialsInFlight)
@@ -220,7 +238,11 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 			}
 			dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 			defer cancel()
-			agents[i], errs[i] = dialAgent(dctx, cfg.URI, name, cfg.Token, cfg.Scoped)
+			readBuf := readBufSize
+			if i >= cfg.Agents {
+				readBuf = idleReadBufSize
+			}
+			agents[i], errs[i] = dialAgent(dctx, cfg.URI, name, reg, readBuf)
 		}()
 	}
 	wg.Wait()
@@ -231,6 +253,11 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 		}
 	}
 	res.ConnectSeconds = time.Since(t0).Seconds()
+	res.ClientCPUConnectSeconds = procCPU(os.Getpid()) - cliStorm0
+	if cfg.HubPID > 0 {
+		res.HubCPUConnectSeconds = procCPU(cfg.HubPID) - hubStorm0
+		res.HubRSSConnectKB = procRSS(cfg.HubPID)
+	}
 	progress("%d agents connected in %.2fs", total, res.ConnectSeconds)
 
 	workers := agents[:cfg.Agents]
@@ -245,6 +272,9 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 	res.Cycles, res.Conflicts = ph.cycles, ph.conflicts
 	res.CyclesPerSecond = float64(res.Cycles) / ph.elapsed.Seconds()
 	res.Claim, res.Release = ph.claim, ph.release
+	if cfg.HubPID > 0 {
+		res.HubCores = (hub1 - hub0) / ph.elapsed.Seconds()
+	}
 	if res.Cycles > 0 {
 		res.ClientCPUPerCycle = (cli1 - cli0) / float64(res.Cycles) * 1e6
 		if cfg.HubPID > 0 {
@@ -316,11 +346,7 @@ func cycle(ctx context.Context, cfg LoadConfig, workers []*loadAgent, tick func(
 			own, ownPaths := a.name+"/T", []string{a.name}
 			claimOwn, releaseOwn := claimAnswer(a.name, own, &denied), releaseAnswer(a.name, own)
 			for k := 0; time.Now().Before(deadline) && ctx.Err() == nil; k++ {
-				if cfg.CycleRate > 0 {
-					if d := time.Until(start.Add(time.Duration(float64(k) / cfg.CycleRate * float64(time.Second)))); d > 0 {
-						time.Sleep(d)
-					}
-				}
+				sleepUntil(start.Add(cycleDue(i, len(workers), k, cfg.Rate)))
 				task, paths, claimed, released := own, ownPaths, claimOwn, releaseOwn
 				if cfg.Conflict > 0 && float64(k%100) < cfg.Conflict*100 {
 					task, paths = fmt.Sprintf("%s/C%d", a.name, k), []string{"contended"}
@@ -358,19 +384,44 @@ func cycle(ctx context.Context, cfg LoadConfig, workers []*loadAgent, tick func(
 	return ph, nil
 }
 
+// cycleDue is when worker i of n runs its k-th cycle (from 0) at rate
+// cycles per second, after the phase's start: every k/rate, the workers
+// spread evenly over one period (i/n of it) rather than all claiming at
+// once. A worker behind its schedule runs at once: the offered load stays
+// rate × n whatever the hub does, and what it achieves is reported beside
+// it. Without a rate (0) it is always 0: as fast as the hub answers.
+func cycleDue(i, n, k int, rate float64) time.Duration {
+	if rate <= 0 || n <= 0 {
+		return 0
+	}
+	return time.Duration(float64(k*n+i) * float64(time.Second) / (rate * float64(n)))
+}
+
+// sleepUntil sleeps until t, if it is still to come.
+func sleepUntil(t time.Time) {
+	if d := time.Until(t); d > 0 {
+		time.Sleep(d)
+	}
+}
+
+// The frames the cycles wait for, as the reference sends them (PROTOCOL.md
+// §2.4, §2.5; hub/testdata/traces/claims): claim_granted and
+// release_granted are broadcast (to every socket, with the owner and
+// task_id), claim_denied and release_denied go to the requester with the
+// task_id, and an error (a rate limit, for one) to the requester.
+
 // claimAnswer matches the hub's answer to owner's claim of task: the grant
 // (a broadcast, so its owner is checked too), or the refusal or an error
 // to owner (a rate limit), which it records in denied.
 func claimAnswer(owner, task string, denied *bool) func([]byte) bool {
-	taskID := `"task_id":"` + task + `"`
-	granted := []string{`"type":"claim_granted"`, `"owner":"` + owner + `"`, taskID}
-	refused := []string{`"type":"claim_denied"`, taskID}
-	errored := []string{`"type":"error"`, `"target":"` + owner + `"`}
+	granted := fields("type", "claim_granted", "owner", owner, "task_id", task)
+	refused := fields("type", "claim_denied", "task_id", task)
+	errored := fields("type", "error", "target", owner)
 	return func(b []byte) bool {
-		if has(b, granted...) {
+		if granted.in(b) {
 			return true
 		}
-		*denied = has(b, refused...) || has(b, errored...)
+		*denied = refused.in(b) || errored.in(b)
 		return *denied
 	}
 }
@@ -378,10 +429,11 @@ func claimAnswer(owner, task string, denied *bool) func([]byte) bool {
 // releaseAnswer matches the hub's answer to owner's release of task, an
 // error to owner included.
 func releaseAnswer(owner, task string) func([]byte) bool {
-	granted := []string{`"type":"release_granted"`, `"task_id":"` + task + `"`}
-	errored := []string{`"type":"error"`, `"target":"` + owner + `"`}
+	granted := fields("type", "release_granted", "task_id", task)
+	refused := fields("type", "release_denied", "task_id", task)
+	errored := fields("type", "error", "target", owner)
 	return func(b []byte) bool {
-		return has(b, granted...) || has(b, `"type":"release_denied"`) || has(b, errored...)
+		return granted.in(b) || refused.in(b) || errored.in(b)
 	}
 }
 
@@ -397,14 +449,10 @@ func directedChat(ctx context.Context, cfg LoadConfig, from, to *loadAgent, res 
 	defer cancel()
 	start := time.Now()
 	for k := 0; time.Now().Before(end); k++ {
-		if cfg.CycleRate > 0 { // as paced as the cycles: a rate limit would refuse the rest
-			if d := time.Until(start.Add(time.Duration(float64(k) / cfg.CycleRate * float64(time.Second)))); d > 0 {
-				time.Sleep(d)
-			}
-		}
+		// As paced as the cycles: a rate limit would refuse the rest.
+		sleepUntil(start.Add(cycleDue(0, 1, k, cfg.Rate)))
 		id := "m" + strconv.Itoa(k)
-		msgID := `"client_msg_id":"` + id + `"`
-		w := newWaiter(func(b []byte) bool { return has(b, `"type":"chat"`, msgID) })
+		w := newWaiter(fields("type", "chat", "client_msg_id", id).in)
 		to.c.await(w)
 		s := time.Now()
 		if err := from.send(appendField(appendField(from.request("chat", to.name), "payload", "hello"), "client_msg_id", id)); err != nil {

@@ -558,7 +558,7 @@ func soakChurner(ctx context.Context, uri string, idx int, n *soakCounts) {
 				return nil
 			}
 			a := &loadAgent{name: name, c: c}
-			err = a.register(dctx, "", false, takeover)
+			err = a.register(dctx, registration{leave: true}, takeover) // our hub: it has the leave verb
 			if err == nil {
 				n.connects.Add(1)
 				if takeover {

@@ -34,9 +34,13 @@ import (
 	"github.com/gobwas/ws"
 )
 
-// readBufSize is each socket's read buffer: a burst of broadcasts is taken
-// in one read call, and a frame that fits is matched in place.
+// readBufSize is a working socket's read buffer: a burst of broadcasts is
+// taken in one read call, and a frame that fits is matched in place.
 const readBufSize = 64 << 10
+
+// idleReadBufSize is an idle agent's: it skips nearly every frame, and ten
+// thousand of them at 64 KiB would hold 640 MiB of the client's memory.
+const idleReadBufSize = 4 << 10
 
 // maxFrameBytes bounds a frame from the hub (the hub's own limit is 1 MiB
 // by default); a larger one ends the connection.
@@ -79,18 +83,29 @@ func newWaiter(match func([]byte) bool) *waiter {
 	return &waiter{match: match, ch: make(chan struct{})}
 }
 
-// dialWS opens a WebSocket to uri with d (its read buffer size is set
-// here) and starts its reader.
+// dialWS opens a WebSocket to uri with d (its read buffer is
+// d.ReadBufferSize, readBufSize if 0) and starts its reader.
 func dialWS(ctx context.Context, d ws.Dialer, uri string) (*wsConn, error) {
-	d.ReadBufferSize = readBufSize
+	return dialWSAwaiting(ctx, d, uri, nil)
+}
+
+// dialWSAwaiting is dialWS with w awaited from the first frame on (a frame
+// the hub sends unasked, such as its welcome), if w is not nil.
+func dialWSAwaiting(ctx context.Context, d ws.Dialer, uri string, w *waiter) (*wsConn, error) {
+	if d.ReadBufferSize <= 0 {
+		d.ReadBufferSize = readBufSize
+	}
 	nc, br, _, err := d.Dial(ctx, uri)
 	if err != nil {
 		return nil, err
 	}
 	if br == nil { // nil unless the hub wrote right after its handshake
-		br = bufio.NewReaderSize(nc, readBufSize)
+		br = bufio.NewReaderSize(nc, d.ReadBufferSize)
 	}
 	c := &wsConn{nc: nc, br: br, done: make(chan struct{})}
+	if w != nil {
+		c.await(w)
+	}
 	go c.readLoop()
 	return c, nil
 }

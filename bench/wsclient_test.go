@@ -79,7 +79,7 @@ func dialTapped(t *testing.T, uri, name string, maxRead int) (*loadAgent, *tappe
 	}
 	a := &loadAgent{name: name, c: c}
 	t.Cleanup(a.close)
-	if err := a.register(t.Context(), "", false, false); err != nil {
+	if err := a.register(t.Context(), registration{leave: true}, false); err != nil {
 		t.Fatal(err)
 	}
 	return a, tap
@@ -87,7 +87,7 @@ func dialTapped(t *testing.T, uri, name string, maxRead int) (*loadAgent, *tappe
 
 func mustDial(t *testing.T, uri, name string) *loadAgent {
 	t.Helper()
-	a, err := dialAgent(t.Context(), uri, name, "", false)
+	a, err := dialAgent(t.Context(), uri, name, registration{leave: true}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func chatTo(t *testing.T, from, to *loadAgent, id, payload string) []byte {
 	t.Helper()
 	var got []byte
 	w := newWaiter(func(b []byte) bool {
-		if !has(b, `"type":"chat"`, `"client_msg_id":"`+id+`"`) {
+		if !fields("type", "chat", "client_msg_id", id).in(b) {
 			return false
 		}
 		got = append([]byte(nil), b...)
@@ -169,7 +169,7 @@ func TestWSClient_AnswersTheHubsPings(t *testing.T) {
 			t.Fatal("the client answered fewer than 4 pings in 10 s")
 		}
 	}
-	if err := a.call(t.Context(), a.request("who_request", "System"), func(b []byte) bool { return has(b, `"type":"who_snapshot"`) }); err != nil {
+	if err := a.call(t.Context(), a.request("who_request", "System"), fields("type", "who_snapshot").in); err != nil {
 		t.Fatalf("the socket did not outlive the pings: %v", err)
 	}
 }
@@ -179,7 +179,7 @@ func TestWSClient_ClosingHandshakeBothWays(t *testing.T) {
 	a := mustDial(t, uri, "wsc/first")
 
 	// The hub closes the socket beyond its capacity with a code and reason.
-	_, err := dialAgent(t.Context(), uri, "wsc/second", "", false)
+	_, err := dialAgent(t.Context(), uri, "wsc/second", registration{}, 0)
 	if !errors.Is(err, errClosed) || !strings.Contains(err.Error(), "4013") {
 		t.Fatalf("dial beyond capacity: %v, want the hub's close 4013", err)
 	}

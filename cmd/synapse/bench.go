@@ -26,7 +26,8 @@ stderr; --json prints one JSON object on stdout for scripts.
 synapse bench core: the coordination core, in memory (about 30 s).
 
   scope_check_ns_1k / _100k  deciding a new, non-overlapping claim with 1k / 100k
-                             live claims in one worktree (reference: ~0.29 s at 100k)
+                             live claims in one worktree (the reference publishes ~0.29 s at 100k,
+                             on another machine)
   scope_check_ns_100k_globs  the same at 100k with globs in the mix (docs/claims.md): 10% shared,
                              20% globs, 100 of them at the new file's package node
   glob_check_ns_100k_globs   deciding a new glob (src/pkgNNN/newNNNNNN/**/*.go) there

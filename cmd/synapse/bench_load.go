@@ -21,24 +21,50 @@ import (
 	"github.com/synapse-hub/synapse/internal/hubproc"
 )
 
-const benchLoadUsage = `Usage: synapse bench load [--agents 1,8,32] [--idle N] [--fanout full|scoped] [--journal] [--duration 5s] [--hostile N [--hostile-kind K,…]] [--json]
+const benchLoadUsage = `Usage: synapse bench load [--agents 1,8,32] [--idle N] [--rate R] [--fanout full|scoped] [--journal] [--duration 5s] [--json]
+       synapse bench load --uri ws://HOST:PORT --hub-pid PID [--vs ws://HOST:PORT --vs-pid PID] [flags]
+       synapse bench load --hostile N [--hostile-kind K,…] [flags]
 
 Measures a hub over real sockets, as users meet it. Without --uri it starts
 'synapse hub' as a child process on a free loopback port (memory only, or
-with a journal in a temporary folder with --journal), one per agent count.
-For each count: every agent (and --idle more) connects at once (the connect
-storm), each working agent cycles claim → grant → release → grant on its own
-files for --duration (a --conflict share of its claims aims at one contended
-scope), then one agent sends directed chats to another.
+with a journal in a temporary folder with --journal), one per agent count,
+with its caps lifted (clients, per-host sockets, claims per agent) and, unless
+--hostile, its per-socket pacing off. With --uri it measures any hub that
+speaks protocol v2, the reference included (start it with
+--max-connections-per-host 0 --max-clients 4096, and ulimit -n above the
+sockets), reading its CPU and memory from /proc/<--hub-pid>.
 
-Prints cycles/s, p50/p99/max of claim and release, the hub's CPU µs per cycle
-and per chat (read from /proc: the load client shares the machine's cores, so
-hub CPU per operation is the figure to compare), the client's CPU µs per cycle
-and per chat, and the hub's resident memory. --json prints one object per
+For each count: every agent (and --idle more) connects at once (the connect
+storm: done when every agent's registration is acknowledged by its own
+presence_update joined, which every v2 hub sends), each working agent cycles
+claim → grant → release → grant on its own files for --duration (a
+--conflict share of its claims aims at one contended scope), then one agent
+sends directed chats to another. Agent i is named load/aI, or loadI/agent
+(a namespace of its own) with --fanout scoped; scoped fan-out is asked for
+only if the hub's welcome announces it (feature scoped_fanout), and the
+report says which fan-out ran.
+
+--rate R is the offered load: every agent runs R cycles per second (spread
+over each period, catching up at once when behind), so two hubs run at one
+--rate get the same load and their CPU per cycle compares like with like.
+--rate 0 (the default) is saturation: each agent claims again as soon as
+its release is granted, and CPU per cycle falls as the hub batches more.
+
+Prints the connect storm (seconds, hub CPU, hub RSS after it), the offered
+and achieved cycles/s, p50/p99/max of claim and release, the hub's CPU per
+cycle (read from /proc: the load client shares the machine's cores, so hub
+CPU per operation is the figure to compare) and in cores, per directed chat,
+the client's CPU, and the hub's RSS at the end. --json prints one object per
 agent count, one per line. A progress line goes to stderr.
 
+With --vs URI --vs-pid PID, each agent count is run against --uri (or the
+started hub) and then, with the same flags, against the hub at --vs, and a
+line gives the ratio of their hub CPU per cycle (--label and --vs-label name
+them). docs/benchmarks.md, "Side by side with the reference", gives the
+commands.
+
 With --hostile N, the cycling phase is the quiet baseline (each agent at
---cycle-rate, 20 cycles/s unless given: the started hub keeps its default
+--rate, 20 cycles/s unless given: the started hub keeps its default
 pacing of 100 frames/s per socket, which a throughput run turns off), and one more
 cycling phase follows per --hostile-kind, beside N sockets attacking the hub
 that way: malformed (garbage, deep nesting, 64 KiB garbage), oversized
@@ -66,9 +92,14 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	journalOn := fs.Bool("journal", false, "the started hub keeps a journal (synchronous=FULL for claims) in a temporary folder")
 	duration := fs.Duration("duration", 5*time.Second, "how long each cycling phase runs")
 	conflict := fs.Float64("conflict", 0, "share of claims aimed at one contended scope (0..1)")
-	cycleRate := fs.Float64("cycle-rate", 0, "most claim+release cycles per second per agent (agents that think between claims), 0 = as fast as the hub answers (with --hostile: 20, under the hub's default --frames-per-socket)")
+	rate := fs.Float64("rate", 0, "claim+release cycles per second each agent offers (an offered load, the same for every hub measured), 0 = saturation: claim again as soon as the release is granted (with --hostile: 20, under the hub's default --frames-per-socket)")
+	cycleRate := fs.Float64("cycle-rate", 0, "deprecated: --rate")
 	uri := fs.String("uri", "", "measure the hub at this address instead of starting one (its CPU is read with --hub-pid)")
 	hubPID := fs.Int("hub-pid", 0, "with --uri: the hub's process id, to read its CPU and memory from /proc")
+	vs := fs.String("vs", "", "also measure the open hub at this address, after each run of the first with the same flags, and print the ratio of their hub CPU per cycle")
+	vsPID := fs.Int("vs-pid", 0, "with --vs: that hub's process id")
+	label := fs.String("label", "hub", "the first hub's name in the output")
+	vsLabel := fs.String("vs-label", "vs", "the --vs hub's name in the output")
 	asJSON := fs.Bool("json", false, "one JSON object per agent count, one per line")
 	hostile := fs.Int("hostile", 0, "hostile sockets: after the quiet cycling phase, one phase per --hostile-kind beside this many attackers")
 	hostileKind := fs.String("hostile-kind", "malformed", "attacks, comma-separated, one phase each: "+strings.Join(bench.HostileKinds, ", ")+", or mix (all at once)")
@@ -84,6 +115,17 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "synapse bench load: --fanout is full or scoped")
 		return 2
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	offered, err := offeredRate(*rate, *cycleRate, set["rate"], set["cycle-rate"])
+	if err != nil {
+		fmt.Fprintln(stderr, "synapse bench load:", err)
+		return 2
+	}
+	if *vs != "" && *hostile > 0 {
+		fmt.Fprintln(stderr, "synapse bench load: --vs compares the quiet phase; run --hostile against one hub")
+		return 2
+	}
 	kinds, err := bench.ParseHostileKinds(*hostileKind)
 	if err != nil {
 		fmt.Fprintln(stderr, "synapse bench load: --hostile-kind:", err)
@@ -93,10 +135,10 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	if *uri == "" && *hostile > 0 && slices.ContainsFunc(kinds, func(k []string) bool { return slices.Contains(k, "bruteforce") }) {
 		hubToken = "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	}
-	if *hostile > 0 && *cycleRate == 0 {
+	if *hostile > 0 && offered == 0 {
 		// The hub paces each socket (--frames-per-socket, 100/s): agents
 		// cycling faster would be measured against that, not the attack.
-		*cycleRate = hostileCycleRate
+		offered = hostileCycleRate
 	}
 	var counts []int
 	for _, s := range strings.Split(*agentsFlag, ",") {
@@ -120,8 +162,12 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	for _, n := range counts {
+		if err := raiseNoFile(n + *idle + 2**hostile + 64); err != nil {
+			fmt.Fprintln(stderr, "synapse bench load:", err)
+			return 1
+		}
 		cfg := bench.LoadConfig{URI: *uri, HubPID: *hubPID, Agents: n, Idle: *idle, Scoped: *fanout == "scoped",
-			Duration: *duration, Conflict: *conflict, CycleRate: *cycleRate, Hostile: *hostile, HostileKinds: kinds, Token: hubToken, Progress: func(s string) { fmt.Fprintf(stderr, "\r  %-60s", s) }}
+			Duration: *duration, Conflict: *conflict, Rate: offered, Hostile: *hostile, HostileKinds: kinds, Token: hubToken, Progress: func(s string) { fmt.Fprintf(stderr, "\r  %-60s", s) }}
 		cfg.Attackers = attackProcess(cfg.URI, hubToken, *hostile)
 		stop := func() {}
 		if *uri == "" {
@@ -133,36 +179,141 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 			cfg.URI, cfg.HubPID, stop = h.uri, h.pid, h.stop
 			cfg.Attackers = attackProcess(h.uri, hubToken, *hostile)
 		}
-		fmt.Fprintf(stderr, "bench load: %d agents (+%d idle), %s fan-out, journal %v\n", n, *idle, *fanout, *journalOn)
-		res, err := bench.RunLoad(context.Background(), cfg)
-		stop()
-		fmt.Fprintln(stderr)
-		if err != nil {
-			fmt.Fprintln(stderr, "synapse bench load:", err)
-			return 1
+		type run struct {
+			label string
+			cfg   bench.LoadConfig
 		}
-		res.FloorUSPerRoundTrip = floorUS
-		if *asJSON {
-			printJSON(stdout, res)
-			continue
+		runs := []run{{*label, cfg}}
+		if *vs != "" { // an open hub, measured the same way right after
+			other := cfg
+			other.URI, other.HubPID, other.Token, other.Attackers = *vs, *vsPID, "", nil
+			runs = append(runs, run{*vsLabel, other})
 		}
-		fmt.Fprintf(stdout, "agents %d (+%d idle, %s): connect %.2fs, %d cycles, %.0f cycles/s\n", res.Agents, res.Idle, res.Fanout, res.ConnectSeconds, res.Cycles, res.CyclesPerSecond)
-		fmt.Fprintf(stdout, "  claim p50 %.0f µs p99 %.0f µs max %.0f µs; release p50 %.0f µs p99 %.0f µs; refused (conflict or error) %d\n",
-			res.Claim.P50, res.Claim.P99, res.Claim.Max, res.Release.P50, res.Release.P99, res.Conflicts)
-		for _, h := range res.Hostile {
-			fmt.Fprintf(stdout, "  hostile %s (%d sockets): claim p50 %.0f µs (%.2f× quiet) p99 %.0f µs (%.2f× quiet), %d cycles; %d sent on %d sockets\n",
-				h.Kind, h.Sockets, h.Claim.P50, h.P50Ratio, h.Claim.P99, h.P99Ratio, h.Cycles, h.Sent, h.Dials)
-			fmt.Fprintf(stdout, "    hub %.2f cores, agents %.2f cores, attackers %.2f cores; hub RSS %d → peak %d → %d KiB; sockets ended %v; hub counters %v\n",
-				h.HubCores, h.ClientCores, h.AttackerCores, h.RSSBeforeKB, h.RSSPeakKB, h.RSSAfterKB, h.Ends, h.Hub)
+		var results []bench.LoadResult
+		for i, r := range runs {
+			hub := r.cfg.URI
+			if i == 0 && *uri == "" {
+				hub = fmt.Sprintf("a started hub (journal %v)", *journalOn)
+			}
+			fmt.Fprintf(stderr, "bench load: %s, %s: %d agents (+%d idle) at %s, %s fan-out asked\n", r.label, hub, n, *idle, rateText(offered), *fanout)
+			res, err := bench.RunLoad(context.Background(), r.cfg)
+			if i == 0 {
+				stop()
+			}
+			fmt.Fprintln(stderr)
+			if err != nil {
+				fmt.Fprintf(stderr, "synapse bench load: %s: %v\n", r.label, err)
+				return 1
+			}
+			res.FloorUSPerRoundTrip = floorUS
+			if *vs != "" {
+				res.Label = r.label
+			}
+			results = append(results, res)
+			if *asJSON {
+				printJSON(stdout, res)
+			} else {
+				printLoadResult(stdout, res)
+			}
 		}
-		fmt.Fprintf(stdout, "  hub CPU %.0f µs/cycle, %.0f µs/chat (chat p50 %.0f µs); client CPU %.0f µs/cycle, %.0f µs/chat; hub RSS %d KiB\n",
-			res.HubCPUPerCycle, res.HubCPUPerChat, res.Chat.P50, res.ClientCPUPerCycle, res.ClientCPUPerChat, res.HubRSSKB)
+		if len(results) == 2 {
+			printComparison(stdout, results[0], results[1], *asJSON)
+		}
 	}
 	return 0
 }
 
+// offeredRate reconciles --rate and its deprecated alias --cycle-rate
+// (set* say which were given): one rate, or an error when both were given
+// different values or it is negative.
+func offeredRate(rate, cycleRate float64, setRate, setCycle bool) (float64, error) {
+	if setCycle && !setRate {
+		rate = cycleRate
+	}
+	if setRate && setCycle && rate != cycleRate {
+		return 0, fmt.Errorf("--rate %g and --cycle-rate %g disagree (--cycle-rate is the old name of --rate)", rate, cycleRate)
+	}
+	if rate < 0 {
+		return 0, fmt.Errorf("--rate %g: want cycles per second per agent, or 0 for saturation", rate)
+	}
+	return rate, nil
+}
+
+// rateText says what --rate offers.
+func rateText(rate float64) string {
+	if rate <= 0 {
+		return "saturation (--rate 0)"
+	}
+	return strconv.FormatFloat(rate, 'g', -1, 64) + " cycles/s each"
+}
+
+// printLoadResult prints one run for people.
+func printLoadResult(w io.Writer, res bench.LoadResult) {
+	name := ""
+	if res.Label != "" {
+		name = res.Label + ": "
+	}
+	fanout := res.Fanout + " fan-out"
+	if res.Fanout != res.FanoutAsked {
+		fanout += ", " + res.FanoutAsked + " asked: the hub does not announce scoped_fanout"
+	}
+	features := "none"
+	if len(res.Hub.Features) > 0 {
+		features = strings.Join(res.Hub.Features, ",")
+	}
+	fmt.Fprintf(w, "%sagents %d (+%d idle, %s), hub %s protocol %d, features %s\n", name, res.Agents, res.Idle, fanout, res.Hub.HubID, res.Hub.ProtocolVersion, features)
+	fmt.Fprintf(w, "  connect storm %.2fs (hub CPU %.2fs, client CPU %.2fs; hub RSS after it %d KiB)\n", res.ConnectSeconds, res.HubCPUConnectSeconds, res.ClientCPUConnectSeconds, res.HubRSSConnectKB)
+	offered := "saturation"
+	if res.OfferedPerSecond > 0 {
+		offered = fmt.Sprintf("%.0f/s offered (%g each)", res.OfferedPerSecond, res.Rate)
+	}
+	fmt.Fprintf(w, "  %s: %d cycles, %.0f cycles/s achieved; hub %.0f µs CPU/cycle (%.2f cores)\n", offered, res.Cycles, res.CyclesPerSecond, res.HubCPUPerCycle, res.HubCores)
+	fmt.Fprintf(w, "  claim p50 %.0f µs p99 %.0f µs max %.0f µs; release p50 %.0f µs p99 %.0f µs; refused (conflict or error) %d\n",
+		res.Claim.P50, res.Claim.P99, res.Claim.Max, res.Release.P50, res.Release.P99, res.Conflicts)
+	for _, h := range res.Hostile {
+		fmt.Fprintf(w, "  hostile %s (%d sockets): claim p50 %.0f µs (%.2f× quiet) p99 %.0f µs (%.2f× quiet), %d cycles; %d sent on %d sockets\n",
+			h.Kind, h.Sockets, h.Claim.P50, h.P50Ratio, h.Claim.P99, h.P99Ratio, h.Cycles, h.Sent, h.Dials)
+		fmt.Fprintf(w, "    hub %.2f cores, agents %.2f cores, attackers %.2f cores; hub RSS %d → peak %d → %d KiB; sockets ended %v; hub counters %v\n",
+			h.HubCores, h.ClientCores, h.AttackerCores, h.RSSBeforeKB, h.RSSPeakKB, h.RSSAfterKB, h.Ends, h.Hub)
+	}
+	fmt.Fprintf(w, "  hub CPU %.0f µs/chat (chat p50 %.0f µs); client CPU %.0f µs/cycle, %.0f µs/chat; hub RSS at the end %d KiB\n",
+		res.HubCPUPerChat, res.Chat.P50, res.ClientCPUPerCycle, res.ClientCPUPerChat, res.HubRSSKB)
+}
+
+// comparison is the side by side of one agent count on two hubs (--vs).
+type comparison struct {
+	Agents int     `json:"agents"`
+	Idle   int     `json:"idle"`
+	Rate   float64 `json:"rate_per_agent"`
+	A      string  `json:"hub"`
+	B      string  `json:"vs"`
+	// CPURatio is B's hub CPU per cycle over A's; the cycles/s are what
+	// each achieved.
+	CPURatio     float64 `json:"vs_hub_cpu_per_cycle_ratio"`
+	ACyclesPerS  float64 `json:"hub_cycles_per_s"`
+	BCyclesPerS  float64 `json:"vs_cycles_per_s"`
+	ACPUPerCycle float64 `json:"hub_cpu_us_per_cycle"`
+	BCPUPerCycle float64 `json:"vs_cpu_us_per_cycle"`
+}
+
+func printComparison(w io.Writer, a, b bench.LoadResult, asJSON bool) {
+	c := comparison{Agents: a.Agents, Idle: a.Idle, Rate: a.Rate, A: a.Label, B: b.Label,
+		ACyclesPerS: a.CyclesPerSecond, BCyclesPerS: b.CyclesPerSecond, ACPUPerCycle: a.HubCPUPerCycle, BCPUPerCycle: b.HubCPUPerCycle}
+	if a.HubCPUPerCycle > 0 {
+		c.CPURatio = b.HubCPUPerCycle / a.HubCPUPerCycle
+	}
+	if asJSON {
+		printJSON(w, struct {
+			Compare comparison `json:"compare"`
+		}{c})
+		return
+	}
+	fmt.Fprintf(w, "side by side, %d agents (+%d idle) at %s: hub CPU/cycle %s %.0f µs, %s %.0f µs (%.2f×); cycles/s %.0f vs %.0f\n",
+		c.Agents, c.Idle, rateText(c.Rate), c.A, c.ACPUPerCycle, c.B, c.BCPUPerCycle, c.CPURatio, c.ACyclesPerS, c.BCyclesPerS)
+}
+
 // hostileCycleRate is each agent's cycles per second beside hostile
-// sockets, unless --cycle-rate says otherwise: 40 frames a second, under
+// sockets, unless --rate says otherwise: 40 frames a second, under
 // the hub's default pace of 100 per socket.
 const hostileCycleRate = 20
 

@@ -35,3 +35,30 @@ func TestBench_BadArgumentsExitTwo(t *testing.T) {
 		}
 	}
 }
+
+// --rate is the offered load; --cycle-rate, its old name, still works and
+// must agree with it when both are given.
+func TestBenchLoad_RateAndItsOldName(t *testing.T) {
+	for _, tc := range []struct {
+		rate, cycle       float64
+		setRate, setCycle bool
+		want              float64
+		ok                bool
+	}{
+		{0, 0, false, false, 0, true},
+		{200, 0, true, false, 200, true},
+		{0, 20, false, true, 20, true},
+		{20, 20, true, true, 20, true},
+		{20, 30, true, true, 0, false},
+		{-1, 0, true, false, 0, false},
+	} {
+		got, err := offeredRate(tc.rate, tc.cycle, tc.setRate, tc.setCycle)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("offeredRate(%+v) = %v, %v; want %v, ok %v", tc, got, err, tc.want, tc.ok)
+		}
+	}
+	var out, errb strings.Builder
+	if code := run([]string{"bench", "load", "--rate", "10", "--cycle-rate", "20"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "disagree") {
+		t.Fatalf("--rate 10 --cycle-rate 20: exit %d, %q; want 2 and why", code, errb.String())
+	}
+}

@@ -1,0 +1,150 @@
+package bench
+
+// handshake.go is how the load client meets a hub: what it learns from the
+// hub's welcome, and how an agent registers and knows that the hub has read
+// its registration. It speaks protocol v2 as every v2 hub does, the
+// reference included (PROTOCOL.md §1.4–1.6; hub/testdata/traces/handshake):
+//
+//   - An open hub sends welcome as soon as the socket is up; a hub with a
+//     token sends it once the first frame has authenticated.
+//   - The registration is a heartbeat (payload "online", the token if any).
+//     A heartbeat gets no reply, but a newly bound name is broadcast as a
+//     presence_update with event "joined" and agent set to that name, to
+//     every socket the joiner's included: that frame is the acknowledgement.
+//   - A takeover binds a name that stays online, so no presence_update
+//     follows it; a who_request sent after it is answered in order, after
+//     the heartbeat has been handled.
+//
+// Our features are asked for only when the welcome announces them
+// (welcome.features, which the reference does not send): scoped fan-out
+// ("scoped_fanout", the registration's fanout field) and the leave verb
+// ("leave", said before closing).
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/gobwas/ws"
+
+	"github.com/synapse-hub/synapse/pyjson"
+)
+
+// HubInfo is what a hub's welcome says about it.
+type HubInfo struct {
+	HubID           string   `json:"hub_id"`
+	ProtocolVersion int      `json:"protocol_version"`
+	Features        []string `json:"features,omitempty"` // additive features (ours); none from the reference
+}
+
+// Has reports whether the hub announced feature.
+func (h HubInfo) Has(feature string) bool { return slices.Contains(h.Features, feature) }
+
+// parseWelcome reads a welcome frame (once per run: decoded, not matched).
+func parseWelcome(b []byte) (HubInfo, error) {
+	var w struct {
+		Type string `json:"type"`
+		HubInfo
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return HubInfo{}, fmt.Errorf("bench: welcome: %w", err)
+	}
+	if w.Type != "welcome" {
+		return HubInfo{}, fmt.Errorf("bench: the hub's first frame is %q, not a welcome", w.Type)
+	}
+	return w.HubInfo, nil
+}
+
+// probeName is the name the probe registers under on a hub with a token.
+const probeName = "load/probe"
+
+// ProbeHub connects one socket to the hub at uri and reads its welcome: on
+// an open hub the frame sent on connect, on a hub with a token (token not
+// "") the one sent after the registration authenticates, which is then
+// acknowledged like any agent's before the socket closes.
+func ProbeHub(ctx context.Context, uri, token string) (HubInfo, error) {
+	var welcome []byte
+	w := newWaiter(func(b []byte) bool {
+		if !fields("type", "welcome").in(b) {
+			return false
+		}
+		welcome = append([]byte(nil), b...)
+		return true
+	})
+	c, err := dialWSAwaiting(ctx, ws.Dialer{}, uri, w)
+	if err != nil {
+		return HubInfo{}, fmt.Errorf("bench: probe %s: %w", uri, err)
+	}
+	a := &loadAgent{name: probeName, c: c}
+	defer a.close() // with leave only once registered and announced
+	if token != "" {
+		// The registration's ack is awaited after the welcome, which
+		// comes first: the waiter holds one frame at a time.
+		if err := a.send(registrationFrame(a, registration{token: token}, false)); err != nil {
+			return HubInfo{}, fmt.Errorf("bench: probe: %w", err)
+		}
+	}
+	if err := c.wait(ctx, w); err != nil {
+		return HubInfo{}, fmt.Errorf("bench: no welcome from %s: %w", uri, err)
+	}
+	info, err := parseWelcome(welcome)
+	if err != nil {
+		return info, err
+	}
+	if token != "" {
+		a.leave = info.Has("leave")
+	}
+	return info, nil
+}
+
+// registration is how the agents of a run register: what every v2 hub
+// takes, and our features where the hub announced them.
+type registration struct {
+	token  string // the hub's connect token ("" = open hub)
+	scoped bool   // ask for scoped fan-out (feature scoped_fanout)
+	leave  bool   // say leave before closing (feature leave)
+}
+
+// registrationFor is the registration a run asks for on the hub info
+// describes: scoped fan-out when wanted and announced.
+func registrationFor(info HubInfo, token string, wantScoped bool) registration {
+	return registration{token: token, scoped: wantScoped && info.Has("scoped_fanout"), leave: info.Has("leave")}
+}
+
+// registrationFrame is the registration heartbeat of a (with takeover,
+// evicting a live socket of the same name).
+func registrationFrame(a *loadAgent, r registration, takeover bool) []byte {
+	b := appendField(a.request("heartbeat", "System"), "payload", "online")
+	if r.token != "" {
+		b = appendField(b, "token", r.token)
+	}
+	if r.scoped {
+		b = appendField(b, "fanout", "scoped")
+	}
+	if takeover {
+		b = append(pyjson.AppendKey(b, "takeover"), "true"...)
+	}
+	return b
+}
+
+// register sends the agent's first frame and waits until the hub has read
+// it: its own presence_update joined, or after a takeover (no presence:
+// the name stays online) the answer to a who_request sent behind it.
+func (a *loadAgent) register(ctx context.Context, r registration, takeover bool) error {
+	a.leave = r.leave
+	b := registrationFrame(a, r, takeover)
+	if !takeover {
+		if err := a.call(ctx, b, fields("type", "presence_update", "event", "joined", "agent", a.name).in); err != nil {
+			return fmt.Errorf("register (awaiting its presence_update joined): %w", err)
+		}
+		return nil
+	}
+	if err := a.send(b); err != nil {
+		return fmt.Errorf("register %s: %w", a.name, err)
+	}
+	if err := a.call(ctx, a.request("who_request", "System"), fields("type", "who_snapshot", "target", a.name).in); err != nil {
+		return fmt.Errorf("register (takeover, awaiting who_snapshot): %w", err)
+	}
+	return nil
+}
