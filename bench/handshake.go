@@ -17,8 +17,11 @@ package bench
 //
 // Our features are asked for only when the welcome announces them
 // (welcome.features, which the reference does not send): scoped fan-out
-// ("scoped_fanout", the registration's fanout field) and the leave verb
-// ("leave", said before closing).
+// ("scoped_fanout", the registration's fanout field), the Go SDK's own
+// fan-out without presence ("own_fanout", "presence_delta": the Synapse-
+// Presence header and the presence field; then no presence_update comes,
+// and the registration is acked by a ping, feature "ping", answered in
+// order) and the leave verb ("leave", said before closing).
 
 import (
 	"context"
@@ -101,15 +104,33 @@ func ProbeHub(ctx context.Context, uri, token string) (HubInfo, error) {
 // registration is how the agents of a run register: what every v2 hub
 // takes, and our features where the hub announced them.
 type registration struct {
-	token  string // the hub's connect token ("" = open hub)
-	scoped bool   // ask for scoped fan-out (feature scoped_fanout)
-	leave  bool   // say leave before closing (feature leave)
+	token    string // the hub's connect token ("" = open hub)
+	fanout   string // the fan-out asked for: "" (the reference's), "scoped" or "own"
+	presence string // the presence form asked for: "" (the fan-out's) or "none"
+	ping     bool   // ack the registration with a ping (feature ping)
+	leave    bool   // say leave before closing (feature leave)
 }
 
 // registrationFor is the registration a run asks for on the hub info
-// describes: scoped fan-out when wanted and announced.
-func registrationFor(info HubInfo, token string, wantScoped bool) registration {
-	return registration{token: token, scoped: wantScoped && info.Has("scoped_fanout"), leave: info.Has("leave")}
+// describes: the fan-out wanted ("full", "scoped", "own") where announced.
+func registrationFor(info HubInfo, token, want string) registration {
+	r := registration{token: token, leave: info.Has("leave")}
+	switch {
+	case want == "own" && info.Has("own_fanout") && info.Has("ping"):
+		r.fanout, r.presence, r.ping = "own", "none", true
+	case want != "full" && info.Has("scoped_fanout"):
+		r.fanout = "scoped"
+	}
+	return r
+}
+
+// fanoutRun is the fan-out the registration gets: "full" where it asks for
+// none.
+func (r registration) fanoutRun() string {
+	if r.fanout == "" {
+		return "full"
+	}
+	return r.fanout
 }
 
 // registrationFrame is the registration heartbeat of a (with takeover,
@@ -119,8 +140,11 @@ func registrationFrame(a *loadAgent, r registration, takeover bool) []byte {
 	if r.token != "" {
 		b = appendField(b, "token", r.token)
 	}
-	if r.scoped {
-		b = appendField(b, "fanout", "scoped")
+	if r.fanout != "" {
+		b = appendField(b, "fanout", r.fanout)
+	}
+	if r.presence != "" {
+		b = appendField(b, "presence", r.presence)
 	}
 	if takeover {
 		b = append(pyjson.AppendKey(b, "takeover"), "true"...)
@@ -134,6 +158,15 @@ func registrationFrame(a *loadAgent, r registration, takeover bool) []byte {
 func (a *loadAgent) register(ctx context.Context, r registration, takeover bool) error {
 	a.leave = r.leave
 	b := registrationFrame(a, r, takeover)
+	if r.ping { // no presence comes: a ping behind it is answered in order
+		if err := a.send(b); err != nil {
+			return fmt.Errorf("register %s: %w", a.name, err)
+		}
+		if err := a.call(ctx, a.request("ping", "System"), fields("type", "pong", "target", a.name).in); err != nil {
+			return fmt.Errorf("register (awaiting the pong behind it): %w", err)
+		}
+		return nil
+	}
 	if !takeover {
 		if err := a.call(ctx, b, fields("type", "presence_update", "event", "joined", "agent", a.name).in); err != nil {
 			return fmt.Errorf("register (awaiting its presence_update joined): %w", err)

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/gobwas/ws"
 
 	"github.com/synapse-hub/synapse/pyjson"
+	"github.com/synapse-hub/synapse/wire"
 )
 
 // LoadConfig is one run of the load benchmark against a hub over real
@@ -23,10 +25,12 @@ type LoadConfig struct {
 	HubPID int    // the hub's process id, to read its CPU and memory from /proc (0: not read)
 	Agents int    // agents cycling claim → grant → release → grant
 	Idle   int    // agents connected and idle (most of a real fleet)
-	// Scoped asks for scoped fan-out (--fanout scoped) where the hub
-	// announces it (feature scoped_fanout); each agent is in a namespace
-	// of its own either way.
-	Scoped   bool
+	// Fanout is the fan-out the agents ask for (--fanout): "full" (or ""),
+	// the reference's; "scoped", scoped fan-out where the hub announces it
+	// (feature scoped_fanout), each agent in a namespace of its own; "own",
+	// as the Go SDK registers where the hub announces it (own_fanout): only
+	// what names the agent, no presence, the registration acked by a ping.
+	Fanout   string
 	Duration time.Duration // how long the cycling phase runs
 	// Conflict is the share of an agent's claims aimed at one contended
 	// scope instead of its own files (0..1).
@@ -73,9 +77,10 @@ type LoadResult struct {
 	Hub    HubInfo `json:"hub"`
 	Agents int     `json:"agents"`
 	Idle   int     `json:"idle"`
-	// Fanout is the fan-out that ran: "scoped" only when it was asked for
-	// and the hub announced scoped_fanout, else "full"; FanoutAsked is
-	// what --fanout asked for.
+	// Fanout is the fan-out that ran: "scoped" or "own" only when it was
+	// asked for and the hub announced it (scoped_fanout; own_fanout and
+	// ping), else "full" ("scoped" for own on a hub with scoped fan-out
+	// only); FanoutAsked is what --fanout asked for.
 	Fanout      string `json:"fanout"`
 	FanoutAsked string `json:"fanout_asked"`
 	// ConnectSeconds is the connect storm: from the first dial until every
@@ -129,7 +134,11 @@ type loadAgent struct {
 // once the hub has read the registration. readBuf is its socket's read
 // buffer (0: readBufSize).
 func dialAgent(ctx context.Context, uri, name string, r registration, readBuf int) (*loadAgent, error) {
-	c, err := dialWS(ctx, ws.Dialer{ReadBufferSize: readBuf}, uri)
+	d := ws.Dialer{ReadBufferSize: readBuf}
+	if r.presence != "" {
+		d.Header = ws.HandshakeHeaderHTTP(http.Header{wire.PresenceHeader: {r.presence}})
+	}
+	c, err := dialWS(ctx, d, uri)
 	if err != nil {
 		return nil, err
 	}
@@ -196,8 +205,8 @@ const dialsInFlight = 64
 // cycling phase for Duration, then a directed chat phase, and reports.
 func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 	res := LoadResult{Agents: cfg.Agents, Idle: cfg.Idle, FanoutAsked: "full", Rate: max(cfg.Rate, 0)}
-	if cfg.Scoped {
-		res.FanoutAsked = "scoped"
+	if cfg.Fanout != "" {
+		res.FanoutAsked = cfg.Fanout
 	}
 	progress := func(format string, args ...any) {
 		if cfg.Progress != nil {
@@ -211,11 +220,8 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 		return res, err
 	}
 	res.Hub = info
-	reg := registrationFor(info, cfg.Token, cfg.Scoped)
-	res.Fanout = "full"
-	if reg.scoped {
-		res.Fanout = "scoped"
-	}
+	reg := registrationFor(info, cfg.Token, res.FanoutAsked)
+	res.Fanout = reg.fanoutRun()
 	if res.Rate > 0 {
 		res.OfferedPerSecond = res.Rate * float64(cfg.Agents)
 	}
@@ -233,7 +239,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			name := fmt.Sprintf("load/a%d", i)
-			if cfg.Scoped {
+			if res.FanoutAsked != "full" {
 				name = fmt.Sprintf("load%d/agent", i)
 			}
 			dctx, cancel := context.WithTimeout(ctx, 60*time.Second)

@@ -249,7 +249,7 @@ func (h *refHub) frames() []map[string]any {
 // that the reference does not know.
 func TestRunLoad_DrivesAHubThatSpeaksOnlyTheReferenceProtocol(t *testing.T) {
 	ref := startRefHub(t)
-	res, err := RunLoad(t.Context(), LoadConfig{URI: ref.uri, Agents: 2, Idle: 1, Scoped: true, Duration: 200 * time.Millisecond, Conflict: 0.1})
+	res, err := RunLoad(t.Context(), LoadConfig{URI: ref.uri, Agents: 2, Idle: 1, Fanout: "scoped", Duration: 200 * time.Millisecond, Conflict: 0.1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,12 +271,35 @@ func TestRunLoad_DrivesAHubThatSpeaksOnlyTheReferenceProtocol(t *testing.T) {
 // says it ran.
 func TestRunLoad_AsksForScopedFanoutWhereAnnounced(t *testing.T) {
 	uri := hubtest.Start(t, hub.Config{})
-	res, err := RunLoad(t.Context(), LoadConfig{URI: uri, Agents: 2, Scoped: true, Duration: 100 * time.Millisecond})
+	res, err := RunLoad(t.Context(), LoadConfig{URI: uri, Agents: 2, Fanout: "scoped", Duration: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Fanout != "scoped" || !res.Hub.Has("scoped_fanout") || !res.Hub.Has("leave") {
 		t.Fatalf("fan-out %q, features %v: want scoped, announced", res.Fanout, res.Hub.Features)
+	}
+}
+
+// --fanout own registers as the Go SDK does where the hub announces it:
+// fanout own and presence none (so no presence_update comes), the
+// registration acked by the pong of a ping behind it; the run completes.
+// On the reference-shaped hub, which announces nothing, it runs full.
+func TestRunLoad_OwnFanoutRegistersAsTheSDKDoes(t *testing.T) {
+	uri := hubtest.Start(t, hub.Config{})
+	res, err := RunLoad(t.Context(), LoadConfig{URI: uri, Agents: 2, Idle: 3, Fanout: "own", Duration: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Fanout != "own" || res.Cycles == 0 {
+		t.Fatalf("fan-out %q, %d cycles: want own, cycles run", res.Fanout, res.Cycles)
+	}
+	ref := startRefHub(t)
+	res, err = RunLoad(t.Context(), LoadConfig{URI: ref.uri, Agents: 1, Fanout: "own", Duration: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Fanout != "full" || res.FanoutAsked != "own" {
+		t.Fatalf("on a hub without our features: fan-out %q (asked %q), want full", res.Fanout, res.FanoutAsked)
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 	"github.com/synapse-hub/synapse/internal/hubproc"
 )
 
-const benchLoadUsage = `Usage: synapse bench load [--agents 1,8,32] [--idle N] [--rate R] [--fanout full|scoped] [--journal] [--duration 5s] [--json]
+const benchLoadUsage = `Usage: synapse bench load [--agents 1,8,32] [--idle N] [--rate R] [--fanout full|scoped|own] [--journal] [--duration 5s] [--json]
        synapse bench load --uri ws://HOST:PORT --hub-pid PID [--vs ws://HOST:PORT --vs-pid PID] [flags]
        synapse bench load --hostile N [--hostile-kind K,…] [flags]
 
@@ -36,13 +36,17 @@ sockets), reading its CPU and memory from /proc/<--hub-pid>.
 
 For each count: every agent (and --idle more) connects at once (the connect
 storm: done when every agent's registration is acknowledged by its own
-presence_update joined, which every v2 hub sends), each working agent cycles
-claim → grant → release → grant on its own files for --duration (a
---conflict share of its claims aims at one contended scope), then one agent
-sends directed chats to another. Agent i is named load/aI, or loadI/agent
-(a namespace of its own) with --fanout scoped; scoped fan-out is asked for
-only if the hub's welcome announces it (feature scoped_fanout), and the
-report says which fan-out ran.
+presence_update joined, which every v2 hub sends, or with --fanout own by
+the pong of a ping behind it), each working agent cycles claim → grant →
+release → grant on its own files for --duration (a --conflict share of its
+claims aims at one contended scope), then one agent sends directed chats to
+another. Agent i is named load/aI, or loadI/agent (a namespace of its own)
+with --fanout scoped or own. --fanout scoped asks for scoped fan-out (and so
+the compact presence); --fanout own registers as the Go SDK does: its own
+fan-out and no presence at all (the Synapse-Presence header), the form for a
+fleet of our own clients. Each is asked for only if the hub's welcome
+announces it (features scoped_fanout; own_fanout and ping), and the report
+says which fan-out ran.
 
 --rate R is the offered load: every agent runs R cycles per second (spread
 over each period, catching up at once when behind), so two hubs run at one
@@ -88,7 +92,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, benchLoadUsage); fs.PrintDefaults() }
 	agentsFlag := fs.String("agents", "1,8,32", "agent counts to run, comma-separated")
 	idle := fs.Int("idle", 0, "agents that connect and stay idle while the others work")
-	fanout := fs.String("fanout", "full", "full: every grant to every socket; scoped: each agent in its own namespace, scoped fan-out")
+	fanout := fs.String("fanout", "full", "full: every grant to every socket, the reference's presence; scoped: each agent in its own namespace, scoped fan-out, compact presence; own: as the Go SDK registers, its own fan-out and no presence")
 	journalOn := fs.Bool("journal", false, "the started hub keeps a journal (synchronous=FULL for claims) in a temporary folder")
 	duration := fs.Duration("duration", 5*time.Second, "how long each cycling phase runs")
 	conflict := fs.Float64("conflict", 0, "share of claims aimed at one contended scope (0..1)")
@@ -111,8 +115,8 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	if *fanout != "full" && *fanout != "scoped" {
-		fmt.Fprintln(stderr, "synapse bench load: --fanout is full or scoped")
+	if *fanout != "full" && *fanout != "scoped" && *fanout != "own" {
+		fmt.Fprintln(stderr, "synapse bench load: --fanout is full, scoped or own")
 		return 2
 	}
 	set := map[string]bool{}
@@ -166,7 +170,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "synapse bench load:", err)
 			return 1
 		}
-		cfg := bench.LoadConfig{URI: *uri, HubPID: *hubPID, Agents: n, Idle: *idle, Scoped: *fanout == "scoped",
+		cfg := bench.LoadConfig{URI: *uri, HubPID: *hubPID, Agents: n, Idle: *idle, Fanout: *fanout,
 			Duration: *duration, Conflict: *conflict, Rate: offered, Hostile: *hostile, HostileKinds: kinds, Token: hubToken, Progress: func(s string) { fmt.Fprintf(stderr, "\r  %-60s", s) }}
 		cfg.Attackers = attackProcess(cfg.URI, hubToken, *hostile)
 		stop := func() {}
@@ -255,7 +259,7 @@ func printLoadResult(w io.Writer, res bench.LoadResult) {
 	}
 	fanout := res.Fanout + " fan-out"
 	if res.Fanout != res.FanoutAsked {
-		fanout += ", " + res.FanoutAsked + " asked: the hub does not announce scoped_fanout"
+		fanout += ", " + res.FanoutAsked + " asked: the hub does not announce it"
 	}
 	features := "none"
 	if len(res.Hub.Features) > 0 {
