@@ -467,3 +467,27 @@ func TestConn_PendingSaysTheNextFramesAreAlreadyIn(t *testing.T) {
 		}
 	}
 }
+
+// A connect storm's sockets, added to the keeper within a moment, get
+// their first pings spread evenly over half an interval, so no keeper tick
+// pings them all at once (a 10,000-agent storm's pings in one tick made
+// every claim behind them wait).
+func TestKeepalive_SpreadsTheFirstPingsOfAStorm(t *testing.T) {
+	const interval, n, buckets = 16 * time.Second, 1000, 16
+	k := &Keepalive{interval: interval, conns: map[*Conn]struct{}{}}
+	count := make([]int, buckets)
+	for range n {
+		c := &Conn{}
+		k.Add(c)
+		off := time.Duration(c.pingAt)
+		if off < 0 || off >= interval/2 {
+			t.Fatalf("first ping %v after the interval, want within half an interval", off)
+		}
+		count[off*buckets/(interval/2)]++
+	}
+	for i, got := range count {
+		if got < n/buckets*9/10 || got > n/buckets*11/10 {
+			t.Fatalf("%d of %d first pings in slice %d of %d: not spread evenly %v", got, n, i, buckets, count)
+		}
+	}
+}

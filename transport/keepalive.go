@@ -19,6 +19,7 @@ type Keepalive struct {
 
 	mu    sync.Mutex
 	conns map[*Conn]struct{}
+	added uint64 // sockets added so far: spreads their first pings (Add)
 	stop  chan struct{}
 	done  chan struct{}
 }
@@ -32,9 +33,19 @@ func NewKeepalive(interval, timeout time.Duration, onDead func(*Conn)) *Keepaliv
 	return k
 }
 
-// Add starts pinging c; its first ping goes out Interval after Accept.
+// Add starts pinging c; its first ping goes out between Interval and 1.5
+// Interval after Accept. The sockets of a connect storm, accepted within
+// a second or two, would otherwise all be pinged in one of the keeper's
+// ticks every Interval: thousands of pings, pongs and writer wake-ups at
+// once, which an agent's claim waits behind. Each socket's delay is the
+// next of a low-discrepancy sequence, so any run of added sockets is
+// spread evenly over half an interval, and keeps its phase after.
 func (k *Keepalive) Add(c *Conn) {
 	k.mu.Lock()
+	k.added++
+	const golden = 0x9E3779B97F4A7C15 // 2^64 / φ: the Weyl sequence's step
+	frac := float64(k.added*golden) / (1 << 64)
+	c.pingAt += int64(frac * float64(k.interval/2)) // before the keeper can see c
 	k.conns[c] = struct{}{}
 	k.mu.Unlock()
 }
@@ -58,10 +69,11 @@ func (k *Keepalive) Close() {
 	<-k.done
 }
 
-// step is the keeper's tick: a quarter of the shorter period, so a ping
-// goes out and a dead peer is reaped at most a quarter late.
+// step is the keeper's tick: a sixteenth of the shorter period, so a ping
+// goes out and a dead peer is reaped at most that late, and the pings of
+// sockets spread over an interval go out in sixteen groups, not four.
 func (k *Keepalive) step() time.Duration {
-	return max(min(k.interval, k.timeout)/4, time.Millisecond)
+	return max(min(k.interval, k.timeout)/16, time.Millisecond)
 }
 
 func (k *Keepalive) run() {
