@@ -120,7 +120,7 @@ func hostilePhase(ctx context.Context, cfg LoadConfig, workers []*loadAgent, kin
 		rss.end()
 		return hr, fmt.Errorf("bench: hostile %s: %w", hr.Kind, err)
 	}
-	ph, cycleErr := cycle(ctx, cfg, workers, func(n int64, since time.Duration) {
+	ph, cycleErr := cycle(ctx, cfg, cyclers(workers), func(n int64, since time.Duration) {
 		progress("%s: %d cycles, %.0f/s", hr.Kind, n, float64(n)/since.Seconds())
 	})
 	hub1, cli1, secs := procCPU(cfg.HubPID), procCPU(os.Getpid()), time.Since(t0).Seconds()

@@ -30,7 +30,12 @@ type LoadConfig struct {
 	// (feature scoped_fanout), each agent in a namespace of its own; "own",
 	// as the Go SDK registers where the hub announces it (own_fanout): only
 	// what names the agent, no presence, the registration acked by a ping.
-	Fanout   string
+	Fanout string
+	// SDK makes every agent a Go SDK client (client.Dial with the SDK's
+	// defaults: its own fan-out, no presence) cycling through its Claim
+	// and Release calls, instead of the load client's lean agent: what a
+	// fleet of our own agents costs the hub. No hostile or chat phase.
+	SDK      bool
 	Duration time.Duration // how long the cycling phase runs
 	// Conflict is the share of an agent's claims aimed at one contended
 	// scope instead of its own files (0..1).
@@ -220,11 +225,15 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 		return res, err
 	}
 	res.Hub = info
-	reg := registrationFor(info, cfg.Token, res.FanoutAsked)
-	res.Fanout = reg.fanoutRun()
 	if res.Rate > 0 {
 		res.OfferedPerSecond = res.Rate * float64(cfg.Agents)
 	}
+	if cfg.SDK {
+		res.FanoutAsked, res.Fanout = "sdk", "sdk"
+		return runSDKLoad(ctx, cfg, res, progress)
+	}
+	reg := registrationFor(info, cfg.Token, res.FanoutAsked)
+	res.Fanout = reg.fanoutRun()
 	total := cfg.Agents + cfg.Idle
 	agents := make([]*loadAgent, total)
 	errs := make([]error, total)
@@ -267,25 +276,8 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 	progress("%d agents connected in %.2fs", total, res.ConnectSeconds)
 
 	workers := agents[:cfg.Agents]
-	hub0, cli0 := procCPU(cfg.HubPID), procCPU(os.Getpid())
-	ph, err := cycle(ctx, cfg, workers, func(n int64, since time.Duration) {
-		progress("%d cycles, %.0f/s", n, float64(n)/since.Seconds())
-	})
-	if err != nil {
+	if err := measureCycles(ctx, cfg, cyclers(workers), &res, progress); err != nil {
 		return res, err
-	}
-	hub1, cli1 := procCPU(cfg.HubPID), procCPU(os.Getpid())
-	res.Cycles, res.Conflicts = ph.cycles, ph.conflicts
-	res.CyclesPerSecond = float64(res.Cycles) / ph.elapsed.Seconds()
-	res.Claim, res.Release = ph.claim, ph.release
-	if cfg.HubPID > 0 {
-		res.HubCores = (hub1 - hub0) / ph.elapsed.Seconds()
-	}
-	if res.Cycles > 0 {
-		res.ClientCPUPerCycle = (cli1 - cli0) / float64(res.Cycles) * 1e6
-		if cfg.HubPID > 0 {
-			res.HubCPUPerCycle = (hub1 - hub0) / float64(res.Cycles) * 1e6
-		}
 	}
 	if cfg.Hostile > 0 {
 		kinds := cfg.HostileKinds
@@ -310,6 +302,32 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 	return res, nil
 }
 
+// measureCycles runs the cycling phase and puts its figures in res: cycles
+// and latencies, and the hub's and the client's CPU per cycle.
+func measureCycles(ctx context.Context, cfg LoadConfig, workers []cycler, res *LoadResult, progress func(string, ...any)) error {
+	hub0, cli0 := procCPU(cfg.HubPID), procCPU(os.Getpid())
+	ph, err := cycle(ctx, cfg, workers, func(n int64, since time.Duration) {
+		progress("%d cycles, %.0f/s", n, float64(n)/since.Seconds())
+	})
+	if err != nil {
+		return err
+	}
+	hub1, cli1 := procCPU(cfg.HubPID), procCPU(os.Getpid())
+	res.Cycles, res.Conflicts = ph.cycles, ph.conflicts
+	res.CyclesPerSecond = float64(res.Cycles) / ph.elapsed.Seconds()
+	res.Claim, res.Release = ph.claim, ph.release
+	if cfg.HubPID > 0 {
+		res.HubCores = (hub1 - hub0) / ph.elapsed.Seconds()
+	}
+	if res.Cycles > 0 {
+		res.ClientCPUPerCycle = (cli1 - cli0) / float64(res.Cycles) * 1e6
+		if cfg.HubPID > 0 {
+			res.HubCPUPerCycle = (hub1 - hub0) / float64(res.Cycles) * 1e6
+		}
+	}
+	return nil
+}
+
 // phase is what one cycling phase measured.
 type phase struct {
 	cycles, conflicts int64
@@ -317,11 +335,44 @@ type phase struct {
 	elapsed           time.Duration
 }
 
+// cycler is an agent that cycles: the load client's own (loadAgent) or the
+// Go SDK's (sdkAgent).
+type cycler interface {
+	agentName() string
+	// claim claims task's paths and waits for the answer; denied is a
+	// refusal or an error frame.
+	claim(ctx context.Context, task string, paths []string) (denied bool, err error)
+	// release releases task and waits for the answer.
+	release(ctx context.Context, task string) error
+}
+
+func (a *loadAgent) agentName() string { return a.name }
+
+func (a *loadAgent) claim(ctx context.Context, task string, paths []string) (bool, error) {
+	var denied bool
+	b := pyjson.AppendStrings(pyjson.AppendKey(appendField(a.request("claim", "System"), "task_id", task), "paths"), paths)
+	err := a.call(ctx, b, claimAnswer(a.name, task, &denied))
+	return denied, err
+}
+
+func (a *loadAgent) release(ctx context.Context, task string) error {
+	return a.call(ctx, appendField(a.request("release", "System"), "task_id", task), releaseAnswer(a.name, task))
+}
+
+// cyclers is workers as cyclers.
+func cyclers(workers []*loadAgent) []cycler {
+	out := make([]cycler, len(workers))
+	for i, a := range workers {
+		out[i] = a
+	}
+	return out
+}
+
 // cycle runs one cycling phase of cfg.Duration: each worker cycles claim →
 // grant → release → grant on its own files (a cfg.Conflict share of its
 // claims aimed at one contended scope). tick, if set, is told the cycles
 // so far every second.
-func cycle(ctx context.Context, cfg LoadConfig, workers []*loadAgent, tick func(cycles int64, since time.Duration)) (phase, error) {
+func cycle(ctx context.Context, cfg LoadConfig, workers []cycler, tick func(cycles int64, since time.Duration)) (phase, error) {
 	claimLat := make([][]time.Duration, len(workers))
 	releaseLat := make([][]time.Duration, len(workers))
 	var cycles, conflicts atomic.Int64
@@ -348,20 +399,17 @@ func cycle(ctx context.Context, cfg LoadConfig, workers []*loadAgent, tick func(
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var denied bool
-			own, ownPaths := a.name+"/T", []string{a.name}
-			claimOwn, releaseOwn := claimAnswer(a.name, own, &denied), releaseAnswer(a.name, own)
+			name := a.agentName()
+			own, ownPaths := name+"/T", []string{name}
 			for k := 0; time.Now().Before(deadline) && ctx.Err() == nil; k++ {
 				sleepUntil(start.Add(cycleDue(i, len(workers), k, cfg.Rate)))
-				task, paths, claimed, released := own, ownPaths, claimOwn, releaseOwn
+				task, paths := own, ownPaths
 				if cfg.Conflict > 0 && float64(k%100) < cfg.Conflict*100 {
-					task, paths = fmt.Sprintf("%s/C%d", a.name, k), []string{"contended"}
-					claimed, released = claimAnswer(a.name, task, &denied), releaseAnswer(a.name, task)
+					task, paths = fmt.Sprintf("%s/C%d", name, k), []string{"contended"}
 				}
-				denied = false
 				s := time.Now()
-				b := pyjson.AppendStrings(pyjson.AppendKey(appendField(a.request("claim", "System"), "task_id", task), "paths"), paths)
-				if err := a.call(ctx, b, claimed); err != nil {
+				denied, err := a.claim(ctx, task, paths)
+				if err != nil {
 					firstErr.CompareAndSwap(nil, err)
 					return
 				}
@@ -371,7 +419,7 @@ func cycle(ctx context.Context, cfg LoadConfig, workers []*loadAgent, tick func(
 					continue
 				}
 				s = time.Now()
-				if err := a.call(ctx, appendField(a.request("release", "System"), "task_id", task), released); err != nil {
+				if err := a.release(ctx, task); err != nil {
 					firstErr.CompareAndSwap(nil, err)
 					return
 				}

@@ -329,3 +329,16 @@ func TestRegister_WaitsForItsOwnPresence(t *testing.T) {
 		t.Fatalf("the hub got %d frames for one registration", n)
 	}
 }
+
+// --sdk cycles Go SDK agents, registered with the SDK's defaults, through
+// Claim and Release.
+func TestRunLoad_SDKAgentsCycle(t *testing.T) {
+	uri := hubtest.Start(t, hub.Config{})
+	res, err := RunLoad(t.Context(), LoadConfig{URI: uri, Agents: 2, Idle: 2, SDK: true, Duration: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Fanout != "sdk" || res.Cycles == 0 || res.Conflicts != 0 {
+		t.Fatalf("fan-out %q, %d cycles, %d refused: want SDK agents cycling", res.Fanout, res.Cycles, res.Conflicts)
+	}
+}

@@ -46,7 +46,8 @@ the compact presence); --fanout own registers as the Go SDK does: its own
 fan-out and no presence at all (the Synapse-Presence header), the form for a
 fleet of our own clients. Each is asked for only if the hub's welcome
 announces it (features scoped_fanout; own_fanout and ping), and the report
-says which fan-out ran.
+says which fan-out ran. --sdk makes every agent a Go SDK client (client.Dial
+with its defaults) cycling through its Claim and Release calls.
 
 --rate R is the offered load: every agent runs R cycles per second (spread
 over each period, catching up at once when behind), so two hubs run at one
@@ -93,6 +94,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	agentsFlag := fs.String("agents", "1,8,32", "agent counts to run, comma-separated")
 	idle := fs.Int("idle", 0, "agents that connect and stay idle while the others work")
 	fanout := fs.String("fanout", "full", "full: every grant to every socket, the reference's presence; scoped: each agent in its own namespace, scoped fan-out, compact presence; own: as the Go SDK registers, its own fan-out and no presence")
+	sdk := fs.Bool("sdk", false, "every agent is a Go SDK client (client.Dial with its defaults: its own fan-out, no presence) cycling through Claim and Release: what a fleet of our own agents costs the hub (no chat or hostile phase)")
 	journalOn := fs.Bool("journal", false, "the started hub keeps a journal (synchronous=FULL for claims) in a temporary folder")
 	duration := fs.Duration("duration", 5*time.Second, "how long each cycling phase runs")
 	conflict := fs.Float64("conflict", 0, "share of claims aimed at one contended scope (0..1)")
@@ -124,6 +126,10 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	offered, err := offeredRate(*rate, *cycleRate, set["rate"], set["cycle-rate"])
 	if err != nil {
 		fmt.Fprintln(stderr, "synapse bench load:", err)
+		return 2
+	}
+	if *sdk && *hostile > 0 {
+		fmt.Fprintln(stderr, "synapse bench load: --sdk measures our own agents; run --hostile with the load client")
 		return 2
 	}
 	if *vs != "" && *hostile > 0 {
@@ -170,7 +176,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "synapse bench load:", err)
 			return 1
 		}
-		cfg := bench.LoadConfig{URI: *uri, HubPID: *hubPID, Agents: n, Idle: *idle, Fanout: *fanout,
+		cfg := bench.LoadConfig{URI: *uri, HubPID: *hubPID, Agents: n, Idle: *idle, Fanout: *fanout, SDK: *sdk,
 			Duration: *duration, Conflict: *conflict, Rate: offered, Hostile: *hostile, HostileKinds: kinds, Token: hubToken, Progress: func(s string) { fmt.Fprintf(stderr, "\r  %-60s", s) }}
 		cfg.Attackers = attackProcess(cfg.URI, hubToken, *hostile)
 		stop := func() {}
@@ -258,7 +264,9 @@ func printLoadResult(w io.Writer, res bench.LoadResult) {
 		name = res.Label + ": "
 	}
 	fanout := res.Fanout + " fan-out"
-	if res.Fanout != res.FanoutAsked {
+	if res.Fanout == "sdk" {
+		fanout = "Go SDK agents (own fan-out, no presence)"
+	} else if res.Fanout != res.FanoutAsked {
 		fanout += ", " + res.FanoutAsked + " asked: the hub does not announce it"
 	}
 	features := "none"
@@ -279,6 +287,10 @@ func printLoadResult(w io.Writer, res bench.LoadResult) {
 			h.Kind, h.Sockets, h.Claim.P50, h.P50Ratio, h.Claim.P99, h.P99Ratio, h.Cycles, h.Sent, h.Dials)
 		fmt.Fprintf(w, "    hub %.2f cores, agents %.2f cores, attackers %.2f cores; hub RSS %d → peak %d → %d KiB; sockets ended %v; hub counters %v\n",
 			h.HubCores, h.ClientCores, h.AttackerCores, h.RSSBeforeKB, h.RSSPeakKB, h.RSSAfterKB, h.Ends, h.Hub)
+	}
+	if res.Chat.Count == 0 {
+		fmt.Fprintf(w, "  client CPU %.0f µs/cycle; hub RSS at the end %d KiB\n", res.ClientCPUPerCycle, res.HubRSSKB)
+		return
 	}
 	fmt.Fprintf(w, "  hub CPU %.0f µs/chat (chat p50 %.0f µs); client CPU %.0f µs/cycle, %.0f µs/chat; hub RSS at the end %d KiB\n",
 		res.HubCPUPerChat, res.Chat.P50, res.ClientCPUPerCycle, res.ClientCPUPerChat, res.HubRSSKB)
