@@ -350,7 +350,8 @@ func (s *session) acceptPeer(data []byte) {
 		return
 	}
 	h.mu.Lock()
-	s.peer, s.authed = pc, true
+	s.peer = pc
+	h.authLocked(s)
 	h.mu.Unlock()
 }
 

@@ -194,11 +194,24 @@ func TestAdmission_UnauthenticatedCap4014(t *testing.T) {
 	authed := th.dial()
 	authed.send(map[string]any{"sender": "proj/a", "type": "heartbeat", "token": "s3cret"})
 	authed.expect("welcome")
-	th.dial()
-	th.dial()
+	pending := th.dial()
+	gone := th.dial()
 	waitSessions(t, th, 3) // admitted: a pre-auth socket gets no welcome to wait for
 	x := th.dial()
 	x.expectClose(4014, "too many unauthenticated connections")
+	// A pre-auth socket that authenticates, or goes, frees its slot.
+	pending.send(map[string]any{"sender": "proj/b", "type": "heartbeat", "token": "s3cret"})
+	pending.expect("welcome")
+	_ = gone.c.CloseNow()
+	eventually(t, "both pre-auth slots free", func() bool {
+		th.h.mu.Lock()
+		defer th.h.mu.Unlock()
+		return th.h.reg.unauthed == 0
+	})
+	th.dial()
+	th.dial()
+	waitSessions(t, th, 4)
+	th.dial().expectClose(4014, "too many unauthenticated connections")
 }
 
 func waitSessions(t *testing.T, th *testHub, n int) {

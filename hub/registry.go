@@ -26,6 +26,7 @@ const (
 // registry is the hub's connection-side state, guarded by Hub.mu.
 type registry struct {
 	sessions    map[*session]struct{}
+	unauthed    int // sessions not yet authenticated (a secured hub\'s pre-auth window)
 	perHost     map[string]int
 	byName      map[string]*session
 	byProject   map[string]map[string]struct{} // project → bound names in it (recipients.go)
@@ -154,8 +155,11 @@ func (h *Hub) admit(s *session) (int, string, bool) {
 		return 4013, "hub at capacity", false
 	case h.cfg.MaxConnectionsPerHost > 0 && h.reg.perHost[s.host] >= h.cfg.MaxConnectionsPerHost:
 		return 4015, "too many connections from host", false
-	case !s.authed && h.unauthenticatedLocked() >= h.cfg.MaxUnauthClients:
+	case !s.authed && h.reg.unauthed >= h.cfg.MaxUnauthClients:
 		return 4014, "too many unauthenticated connections", false
+	}
+	if !s.authed {
+		h.reg.unauthed++
 	}
 	h.reg.sessions[s] = struct{}{}
 	h.reg.perHost[s.host]++
@@ -167,16 +171,12 @@ func (h *Hub) admit(s *session) (int, string, bool) {
 	return 0, "", true
 }
 
-// unauthenticatedLocked counts the sockets of a secured hub still in their
-// pre-auth window (at most MaxClients of them, so a scan is cheap).
-func (h *Hub) unauthenticatedLocked() int {
-	n := 0
-	for s := range h.reg.sessions {
-		if !s.authed {
-			n++
-		}
+// authLocked marks s authenticated: it leaves the pre-auth count.
+func (h *Hub) authLocked(s *session) {
+	if !s.authed {
+		s.authed = true
+		h.reg.unauthed--
 	}
-	return n
 }
 
 // welcomeLocked encodes s's welcome; s then knows the whole online list.
@@ -306,7 +306,7 @@ func (s *session) bindLocked(name string, in *wire.Inbound, now float64) bool {
 	}
 	var welcome []byte
 	if !s.authed {
-		s.authed = true
+		h.authLocked(s)
 		welcome = s.welcomeLocked() // before the bind: online_agents excludes the newcomer
 	}
 	s.name = name
@@ -426,6 +426,9 @@ func (r *registry) current(o offlineName) bool {
 func (h *Hub) leave(s *session) {
 	s.uncount()
 	h.mu.Lock()
+	if _, ok := h.reg.sessions[s]; ok && !s.authed {
+		h.reg.unauthed--
+	}
 	delete(h.reg.sessions, s)
 	if h.reg.perHost[s.host]--; h.reg.perHost[s.host] <= 0 {
 		delete(h.reg.perHost, s.host)
