@@ -237,8 +237,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 	total := cfg.Agents + cfg.Idle
 	agents := make([]*loadAgent, total)
 	errs := make([]error, total)
-	hubStorm0, cliStorm0 := procCPU(cfg.HubPID), procCPU(os.Getpid())
-	t0 := time.Now()
+	storm := startStorm(cfg)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, dialsInFlight)
 	for i := range agents {
@@ -267,12 +266,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 			return res, fmt.Errorf("bench: connect: %w", err)
 		}
 	}
-	res.ConnectSeconds = time.Since(t0).Seconds()
-	res.ClientCPUConnectSeconds = procCPU(os.Getpid()) - cliStorm0
-	if cfg.HubPID > 0 {
-		res.HubCPUConnectSeconds = procCPU(cfg.HubPID) - hubStorm0
-		res.HubRSSConnectKB = procRSS(cfg.HubPID)
-	}
+	storm.end(cfg, &res)
 	progress("%d agents connected in %.2fs", total, res.ConnectSeconds)
 
 	workers := agents[:cfg.Agents]
@@ -300,6 +294,28 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 	}
 	res.HubRSSKB = procRSS(cfg.HubPID)
 	return res, nil
+}
+
+// stormStart is when a connect storm began, by the clock and by the CPU of
+// the hub and of this process.
+type stormStart struct {
+	at            time.Time
+	hubCPU, myCPU float64
+}
+
+func startStorm(cfg LoadConfig) stormStart {
+	return stormStart{at: time.Now(), hubCPU: procCPU(cfg.HubPID), myCPU: procCPU(os.Getpid())}
+}
+
+// end puts the storm's figures in res: how long it took, what it cost the
+// hub and this process, and the hub's memory after it.
+func (s stormStart) end(cfg LoadConfig, res *LoadResult) {
+	res.ConnectSeconds = time.Since(s.at).Seconds()
+	res.ClientCPUConnectSeconds = procCPU(os.Getpid()) - s.myCPU
+	if cfg.HubPID > 0 {
+		res.HubCPUConnectSeconds = procCPU(cfg.HubPID) - s.hubCPU
+		res.HubRSSConnectKB = procRSS(cfg.HubPID)
+	}
 }
 
 // measureCycles runs the cycling phase and puts its figures in res: cycles

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
@@ -39,8 +38,7 @@ func runSDKLoad(ctx context.Context, cfg LoadConfig, res LoadResult, progress fu
 	total := cfg.Agents + cfg.Idle
 	agents := make([]*sdkAgent, total)
 	errs := make([]error, total)
-	hubStorm0, cliStorm0 := procCPU(cfg.HubPID), procCPU(os.Getpid())
-	t0 := time.Now()
+	storm := startStorm(cfg)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, dialsInFlight)
 	for i := range agents {
@@ -69,12 +67,7 @@ func runSDKLoad(ctx context.Context, cfg LoadConfig, res LoadResult, progress fu
 	if err := errors.Join(errs...); err != nil {
 		return res, fmt.Errorf("bench: connect: %w", err)
 	}
-	res.ConnectSeconds = time.Since(t0).Seconds()
-	res.ClientCPUConnectSeconds = procCPU(os.Getpid()) - cliStorm0
-	if cfg.HubPID > 0 {
-		res.HubCPUConnectSeconds = procCPU(cfg.HubPID) - hubStorm0
-		res.HubRSSConnectKB = procRSS(cfg.HubPID)
-	}
+	storm.end(cfg, &res)
 	progress("%d SDK agents connected in %.2fs", total, res.ConnectSeconds)
 	workers := make([]cycler, cfg.Agents)
 	for i := range workers {
