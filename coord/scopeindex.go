@@ -9,17 +9,21 @@ import (
 // whether a new scope conflicts costs O(depth + matches) rather than a scan
 // of every live claim (the reference scans: ~0.3 s at 100k claims).
 //
-// A literal path sits at its node and conflicts with claims at its
-// ancestors, at itself, and in its subtree (INV-ME-2). A glob sits at the
-// node of its literal prefix (the segments before its first wildcard) as a
-// subtree with a filter: everything it can cover lies below that node, so
-// only entries on the path to the node and in its subtree can overlap it,
-// and each of those is checked exactly (patternsOverlap); a walk of the
-// subtree follows the glob's automaton and skips branches it cannot reach.
-// Whole-worktree claims sit beside the trie and conflict with everything in
-// their worktree (INV-ME-4); worktrees never meet (INV-ME-3). Shared
-// holders never conflict with each other: each node counts the exclusive
-// entries below it, so a shared request skips branches holding none.
+// A literal path sits at its node and conflicts with paths at its
+// ancestors, with everything at itself, and with everything in its subtree
+// (INV-ME-2). A file sits at its node too and covers that node alone: it
+// conflicts with paths at its ancestors and with paths and files at itself,
+// never with what lies below it. A glob sits at the node of its literal
+// prefix (the segments before its first wildcard) as a subtree with a
+// filter: everything it matches lies at or below that node, so only entries
+// on the path to the node and in its subtree can overlap it, and each of
+// those is checked exactly (patternsOverlap, or the glob's automaton read
+// along the node's path); a walk of the subtree follows the glob's
+// automaton and skips branches it cannot reach. Whole-worktree claims sit
+// beside the trie and conflict with everything in their worktree
+// (INV-ME-4); worktrees never meet (INV-ME-3). Shared holders never
+// conflict with each other: each node counts the exclusive entries below
+// it, so a shared request skips branches holding none.
 type scopeIndex struct {
 	trees map[string]*scopeTree
 }
@@ -32,11 +36,15 @@ type scopeTree struct {
 
 type scopeNode struct {
 	children map[string]*scopeNode
-	holders  []*Claim    // claims declaring exactly this path, sorted by task id
+	holders  []*Claim    // claims declaring exactly this path (and its subtree), sorted by task id
+	files    []*Claim    // claims declaring exactly this path as a file, sorted by task id
 	globs    []globEntry // globs whose literal prefix is this path, by task id then pattern
-	below    int         // holder and glob entries in this subtree, this node included
+	below    int         // holder, file and glob entries in this subtree, this node included
 	belowX   int         // the exclusive ones among them
 }
+
+// entries is how many entries the node itself holds.
+func (n *scopeNode) entries() int { return len(n.holders) + len(n.files) + len(n.globs) }
 
 // globEntry is one glob of a claim, compiled once on insert.
 type globEntry struct {
@@ -137,6 +145,10 @@ func (x *scopeIndex) insert(c *Claim) {
 		n := t.descend(splitPath(p), c)
 		n.holders = insertHolder(n.holders, c)
 	}
+	for _, f := range c.Files {
+		n := t.descend(splitPath(f), c)
+		n.files = insertHolder(n.files, c)
+	}
 	for _, g := range c.Globs {
 		pat := compileGlob(g)
 		n := t.descend(pat.prefix(), c)
@@ -156,6 +168,11 @@ func (x *scopeIndex) remove(c *Claim) {
 			t.root.below--
 			t.root.belowX -= xc
 			removeEntry(&t.root, splitPath(p), c, xc, func(n *scopeNode) { n.holders = removeHolder(n.holders, c) })
+		}
+		for _, f := range c.Files {
+			t.root.below--
+			t.root.belowX -= xc
+			removeEntry(&t.root, splitPath(f), c, xc, func(n *scopeNode) { n.files = removeHolder(n.files, c) })
 		}
 		for _, g := range c.Globs {
 			t.root.below--
@@ -234,9 +251,10 @@ func (q *scopeQuery) live(n *scopeNode) bool {
 // conflicts with sc, ignoring claims of owner and the claim on task itself
 // (a claimant never conflicts with itself), or nil. The choice is
 // deterministic: whole-worktree claims first, then per declared path its
-// ancestors top-down (globs at a node after its literal holders), the path
-// itself, and its subtree in lexical order; then per declared glob the
-// same along its literal prefix and below it.
+// ancestors top-down (at a node: paths, files, globs), the path itself, and
+// its subtree in lexical order; then per declared glob the same along its
+// literal prefix and below it; then per declared file its ancestors and
+// itself.
 func (x *scopeIndex) conflict(sc Scope, owner, task string, now float64) *Claim {
 	t := x.trees[sc.Worktree]
 	if t == nil {
@@ -266,14 +284,47 @@ func (x *scopeIndex) conflict(sc Scope, owner, task string, now float64) *Claim 
 			return h
 		}
 	}
+	for _, f := range sc.Files {
+		if h := q.file(&t.root, f); h != nil {
+			return h
+		}
+	}
 	return nil
 }
 
-// literal checks the literal path p: holders at its ancestors and itself,
-// globs there that overlap it, and everything in its subtree (all of which
-// p covers).
+// literal checks the literal path p: paths at its strict ancestors (files
+// there lie above p), globs there that reach p, and everything at p and in
+// its subtree (all of which p covers).
 func (q *scopeQuery) literal(root *scopeNode, p string) *Claim {
 	segs := splitPath(p)
+	n := root
+	for depth := range segs {
+		for _, h := range n.holders {
+			if q.blocks(h) {
+				return h
+			}
+		}
+		for _, e := range n.globs {
+			// e is filed at depth: it overlaps p when it matches p or
+			// something below it, i.e. its automaton survives the rest of
+			// p's segments.
+			if e.pat.reaches(depth, segs[depth:]) && q.blocks(e.c) {
+				return e.c
+			}
+		}
+		n = n.children[segs[depth]]
+		if n == nil || !q.live(n) {
+			return nil
+		}
+	}
+	return q.firstInSubtree(n)
+}
+
+// file checks the file f, which covers itself alone: paths at its strict
+// ancestors and at f, files at f, and the globs along the way that match f
+// exactly. Nothing below f's node holds f.
+func (q *scopeQuery) file(root *scopeNode, f string) *Claim {
+	segs := splitPath(f)
 	n := root
 	for depth := 0; ; depth++ {
 		for _, h := range n.holders {
@@ -281,15 +332,20 @@ func (q *scopeQuery) literal(root *scopeNode, p string) *Claim {
 				return h
 			}
 		}
+		if depth == len(segs) {
+			for _, h := range n.files {
+				if q.blocks(h) {
+					return h
+				}
+			}
+		}
 		for _, e := range n.globs {
-			// e is filed at depth: it overlaps p when its automaton
-			// survives the rest of p's segments.
-			if e.pat.reaches(depth, segs[depth:]) && q.blocks(e.c) {
+			if e.pat.accepts(depth, segs[depth:]) && q.blocks(e.c) {
 				return e.c
 			}
 		}
 		if depth == len(segs) {
-			return q.below(n)
+			return nil
 		}
 		n = n.children[segs[depth]]
 		if n == nil || !q.live(n) {
@@ -298,9 +354,10 @@ func (q *scopeQuery) literal(root *scopeNode, p string) *Claim {
 	}
 }
 
-// glob checks the glob pat: entries on the path to its literal prefix
-// (holders there cover all it matches; globs there are checked), then the
-// subtree of the prefix, walked along the glob's automaton.
+// glob checks the glob pat, whose matches all lie at or below its literal
+// prefix: paths on the way to the prefix (they cover all it matches), files
+// at the prefix when pat matches it, globs on the way (compared exactly),
+// then the subtree of the prefix, walked along the glob's automaton.
 func (q *scopeQuery) glob(root *scopeNode, pat pattern) *Claim {
 	prefix := pat.prefix()
 	n := root
@@ -308,6 +365,13 @@ func (q *scopeQuery) glob(root *scopeNode, pat pattern) *Claim {
 		for _, h := range n.holders {
 			if q.blocks(h) {
 				return h
+			}
+		}
+		if depth == len(prefix) && len(n.files) > 0 && pat.accepts(depth, nil) {
+			for _, h := range n.files {
+				if q.blocks(h) {
+					return h
+				}
 			}
 		}
 		for _, e := range n.globs {
@@ -329,7 +393,7 @@ func (q *scopeQuery) glob(root *scopeNode, pat pattern) *Claim {
 // walk searches the subtree below n (n itself done) for an entry the glob
 // pat overlaps, pat being at states on n's path.
 func (q *scopeQuery) walk(n *scopeNode, pat pattern, states patternStates) *Claim {
-	if n.below == len(n.holders)+len(n.globs) {
+	if n.below == n.entries() {
 		return nil
 	}
 	// Filter the children first and sort only those pat reaches: a glob
@@ -352,7 +416,14 @@ func (q *scopeQuery) walk(n *scopeNode, pat pattern, states patternStates) *Clai
 		child, next := r.child, r.next
 		for _, h := range child.holders {
 			if q.blocks(h) {
-				return h // pat reaches child: it covers a path at, above or below it
+				return h // pat reaches child: it matches child or a path below it
+			}
+		}
+		if next.accepting(pat) {
+			for _, h := range child.files {
+				if q.blocks(h) {
+					return h // pat matches child itself
+				}
 			}
 		}
 		for _, e := range child.globs {
@@ -369,7 +440,7 @@ func (q *scopeQuery) walk(n *scopeNode, pat pattern, states patternStates) *Clai
 
 // below returns the first blocking entry strictly below n.
 func (q *scopeQuery) below(n *scopeNode) *Claim {
-	if n.below == len(n.holders)+len(n.globs) {
+	if n.below == n.entries() {
 		return nil
 	}
 	for _, seg := range sortedKeys(n.children) {
@@ -387,6 +458,11 @@ func (q *scopeQuery) firstInSubtree(n *scopeNode) *Claim {
 		return nil
 	}
 	for _, h := range n.holders {
+		if q.blocks(h) {
+			return h
+		}
+	}
+	for _, h := range n.files {
 		if q.blocks(h) {
 			return h
 		}
