@@ -239,6 +239,16 @@ type scopeQuery struct {
 	shared bool // only exclusive holders can block
 }
 
+// first returns the first of hs that blocks the query, or nil.
+func (q *scopeQuery) first(hs []*Claim) *Claim {
+	for _, h := range hs {
+		if q.blocks(h) {
+			return h
+		}
+	}
+	return nil
+}
+
 // live reports whether the subtree at n may hold a blocking entry.
 func (q *scopeQuery) live(n *scopeNode) bool {
 	if q.shared {
@@ -266,10 +276,8 @@ func (x *scopeIndex) conflict(sc Scope, owner, task string, now float64) *Claim 
 			return h.Owner != owner && h.TaskID != task && h.Live(now) && !sc.Mode.Compatible(h.Mode)
 		},
 	}
-	for _, h := range t.whole {
-		if q.blocks(h) {
-			return h
-		}
+	if h := q.first(t.whole); h != nil {
+		return h
 	}
 	if sc.Whole() {
 		return q.firstInSubtree(&t.root)
@@ -299,10 +307,8 @@ func (q *scopeQuery) literal(root *scopeNode, p string) *Claim {
 	segs := splitPath(p)
 	n := root
 	for depth := range segs {
-		for _, h := range n.holders {
-			if q.blocks(h) {
-				return h
-			}
+		if h := q.first(n.holders); h != nil {
+			return h
 		}
 		for _, e := range n.globs {
 			// e is filed at depth: it overlaps p when it matches p or
@@ -327,16 +333,12 @@ func (q *scopeQuery) file(root *scopeNode, f string) *Claim {
 	segs := splitPath(f)
 	n := root
 	for depth := 0; ; depth++ {
-		for _, h := range n.holders {
-			if q.blocks(h) {
-				return h
-			}
+		if h := q.first(n.holders); h != nil {
+			return h
 		}
 		if depth == len(segs) {
-			for _, h := range n.files {
-				if q.blocks(h) {
-					return h
-				}
+			if h := q.first(n.files); h != nil {
+				return h
 			}
 		}
 		for _, e := range n.globs {
@@ -362,16 +364,12 @@ func (q *scopeQuery) glob(root *scopeNode, pat pattern) *Claim {
 	prefix := pat.prefix()
 	n := root
 	for depth := 0; ; depth++ {
-		for _, h := range n.holders {
-			if q.blocks(h) {
-				return h
-			}
+		if h := q.first(n.holders); h != nil {
+			return h
 		}
 		if depth == len(prefix) && len(n.files) > 0 && pat.accepts(depth, nil) {
-			for _, h := range n.files {
-				if q.blocks(h) {
-					return h
-				}
+			if h := q.first(n.files); h != nil {
+				return h
 			}
 		}
 		for _, e := range n.globs {
@@ -414,16 +412,12 @@ func (q *scopeQuery) walk(n *scopeNode, pat pattern, states patternStates) *Clai
 	slices.SortFunc(alive, func(a, b reached) int { return strings.Compare(a.seg, b.seg) })
 	for _, r := range alive {
 		child, next := r.child, r.next
-		for _, h := range child.holders {
-			if q.blocks(h) {
-				return h // pat reaches child: it matches child or a path below it
-			}
+		if h := q.first(child.holders); h != nil {
+			return h // pat reaches child: it matches child or a path below it
 		}
 		if next.accepting(pat) {
-			for _, h := range child.files {
-				if q.blocks(h) {
-					return h // pat matches child itself
-				}
+			if h := q.first(child.files); h != nil {
+				return h // pat matches child itself
 			}
 		}
 		for _, e := range child.globs {
@@ -457,15 +451,11 @@ func (q *scopeQuery) firstInSubtree(n *scopeNode) *Claim {
 	if !q.live(n) {
 		return nil
 	}
-	for _, h := range n.holders {
-		if q.blocks(h) {
-			return h
-		}
+	if h := q.first(n.holders); h != nil {
+		return h
 	}
-	for _, h := range n.files {
-		if q.blocks(h) {
-			return h
-		}
+	if h := q.first(n.files); h != nil {
+		return h
 	}
 	for _, e := range n.globs {
 		if q.blocks(e.c) {
