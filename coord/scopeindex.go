@@ -36,15 +36,49 @@ type scopeTree struct {
 
 type scopeNode struct {
 	children map[string]*scopeNode
-	holders  []*Claim    // claims declaring exactly this path (and its subtree), sorted by task id
-	files    []*Claim    // claims declaring exactly this path as a file, sorted by task id
-	globs    []globEntry // globs whose literal prefix is this path, by task id then pattern
-	below    int         // holder, file and glob entries in this subtree, this node included
-	belowX   int         // the exclusive ones among them
+	holders  []*Claim     // claims declaring exactly this path (and its subtree), sorted by task id
+	rare     *rareEntries // files and globs filed here; nil at most nodes, which keeps nodes small
+	below    int          // holder, file and glob entries in this subtree, this node included
+	belowX   int          // the exclusive ones among them
+}
+
+// rareEntries are the entries fewer nodes hold than paths.
+type rareEntries struct {
+	files []*Claim    // claims declaring exactly this path as a file, sorted by task id
+	globs []globEntry // globs whose literal prefix is this path, by task id then pattern
+}
+
+func (n *scopeNode) files() []*Claim {
+	if n.rare == nil {
+		return nil
+	}
+	return n.rare.files
+}
+
+func (n *scopeNode) globs() []globEntry {
+	if n.rare == nil {
+		return nil
+	}
+	return n.rare.globs
+}
+
+// more returns the node's rare entries, making them.
+func (n *scopeNode) more() *rareEntries {
+	if n.rare == nil {
+		n.rare = &rareEntries{}
+	}
+	return n.rare
+}
+
+// tidy drops the rare entries once the node holds none.
+func (n *scopeNode) tidy() {
+	if n.rare != nil && len(n.rare.files) == 0 && len(n.rare.globs) == 0 {
+		n.rare = nil
+	}
 }
 
 // entries is how many entries the node itself holds.
-func (n *scopeNode) entries() int { return len(n.holders) + len(n.files) + len(n.globs) }
+func (n *scopeNode) entries() int { return len(n.holders) + len(n.files()) + len(n.globs()) }
 
 // globEntry is one glob of a claim, compiled once on insert.
 type globEntry struct {
@@ -147,13 +181,15 @@ func (x *scopeIndex) insert(c *Claim) {
 	}
 	for _, f := range c.Files {
 		n := t.descend(splitPath(f), c)
-		n.files = insertHolder(n.files, c)
+		m := n.more()
+		m.files = insertHolder(m.files, c)
 	}
 	for _, g := range c.Globs {
 		pat := compileGlob(g)
 		n := t.descend(pat.prefix(), c)
-		i, _ := slices.BinarySearchFunc(n.globs, c, func(e globEntry, c *Claim) int { return compareGlobEntry(e, c.TaskID, g) })
-		n.globs = slices.Insert(n.globs, i, globEntry{c: c, glob: g, pat: pat})
+		m := n.more()
+		i, _ := slices.BinarySearchFunc(m.globs, c, func(e globEntry, c *Claim) int { return compareGlobEntry(e, c.TaskID, g) })
+		m.globs = slices.Insert(m.globs, i, globEntry{c: c, glob: g, pat: pat})
 	}
 }
 
@@ -172,20 +208,24 @@ func (x *scopeIndex) remove(c *Claim) {
 		for _, f := range c.Files {
 			t.root.below--
 			t.root.belowX -= xc
-			removeEntry(&t.root, splitPath(f), c, xc, func(n *scopeNode) { n.files = removeHolder(n.files, c) })
+			removeEntry(&t.root, splitPath(f), c, xc, func(n *scopeNode) {
+				n.rare.files = removeHolder(n.files(), c)
+				n.tidy()
+			})
 		}
 		for _, g := range c.Globs {
 			t.root.below--
 			t.root.belowX -= xc
 			removeEntry(&t.root, compileGlob(g).prefix(), c, xc, func(n *scopeNode) {
-				i := slices.IndexFunc(n.globs, func(e globEntry) bool { return e.c == c && e.glob == g })
+				i := slices.IndexFunc(n.globs(), func(e globEntry) bool { return e.c == c && e.glob == g })
 				if i < 0 {
 					panic("coord: scope index lost glob of " + c.TaskID)
 				}
-				n.globs = slices.Delete(n.globs, i, i+1)
-				if len(n.globs) == 0 {
-					n.globs = nil
+				n.rare.globs = slices.Delete(n.rare.globs, i, i+1)
+				if len(n.rare.globs) == 0 {
+					n.rare.globs = nil
 				}
+				n.tidy()
 			})
 		}
 	}
@@ -310,7 +350,7 @@ func (q *scopeQuery) literal(root *scopeNode, p string) *Claim {
 		if h := q.first(n.holders); h != nil {
 			return h
 		}
-		for _, e := range n.globs {
+		for _, e := range n.globs() {
 			// e is filed at depth: it overlaps p when it matches p or
 			// something below it, i.e. its automaton survives the rest of
 			// p's segments.
@@ -337,11 +377,11 @@ func (q *scopeQuery) file(root *scopeNode, f string) *Claim {
 			return h
 		}
 		if depth == len(segs) {
-			if h := q.first(n.files); h != nil {
+			if h := q.first(n.files()); h != nil {
 				return h
 			}
 		}
-		for _, e := range n.globs {
+		for _, e := range n.globs() {
 			if e.pat.accepts(depth, segs[depth:]) && q.blocks(e.c) {
 				return e.c
 			}
@@ -367,12 +407,12 @@ func (q *scopeQuery) glob(root *scopeNode, pat pattern) *Claim {
 		if h := q.first(n.holders); h != nil {
 			return h
 		}
-		if depth == len(prefix) && len(n.files) > 0 && pat.accepts(depth, nil) {
-			if h := q.first(n.files); h != nil {
+		if depth == len(prefix) && len(n.files()) > 0 && pat.accepts(depth, nil) {
+			if h := q.first(n.files()); h != nil {
 				return h
 			}
 		}
-		for _, e := range n.globs {
+		for _, e := range n.globs() {
 			if patternsOverlap(pat, e.pat) && q.blocks(e.c) {
 				return e.c
 			}
@@ -416,11 +456,11 @@ func (q *scopeQuery) walk(n *scopeNode, pat pattern, states patternStates) *Clai
 			return h // pat reaches child: it matches child or a path below it
 		}
 		if next.accepting(pat) {
-			if h := q.first(child.files); h != nil {
+			if h := q.first(child.files()); h != nil {
 				return h // pat matches child itself
 			}
 		}
-		for _, e := range child.globs {
+		for _, e := range child.globs() {
 			if patternsOverlap(pat, e.pat) && q.blocks(e.c) {
 				return e.c
 			}
@@ -454,10 +494,10 @@ func (q *scopeQuery) firstInSubtree(n *scopeNode) *Claim {
 	if h := q.first(n.holders); h != nil {
 		return h
 	}
-	if h := q.first(n.files); h != nil {
+	if h := q.first(n.files()); h != nil {
 		return h
 	}
-	for _, e := range n.globs {
+	for _, e := range n.globs() {
 		if q.blocks(e.c) {
 			return e.c
 		}
