@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -89,18 +90,30 @@ func (c *Client) Claim(ctx context.Context, r ClaimRequest) (*Claim, error) {
 	m := c.taskEnvelope("claim", task)
 	m["note"] = r.Note
 	m["worktree"] = r.Worktree
-	paths := r.Paths
+	paths, files := r.Paths, r.Files
+	if r.Checkout != "" && c.HasFeature("file_scopes") {
+		var found []string
+		paths, found = SplitFiles(r.Checkout, paths)
+		files = append(slices.Clone(files), found...)
+	}
 	if paths == nil {
 		paths = []string{}
 	}
 	m["paths"] = paths
 	// A hub without the features would ignore the fields and grant a
-	// narrower scope (paths alone) or an exclusive one: refuse here instead.
+	// narrower scope (paths alone, or none: the whole worktree) or an
+	// exclusive one: refuse here instead.
 	if len(r.Globs) > 0 {
 		if !c.HasFeature("glob_scopes") {
 			return nil, fmt.Errorf("%w: glob_scopes", ErrUnsupported)
 		}
 		m["globs"] = r.Globs
+	}
+	if len(files) > 0 {
+		if !c.HasFeature("file_scopes") {
+			return nil, fmt.Errorf("%w: file_scopes", ErrUnsupported)
+		}
+		m["files"] = files
 	}
 	if r.Shared {
 		if !c.HasFeature("shared_claims") {

@@ -61,9 +61,10 @@ type Refused struct {
 	Holder string
 	// ConflictTask is the other task a SCOPE_CONFLICT collides with.
 	ConflictTask string
-	// ConflictPattern and ConflictMode are the holder's path or glob and
-	// its mode ("shared" or "exclusive"), when a glob or a shared claim is
-	// involved (features glob_scopes, shared_claims); "" otherwise.
+	// ConflictPattern and ConflictMode are the holder's path, glob or file
+	// and its mode ("shared" or "exclusive"), when a glob, a file or a
+	// shared claim is involved (features glob_scopes, shared_claims,
+	// file_scopes); "" otherwise.
 	ConflictPattern string
 	ConflictMode    string
 	// Pending are the board task's undone dependencies

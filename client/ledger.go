@@ -34,8 +34,9 @@ type LeaseRecord struct {
 	Agent      string   `json:"agent"`
 	TaskID     string   `json:"task_id"`
 	Worktree   string   `json:"worktree"`
-	Paths      []string `json:"paths"`           // [] and no globs = the whole worktree
+	Paths      []string `json:"paths"`           // [] and no globs or files = the whole worktree
 	Globs      []string `json:"globs,omitempty"` // glob patterns beside the paths
+	Files      []string `json:"files,omitempty"` // files, each covering itself alone
 	Epoch      int64    `json:"epoch"`
 	RecordedAt string   `json:"recorded_at"` // RFC 3339, this machine's clock
 }
@@ -43,7 +44,7 @@ type LeaseRecord struct {
 // Covers reports whether the recorded scope covers rel, by the hub's own
 // rule (Claim.Covers).
 func (r LeaseRecord) Covers(rel string) bool {
-	return (&Claim{Paths: r.Paths, Globs: r.Globs}).Covers(rel)
+	return (&Claim{Paths: r.Paths, Globs: r.Globs, Files: r.Files}).Covers(rel)
 }
 
 // ledgerFile is the ledger's on-disk form.
@@ -80,7 +81,7 @@ func (l *Ledger) Lookup(agent, task string) (LeaseRecord, bool, error) {
 // replacing the owner's earlier record of the same task.
 func (l *Ledger) Record(hub string, cl *Claim) error {
 	rec := LeaseRecord{Hub: hub, Agent: cl.Owner, TaskID: cl.TaskID, Worktree: cl.Worktree, Paths: slices.Clone(cl.Paths),
-		Globs: slices.Clone(cl.Globs), Epoch: cl.Epoch, RecordedAt: time.Now().UTC().Format(time.RFC3339)}
+		Globs: slices.Clone(cl.Globs), Files: slices.Clone(cl.Files), Epoch: cl.Epoch, RecordedAt: time.Now().UTC().Format(time.RFC3339)}
 	if rec.Paths == nil {
 		rec.Paths = []string{}
 	}

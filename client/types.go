@@ -2,6 +2,7 @@ package client
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,8 +26,9 @@ type Claim struct {
 	Note           string   `json:"note"`
 	Status         string   `json:"status"` // claimed | working | input_required | done | failed
 	Worktree       string   `json:"worktree"`
-	Paths          []string `json:"paths"`           // [] with no globs = the whole worktree
+	Paths          []string `json:"paths"`           // [] with no globs and no files = the whole worktree
 	Globs          []string `json:"globs,omitempty"` // glob patterns beside the paths (docs/claims.md)
+	Files          []string `json:"files,omitempty"` // files, each covering itself alone
 	Mode           string   `json:"mode,omitempty"`  // "shared" for a read claim; "" = exclusive
 	Epoch          int64    `json:"epoch"`           // fencing token: fresh on every grant, renewal and handoff
 	Version        int64    `json:"version"`
@@ -52,20 +54,22 @@ type Claim struct {
 // Shared reports whether the claim is a shared (read) claim.
 func (c *Claim) Shared() bool { return c.Mode == "shared" }
 
-// Request is the claim request that renews c as it is: same scope, globs,
-// mode, note, git context, board task and lease length.
+// Request is the claim request that renews c as it is: same scope (paths,
+// globs, files), mode, note, git context, board task and lease length.
 func (c *Claim) Request() ClaimRequest {
-	return ClaimRequest{TaskID: c.TaskID, Paths: c.Paths, Globs: c.Globs, Shared: c.Shared(), Worktree: c.Worktree,
+	return ClaimRequest{TaskID: c.TaskID, Paths: c.Paths, Globs: c.Globs, Files: c.Files, Shared: c.Shared(), Worktree: c.Worktree,
 		Note: c.Note, Git: c.Git, TTL: c.TTL(), BoardTask: c.BoardTask}
 }
 
 // Covers reports whether the claim's scope covers the worktree-relative
-// path rel: it has no paths and no globs (the whole worktree), or rel is
-// one of its paths or below one, or matches one of its globs or lies below
-// a match — the hub's own definition (coord.GlobCovers).
+// path rel — the hub's own definition (docs/claims.md, scopes are sets of
+// files): it has no paths, globs or files (the whole worktree), or rel is
+// one of its paths or below one, or matches one of its globs
+// (coord.GlobCovers: a glob covers its matches, not what lies below them),
+// or is one of its files.
 func (c *Claim) Covers(rel string) bool {
 	rel = coord.NormalizePath(rel, 1<<20)
-	if len(c.Paths) == 0 && len(c.Globs) == 0 {
+	if len(c.Paths) == 0 && len(c.Globs) == 0 && len(c.Files) == 0 {
 		return true
 	}
 	for _, p := range c.Paths {
@@ -78,7 +82,7 @@ func (c *Claim) Covers(rel string) bool {
 			return true
 		}
 	}
-	return false
+	return slices.Contains(c.Files, rel)
 }
 
 // Expires is when the lease ends unless renewed.
@@ -107,8 +111,9 @@ func (c *Claim) TTL() time.Duration {
 // ClaimRequest asks for a task and its files.
 type ClaimRequest struct {
 	TaskID   string
-	Paths    []string      // files or folders; none (and no globs) = the whole worktree
+	Paths    []string      // files or folders, each with what lies below it; none (and no globs or files) = the whole worktree
 	Globs    []string      // glob patterns: "*" and "?" within a segment, "**" any segments (docs/claims.md)
+	Files    []string      // files, each covering itself alone (hub feature "file_scopes")
 	Shared   bool          // a shared (read) claim: other readers may overlap it, writers may not
 	Worktree string        // label of the checkout; "" = the default one
 	TTL      time.Duration // lease length; 0 = the hub's default (1 h), clamped to its window
@@ -121,6 +126,12 @@ type ClaimRequest struct {
 	// (a task-bound claim; hub feature "task_bound_claims"): the hub marks
 	// it in_progress with the caller as its owner, or refuses the claim.
 	BoardTask string
+	// Checkout is the root of the checkout the paths are in, for tools
+	// that run in one: when set and the hub announces "file_scopes", each
+	// of Paths that names an existing regular file there is sent as a file
+	// (it covers itself alone, not a subtree). A hub without the feature
+	// gets Paths as they are.
+	Checkout string
 }
 
 // ReleaseOptions are the optional parts of a release: fencing and the

@@ -60,10 +60,12 @@ func BenchmarkClaimsSorted100k(b *testing.B) {
 
 // BenchmarkScopeCheckGlobs100k is the scope check at 100k live claims with
 // globs in the mix (issue 14; bench.GlobClaimRequest): a new literal file (its package node holds
-// 1000 literal children and 100 globs, each checked exactly), a new glob in
-// a fresh subtree, a glob over a package's files (it walks the package's
-// ~1100 children along its automaton), and a shared read of a package
-// (only exclusive entries are looked at). None of them conflicts.
+// 1000 literal children and 100 globs, each checked exactly), the same
+// claimed as a file (issue 19: the globs there are read to its end, and
+// nothing below it is looked at), a new glob in a fresh subtree, a glob
+// over a package's files (it walks the package's ~1100 children along its
+// automaton), and a shared read of a package (only exclusive entries are
+// looked at). None of them conflicts.
 func BenchmarkScopeCheckGlobs100k(b *testing.B) {
 	s := bench.GlobCoreState(100_000)
 	const now = 1_800_000_001
@@ -72,6 +74,11 @@ func BenchmarkScopeCheckGlobs100k(b *testing.B) {
 		req  func(k int) coord.ClaimRequest
 	}{
 		{"literal", bench.NewClaim},
+		{"file", func(k int) coord.ClaimRequest {
+			r := bench.NewClaim(k)
+			r.Paths, r.Files = nil, r.Paths
+			return r
+		}},
 		{"glob-fresh-subtree", bench.NewGlobClaim},
 		{"glob-package-files", func(k int) coord.ClaimRequest {
 			r := bench.NewClaim(k)

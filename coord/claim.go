@@ -70,8 +70,9 @@ type Claim struct {
 	Status         Status
 	DataRef        string
 	Worktree       string
-	Paths          []string // normalised, in declaration order; no paths and no globs is the whole worktree
+	Paths          []string // normalised, in declaration order; no paths, globs or files is the whole worktree
 	Globs          []string // normalised glob patterns (glob.go), in declaration order
+	Files          []string // normalised files, each covering itself alone, in declaration order
 	Mode           Mode     // exclusive (the zero value) or shared
 	PathIdentity   string   // opaque canonical JSON of a v1 path identity; "" when absent
 	Checkpoint     string
@@ -91,10 +92,12 @@ type Claim struct {
 func (c *Claim) Live(now float64) bool { return c.ExpiresAt > now }
 
 // WholeWorktree reports whether the claim covers its entire worktree. A
-// stored claim declares no path and no glob then: a path set naming the root "" (a
+// stored claim declares no path, glob or file then: a path set naming the root "" (a
 // replayed reference journal may hold one beside others) is canonicalised
 // to none when the claim is applied.
-func (c *Claim) WholeWorktree() bool { return len(c.Paths) == 0 && len(c.Globs) == 0 }
+func (c *Claim) WholeWorktree() bool {
+	return len(c.Paths) == 0 && len(c.Globs) == 0 && len(c.Files) == 0
+}
 
 func (c *Claim) clone() *Claim {
 	n := *c

@@ -15,6 +15,7 @@ type ClaimRequest struct {
 	Worktree  string
 	Paths     []string // raw; the state normalises them
 	Globs     []string // raw glob patterns (glob.go); the state normalises them
+	Files     []string // raw files, each covering itself alone; the state normalises them
 	Shared    bool     // a shared (read) claim; exclusive otherwise
 	// PathIdentity is the canonical JSON of a v1 path identity, validated by
 	// the wire layer; the core keeps it opaque.

@@ -47,12 +47,12 @@ func principalOf(principal, agent string) string {
 
 func (s *State) decideClaim(r ClaimRequest, now float64) ([]Event, *Refusal) {
 	task := strip(r.TaskID)
-	paths, globs := NormalizeScope(r.Paths, r.Globs, s.lim)
+	paths, globs, files := NormalizeScope(r.Paths, r.Globs, r.Files, s.lim)
 	mode := ModeExclusive
 	if r.Shared {
 		mode = ModeShared
 	}
-	scope := Scope{Worktree: r.Worktree, Paths: paths, Globs: globs, Mode: mode}
+	scope := Scope{Worktree: r.Worktree, Paths: paths, Globs: globs, Files: files, Mode: mode}
 	deny := func(ref *Refusal) ([]Event, *Refusal) {
 		return []Event{ClaimDenied{Claimant: r.Agent, TaskID: task, Code: ref.Code, Worktree: r.Worktree, Paths: paths}}, ref
 	}
@@ -65,7 +65,7 @@ func (s *State) decideClaim(r ClaimRequest, now float64) ([]Event, *Refusal) {
 		ref.Holder = existing.Owner
 		return deny(ref)
 	}
-	if h := s.index.conflict(scope, r.Agent, task, now); h != nil { // INV-ME-2..4, with globs and modes
+	if h := s.index.conflict(scope, r.Agent, task, now); h != nil { // INV-ME-2..4, with globs, files and modes
 		return deny(scopeConflict(task, scope, h))
 	}
 	principal := principalOf(r.Principal, r.Agent)
@@ -79,7 +79,7 @@ func (s *State) decideClaim(r ClaimRequest, now float64) ([]Event, *Refusal) {
 	}
 	c := &Claim{
 		TaskID: task, Owner: r.Agent, Note: strip(r.Note), Status: StatusClaimed,
-		Worktree: r.Worktree, Paths: paths, Globs: globs, Mode: mode, PathIdentity: r.PathIdentity, Git: r.Git,
+		Worktree: r.Worktree, Paths: paths, Globs: globs, Files: files, Mode: mode, PathIdentity: r.PathIdentity, Git: r.Git,
 		QuotaPrincipal: principal, ClaimedAt: now, ExpiresAt: now + s.lim.ClampTTL(r.TTL, r.HasTTL),
 		Epoch: s.epoch + 1, // INV-EF-1
 	}
@@ -124,10 +124,12 @@ func (s *State) owned(task, agent string, hasEpoch bool, epoch int64, now float6
 
 // scopeConflict is the refusal of scope sc by the holder h. It keeps the
 // reference's sentence when two exclusive literal scopes meet, and names
-// the holder's pattern and mode when a glob or a shared claim is involved.
+// the holder's entry and mode when a glob, a file or a shared claim is
+// involved.
 func scopeConflict(task string, sc Scope, h *Claim) *Refusal {
 	entry := conflictEntry(sc, h)
-	if len(sc.Globs) == 0 && len(h.Globs) == 0 && sc.Mode == ModeExclusive && h.Mode == ModeExclusive {
+	literal := len(sc.Globs) == 0 && len(h.Globs) == 0 && len(sc.Files) == 0 && len(h.Files) == 0
+	if literal && sc.Mode == ModeExclusive && h.Mode == ModeExclusive {
 		ref := refuse(CodeScopeConflict, task, "Task '%s' file scope conflicts with '%s' held by %s.", task, h.TaskID, h.Owner)
 		ref.Holder, ref.ConflictTask = h.Owner, h.TaskID
 		return ref

@@ -5,19 +5,22 @@ import (
 	"unicode/utf8"
 )
 
-// Glob scopes (docs/claims.md). A pattern is a normalised path whose
-// segments may hold wildcards:
+// Scope entries as sets of files (docs/claims.md). A scope is a set of
+// normalised paths, and each entry is compiled to a pattern that matches
+// exactly the paths it covers:
 //
-//   - a segment that is exactly "**" matches any number of segments, none
-//     included;
-//   - "*" elsewhere in a segment matches any run of characters, "/" aside;
-//   - "?" matches exactly one character, "/" aside.
+//   - a literal path P covers P and everything below it: P's segments and
+//     a trailing "**";
+//   - a file F covers F alone: its segments;
+//   - a glob covers what it matches, nothing below: a segment that is
+//     exactly "**" matches any number of segments, none included; "*"
+//     elsewhere in a segment matches any run of characters, "/" aside; "?"
+//     matches exactly one character, "/" aside. Every other character, "["
+//     and "]" among them, is itself ("dir/**" names a subtree).
 //
-// Every other character, "[" and "]" among them, is itself. Like a literal
-// path, a pattern covers what it matches and everything below it, so two
-// scope entries overlap when some path is covered by both. The check below
-// decides that exactly: it intersects the two patterns as automata over
-// segments, each followed by an implicit "**" (the subtree).
+// Two entries overlap when some path matches both patterns; the check below
+// decides that exactly, by intersecting the two patterns as automata over
+// segments.
 
 // patItem is one segment of a compiled pattern.
 type patItem struct {
@@ -33,7 +36,7 @@ const (
 	patAny                    // "**": any number of segments
 )
 
-// pattern is a compiled scope entry: a literal path or a glob.
+// pattern is a compiled scope entry: a literal path, a file or a glob.
 type pattern []patItem
 
 // isGlobMeta reports whether a segment holds a wildcard.
@@ -43,8 +46,13 @@ func isGlobMeta(seg string) bool { return strings.ContainsAny(seg, "*?") }
 func IsGlob(p string) bool { return isGlobMeta(p) }
 
 // compileLiteral compiles a literal path: every segment is itself, "*" and
-// "?" included.
+// "?" included, then the subtree below it.
 func compileLiteral(p string) pattern {
+	return append(compileFile(p), patItem{kind: patAny})
+}
+
+// compileFile compiles a file: every segment is itself, and nothing below.
+func compileFile(p string) pattern {
 	var out pattern
 	segments(p, func(seg string) bool {
 		out = append(out, patItem{kind: patLiteral, text: seg})
@@ -194,28 +202,21 @@ func segmentsIntersect(a, b string) bool {
 		func(i, j int) bool { return ta[i].kind != 0 || tb[j].kind != 0 || ta[i].r == tb[j].r })
 }
 
-// patternsOverlap reports whether some path is covered by both patterns: a
-// path matching one is equal to, an ancestor of or below a path matching
-// the other. Both are read with a trailing "**" (what a match covers), and
-// their intersection is searched over pairs of item positions.
+// patternsOverlap reports whether some path matches both patterns (is
+// covered by both entries): their intersection is searched over pairs of
+// item positions.
 func patternsOverlap(a, b pattern) bool {
-	if alignedDisjoint(a, b) {
+	if cheapDisjoint(a, b) {
 		return false
 	}
-	la, lb := len(a)+1, len(b)+1 // position len(x) is the implicit trailing "**"
-	if la*lb > maxOverlapStates {
+	la, lb := len(a), len(b)
+	if (la+1)*(lb+1) > maxOverlapStates {
 		return true // too costly to decide: conservatively, they overlap
 	}
-	item := func(p pattern, i int) patItem {
-		if i == len(p) {
-			return patItem{kind: patAny}
-		}
-		return p[i]
-	}
 	return intersect(la, lb,
-		func(i int) bool { return item(a, i).kind == patAny },
-		func(j int) bool { return item(b, j).kind == patAny },
-		func(i, j int) bool { return itemsCommon(item(a, i), item(b, j)) })
+		func(i int) bool { return a[i].kind == patAny },
+		func(j int) bool { return b[j].kind == patAny },
+		func(i, j int) bool { return itemsCommon(a[i], b[j]) })
 }
 
 // intersect reports whether two sequences of la and lb items accept a
@@ -263,49 +264,111 @@ func intersect(la, lb int, starA, starB func(int) bool, common func(i, j int) bo
 	return false
 }
 
-// alignedDisjoint is the cheap common case: before either pattern's first
-// "**" their items sit at the same depth, so two items there that no
-// segment matches both make the patterns disjoint.
-func alignedDisjoint(a, b pattern) bool {
+// cheapDisjoint is the cheap common case, in O(length): before either
+// pattern's first "**" their items sit at the same depth, and so do they
+// after the last one counted from the end (the last segments of a common
+// path match both last items: "src/**/*.go" and "src/**/*.txt" part there);
+// two items there that no segment matches both make the patterns disjoint.
+// So does a pattern without "**" (a fixed number of segments) shorter than
+// the segments the other needs.
+func cheapDisjoint(a, b pattern) bool {
+	na, openA := a.minSegments()
+	nb, openB := b.minSegments()
+	if !openA && len(a) < nb || !openB && len(b) < na {
+		return true
+	}
 	for i := 0; i < len(a) && i < len(b); i++ {
 		if a[i].kind == patAny || b[i].kind == patAny {
-			return false
-		}
-		if a[i].kind == patLiteral && b[i].kind == patLiteral {
-			if a[i].text != b[i].text {
-				return true
-			}
-			continue
+			break
 		}
 		if !itemsCommon(a[i], b[i]) {
+			return true
+		}
+	}
+	for i, j := len(a)-1, len(b)-1; i >= 0 && j >= 0; i, j = i-1, j-1 {
+		if a[i].kind == patAny || b[j].kind == patAny {
+			break
+		}
+		if !itemsCommon(a[i], b[j]) {
 			return true
 		}
 	}
 	return false
 }
 
+// minSegments is how many segments a path matching p has at least (its
+// items other than "**"), and whether it may have more (open: p holds a
+// "**").
+func (p pattern) minSegments() (n int, open bool) {
+	for _, it := range p {
+		if it.kind == patAny {
+			open = true
+		} else {
+			n++
+		}
+	}
+	return n, open
+}
+
 // reaches reports whether the pattern, filed at depth at (its literal
-// prefix), covers or lies below a path whose segments below that depth are rest:
-// whether its automaton survives reading them. This is patternsOverlap
-// with a literal path under the pattern's prefix, without the search.
+// prefix), matches a path at or below the path whose segments below that
+// depth are rest: whether its automaton survives reading them (every item
+// left matches some segment, "**" none). This is patternsOverlap with a
+// literal path under the pattern's prefix, without the search.
 func (p pattern) reaches(at int, rest []string) bool {
-	for len(rest) > 0 && at < len(p) && p[at].kind != patAny { // aligned: no search needed
+	at, rest, ok := p.aligned(at, rest)
+	switch {
+	case !ok:
+		return false
+	case len(rest) == 0:
+		return true // p matches the path, or goes on below it
+	case at == len(p):
+		return false // p's matches end above the path
+	}
+	return len(p.read(p.startStates(at), rest)) > 0
+}
+
+// accepts reports whether the pattern, filed at depth at, matches exactly
+// the path whose segments below that depth are rest: patternsOverlap with
+// a file under the pattern's prefix.
+func (p pattern) accepts(at int, rest []string) bool {
+	at, rest, ok := p.aligned(at, rest)
+	switch {
+	case !ok:
+		return false
+	case at == len(p):
+		return len(rest) == 0
+	}
+	return p.read(p.startStates(at), rest).accepting(p)
+}
+
+// aligned reads the segments rest from position at while the pattern's
+// items are not "**" (no search needed there); ok is false when one does
+// not match.
+func (p pattern) aligned(at int, rest []string) (int, []string, bool) {
+	for len(rest) > 0 && at < len(p) && p[at].kind != patAny {
 		if !itemMatches(p[at], rest[0]) {
-			return false
+			return at, rest, false
 		}
 		at, rest = at+1, rest[1:]
 	}
-	if len(rest) == 0 || at == len(p) {
-		return true // p goes on below the path, or matched an ancestor of it
-	}
-	s := p.startStates(at)
+	return at, rest, true
+}
+
+// read returns the states after reading the segments rest from s; empty
+// when no path below can match.
+func (p pattern) read(s patternStates, rest []string) patternStates {
 	for _, seg := range rest {
 		if s = p.step(s, seg); len(s) == 0 {
-			return false
+			return nil
 		}
 	}
-	return true
+	return s
 }
+
+// accepting reports whether the states include the pattern's end: the path
+// read so far matches it.
+func (s patternStates) accepting(p pattern) bool { return containsInt(s, len(p)) }
 
 // maxOverlapStates bounds the searches above (pairs of positions), so a
 // client cannot make a scope check cost much with very long patterns: past
@@ -314,9 +377,10 @@ func (p pattern) reaches(at int, rest []string) bool {
 // against another, 30 segments against 30).
 var maxOverlapStates = 1 << 16
 
-// patternStates is a set of positions in a pattern read with its trailing
-// "**": where a walk down the scope trie may be in the pattern. Position
-// len(p) is the trailing "**", so a set holding it stays alive for good.
+// patternStates is a set of positions in a pattern: where a walk down the
+// scope trie may be in the pattern. Position len(p) is its end: the path
+// read so far matches it, and nothing below does unless another position
+// survives.
 type patternStates []int
 
 // startStates are the positions after the pattern's first k items, closed
@@ -341,7 +405,9 @@ func (p pattern) step(s patternStates, seg string) patternStates {
 	for _, at := range s {
 		next := at + 1
 		switch {
-		case at == len(p) || p[at].kind == patAny:
+		case at == len(p):
+			continue // the end: no segment follows a match
+		case p[at].kind == patAny:
 			next = at
 		case !itemMatches(p[at], seg):
 			continue
@@ -363,18 +429,7 @@ func containsInt(s []int, v int) bool {
 }
 
 // GlobCovers reports whether a normalised glob covers a normalised path:
-// the path matches it or lies below a path that does.
+// the path matches it (a glob covers its matches, nothing below them).
 func GlobCovers(glob, path string) bool {
-	p := compileGlob(glob)
-	s := p.startStates(0)
-	segments(path, func(seg string) bool {
-		s = p.step(s, seg)
-		return len(s) > 0
-	})
-	for _, at := range s {
-		if at == len(p) {
-			return true
-		}
-	}
-	return false
+	return compileGlob(glob).accepts(0, splitPath(path))
 }

@@ -37,6 +37,7 @@ type mClaim struct {
 	worktree                     string
 	paths                        []string
 	globs                        []string
+	files                        []string
 	shared                       bool
 	pathIdentity                 string
 	git                          *coord.Git
@@ -49,7 +50,7 @@ func (m *shadow) String() string {
 	var b strings.Builder
 	for _, task := range sortedKeysOf(m.claims) {
 		c := m.claims[task]
-		fmt.Fprintf(&b, "[%s %s e%d v%d %s exp=%v %q %q %q shared=%v] ", task, c.owner, c.epoch, c.version, c.status, c.expiresAt, c.worktree, c.paths, c.globs, c.shared)
+		fmt.Fprintf(&b, "[%s %s e%d v%d %s exp=%v %q %q %q %q shared=%v] ", task, c.owner, c.epoch, c.version, c.status, c.expiresAt, c.worktree, c.paths, c.globs, c.files, c.shared)
 	}
 	return b.String()
 }
@@ -216,7 +217,7 @@ func (m *shadow) grantClaim(r coord.ClaimRequest, epoch int64) {
 		claimedAt: m.now, expiresAt: m.now + shadowTTL(r.TTL, r.HasTTL), epoch: epoch,
 	}
 	sc := requestScope(r)
-	n.paths, n.globs, n.shared = sc.paths, sc.globs, sc.shared
+	n.paths, n.globs, n.files, n.shared = sc.paths, sc.globs, sc.files, sc.shared
 	retained := m.dropRetained(task)
 	if ex != nil {
 		n.checkpoint = ex.checkpoint
@@ -519,6 +520,8 @@ func scopeInv(wa string, pa []string, wb string, pb []string) string {
 func copyClaim(c *coord.Claim) *coord.Claim {
 	n := *c
 	n.Paths = slices.Clone(c.Paths)
+	n.Globs = slices.Clone(c.Globs)
+	n.Files = slices.Clone(c.Files)
 	if c.Git != nil {
 		g := *c.Git
 		n.Git = &g
@@ -620,59 +623,57 @@ func sortedKeysOf[V any](m map[string]V) []string {
 	return out
 }
 
-// ---- glob scopes and modes, decided on concrete paths ----
+// ---- scopes as sets of files, decided on concrete paths ----
 
-// mScope is the model's scope: normalised paths and globs (none: the whole
-// worktree) and whether it is held shared.
+// mScope is the model's scope: normalised paths, globs and files (none:
+// the whole worktree) and whether it is held shared.
 type mScope struct {
-	worktree     string
-	paths, globs []string
-	shared       bool
+	worktree            string
+	paths, globs, files []string
+	shared              bool
 }
 
 func (c *mClaim) scope() mScope {
-	return mScope{worktree: c.worktree, paths: c.paths, globs: c.globs, shared: c.shared}
+	return mScope{worktree: c.worktree, paths: c.paths, globs: c.globs, files: c.files, shared: c.shared}
 }
 
 // requestScope normalises a claim request's scope as the spec reads it:
-// paths and globs each as a path; the root or an escape among either widens
-// the claim to the whole worktree.
+// paths, globs and files each as a path; the root or an escape among any
+// of them widens the claim to the whole worktree.
 func requestScope(r coord.ClaimRequest) mScope {
 	sc := mScope{worktree: r.Worktree, shared: r.Shared}
-	for _, p := range r.Paths {
-		n := shadowPath(p)
-		if n == "" {
-			return mScope{worktree: r.Worktree, shared: r.Shared}
-		}
-		if !slices.Contains(sc.paths, n) {
-			sc.paths = append(sc.paths, n)
-		}
-	}
-	for _, g := range r.Globs {
-		n := shadowPath(g)
-		if n == "" {
-			return mScope{worktree: r.Worktree, shared: r.Shared}
-		}
-		if !slices.Contains(sc.globs, n) {
-			sc.globs = append(sc.globs, n)
+	for _, set := range []struct {
+		raw []string
+		out *[]string
+	}{{r.Paths, &sc.paths}, {r.Globs, &sc.globs}, {r.Files, &sc.files}} {
+		for _, p := range set.raw {
+			n := shadowPath(p)
+			if n == "" {
+				return mScope{worktree: r.Worktree, shared: r.Shared}
+			}
+			if !slices.Contains(*set.out, n) {
+				*set.out = append(*set.out, n)
+			}
 		}
 	}
 	return sc
 }
 
-// witnessSegs spells every segment the model's paths and globs can meet,
-// plus strangers; witnessPaths are all their paths up to witnessDepth
-// segments. Two scope entries from the model's vocabulary overlap exactly
-// when some witness path is covered by both (TestModel_WitnessesDecideOverlap
-// checks the vocabulary is small enough for that).
-var witnessSegs = []string{"src", "a", "b", "ab", "x.go", "docs", "guide.md", "etc", "q.md", "c"}
+// witnessSegs spells a segment for every pair of the model's segments that
+// some segment matches both, plus a stranger; witnessPaths are all their
+// paths up to witnessDepth segments. Two scope entries from the model's
+// vocabulary overlap exactly when some witness path is covered by both
+// (TestModel_WitnessesDecideOverlap checks the alphabet and the depth are
+// enough for that).
+var witnessSegs = []string{"src", "a", "b", "ab", "x.go", "a.go", "docs", "guide.md", "q.md", "a.md", "c", "readme.md", "x.txt", "a.txt"}
 
 const witnessDepth = 4
 
 var (
 	witnessOnce  sync.Once
 	witnessPaths []string
-	coverCache   = map[string][]bool{} // "g:" or "p:" + entry → covered witnesses
+	coverCache   = map[oracleEntry][]uint64{} // entry → the witnesses it covers, a bit each
+	overlapCache = map[[2]oracleEntry]bool{}
 	coverMu      sync.Mutex
 )
 
@@ -698,33 +699,40 @@ func witnesses() []string {
 }
 
 // covered is the set of witness paths the entry covers, by the oracle.
-func covered(entry string, glob bool) []bool {
-	key := "p:" + entry
-	if glob {
-		key = "g:" + entry
-	}
-	coverMu.Lock()
-	defer coverMu.Unlock()
-	if c, ok := coverCache[key]; ok {
+// The caller holds coverMu.
+func covered(e oracleEntry) []uint64 {
+	if c, ok := coverCache[e]; ok {
 		return c
 	}
 	ws := witnesses()
-	c := make([]bool, len(ws))
+	c := make([]uint64, (len(ws)+63)/64)
 	for i, p := range ws {
-		c[i] = oracleCovers(entry, glob, p)
+		if oracleCovers(e.e, e.kind, p) {
+			c[i/64] |= 1 << (i % 64)
+		}
 	}
-	coverCache[key] = c
+	coverCache[e] = c
 	return c
 }
 
-func entriesOverlap(a string, aGlob bool, b string, bGlob bool) bool {
-	ca, cb := covered(a, aGlob), covered(b, bGlob)
+// entriesOverlap reports whether some witness path is covered by both
+// entries.
+func entriesOverlap(a, b oracleEntry) bool {
+	coverMu.Lock()
+	defer coverMu.Unlock()
+	if o, ok := overlapCache[[2]oracleEntry{a, b}]; ok {
+		return o
+	}
+	ca, cb := covered(a), covered(b)
+	o := false
 	for i := range ca {
-		if ca[i] && cb[i] {
-			return true
+		if ca[i]&cb[i] != 0 {
+			o = true
+			break
 		}
 	}
-	return false
+	overlapCache[[2]oracleEntry{a, b}] = o
+	return o
 }
 
 // shadowScopesOverlap: never across worktrees, always with a whole
@@ -733,34 +741,16 @@ func shadowScopesOverlap(a, b mScope) bool {
 	if a.worktree != b.worktree {
 		return false
 	}
-	if len(a.paths)+len(a.globs) == 0 || len(b.paths)+len(b.globs) == 0 {
+	ea, eb := scopeEntries(a.paths, a.globs, a.files), scopeEntries(b.paths, b.globs, b.files)
+	if len(ea) == 0 || len(eb) == 0 {
 		return true
 	}
-	type entry struct {
-		e    string
-		glob bool
-	}
-	entries := func(s mScope) []entry {
-		var out []entry
-		for _, p := range s.paths {
-			out = append(out, entry{p, false})
-		}
-		for _, g := range s.globs {
-			out = append(out, entry{g, true})
-		}
-		return out
-	}
-	for _, x := range entries(a) {
-		for _, y := range entries(b) {
-			if entriesOverlap(x.e, x.glob, y.e, y.glob) {
+	for _, x := range ea {
+		for _, y := range eb {
+			if entriesOverlap(x, y) {
 				return true
 			}
 		}
 	}
 	return false
-}
-
-// scopeCovers reports whether the model's scope covers the witness path p.
-func scopeCovers(s mScope, p string) bool {
-	return oracleScopeCovers(s.paths, s.globs, p)
 }

@@ -11,6 +11,7 @@ package coord_test
 // commands are randomly run, rolled back and redone (INV-JA-2).
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"math"
@@ -55,11 +56,22 @@ var (
 		"./src/a/", "src//b", `src\a\x.go`, " docs ", "/etc/passwd", "src/../x", ".",
 	}
 	// Globs that meet the paths above and each other in every way: a
-	// subtree filter, a one-level filter, a suffix anywhere, one character,
-	// a "**" in the middle, a prefix within a segment, spellings that
-	// normalise, and an escape that widens to the whole worktree.
+	// filter over a subtree, its complement by extension ("src/**/*.go"
+	// and "src/**/*.txt" are disjoint), a one-level filter, a suffix
+	// anywhere, one character, a "**" in the middle, a prefix within a
+	// segment, a subtree named with "**", a glob without a wildcard (one
+	// path, like a file), spellings that normalise, and an escape that
+	// widens to the whole worktree.
 	modelGlobs = []string{
-		"src/**/*.go", "docs/*.md", "src/a/*", "**/*.md", "src/?", "*/b/**", "src/a*", "./docs//**", "../*",
+		"src/**/*.go", "src/**/*.txt", "docs/*.md", "src/a/*", "**/*.md", "src/?", "*/b/**", "src/a*", "./docs//**",
+		"src/a/x.go", "../*",
+	}
+	// Files, each covering itself alone: beside a folder that holds it
+	// ("src/a"), under globs it matches or not ("src/a/readme.md" against
+	// "src/**/*.go"), a folder's own name ("src/a" as a file), spellings
+	// that normalise, and an escape that widens to the whole worktree.
+	modelFiles = []string{
+		"src/a/readme.md", "src/a/x.go", "src/x.txt", "docs/guide.md", "src/a", "./src//b", `src\ab`, "../f",
 	}
 	modelStatuses    = []string{"", "claimed", "working", "input_required", "done", "failed", "bogus"}
 	modelCheckpoints = []string{"", "cp-1", "cp-2", "cp-3"}
@@ -437,26 +449,32 @@ func drawTTL(t *rapid.T) (float64, bool) {
 	return rapid.Float64Range(0, 4000).Draw(t, "ttl"), true
 }
 
-// drawScope is a worktree, raw paths and raw globs; now and then the whole
-// worktree, often globs only, paths only or both.
-func drawScope(t *rapid.T) (string, []string, []string) {
-	wt := rapid.SampledFrom(modelWorktrees).Draw(t, "worktree")
+// drawScope is a worktree, raw paths, raw globs and raw files; now and
+// then the whole worktree, often one kind only, sometimes a mix.
+func drawScope(t *rapid.T) (wt string, paths, globs, files []string) {
+	wt = rapid.SampledFrom(modelWorktrees).Draw(t, "worktree")
 	if rapid.IntRange(0, 5).Draw(t, "wholeWorktree") == 5 {
-		return wt, nil, nil
+		return wt, nil, nil, nil
 	}
-	switch rapid.IntRange(0, 2).Draw(t, "scopeKind") {
+	switch rapid.IntRange(0, 4).Draw(t, "scopeKind") {
 	case 0:
-		return wt, rapid.SliceOfN(rapid.SampledFrom(modelPaths), 1, 3).Draw(t, "paths"), nil
+		return wt, rapid.SliceOfN(rapid.SampledFrom(modelPaths), 1, 3).Draw(t, "paths"), nil, nil
 	case 1:
-		return wt, nil, rapid.SliceOfN(rapid.SampledFrom(modelGlobs), 1, 2).Draw(t, "globs")
+		return wt, nil, rapid.SliceOfN(rapid.SampledFrom(modelGlobs), 1, 2).Draw(t, "globs"), nil
+	case 2:
+		return wt, nil, nil, rapid.SliceOfN(rapid.SampledFrom(modelFiles), 1, 3).Draw(t, "files")
+	case 3:
+		return wt, rapid.SliceOfN(rapid.SampledFrom(modelPaths), 1, 2).Draw(t, "paths"),
+			rapid.SliceOfN(rapid.SampledFrom(modelGlobs), 1, 2).Draw(t, "globs"), nil
 	}
-	return wt, rapid.SliceOfN(rapid.SampledFrom(modelPaths), 1, 2).Draw(t, "paths"),
-		rapid.SliceOfN(rapid.SampledFrom(modelGlobs), 1, 2).Draw(t, "globs")
+	return wt, rapid.SliceOfN(rapid.SampledFrom(modelPaths), 0, 1).Draw(t, "paths"),
+		rapid.SliceOfN(rapid.SampledFrom(modelGlobs), 0, 1).Draw(t, "globs"),
+		rapid.SliceOfN(rapid.SampledFrom(modelFiles), 1, 2).Draw(t, "files")
 }
 
 func (mc *machine) drawClaim(t *rapid.T, agent, task string) coord.ClaimRequest {
 	ttl, hasTTL := drawTTL(t)
-	wt, paths, globs := drawScope(t)
+	wt, paths, globs, files := drawScope(t)
 	return coord.ClaimRequest{
 		Agent:        agent,
 		Principal:    rapid.SampledFrom(modelPrincipals).Draw(t, "principal"),
@@ -467,6 +485,7 @@ func (mc *machine) drawClaim(t *rapid.T, agent, task string) coord.ClaimRequest 
 		Worktree:     wt,
 		Paths:        paths,
 		Globs:        globs,
+		Files:        files,
 		Shared:       rapid.IntRange(0, 2).Draw(t, "shared") == 0,
 		PathIdentity: rapid.SampledFrom([]string{"", `{"version":1}`}).Draw(t, "pathIdentity"),
 		Git:          rapid.SampledFrom([]*coord.Git{nil, modelGit}).Draw(t, "git"),
@@ -528,7 +547,7 @@ func (mc *machine) renew(t *rapid.T) {
 		req.Principal = strings.TrimPrefix(c.principal, "legacy-agent:"+c.owner)
 	}
 	if rapid.Bool().Draw(t, "sameScope") {
-		req.Worktree, req.Paths, req.Globs, req.Shared = c.worktree, slices.Clone(c.paths), slices.Clone(c.globs), c.shared
+		req.Worktree, req.Paths, req.Globs, req.Files, req.Shared = c.worktree, slices.Clone(c.paths), slices.Clone(c.globs), slices.Clone(c.files), c.shared
 	}
 	mc.claim(t, req)
 }
@@ -562,7 +581,7 @@ func (mc *machine) takeover(t *rapid.T) {
 	mc.now = c.expiresAt
 	req := mc.drawClaim(t, otherAgent(t, c.owner), c.task)
 	if rapid.IntRange(0, 3).Draw(t, "sameScope") > 0 {
-		req.Worktree, req.Paths, req.Globs, req.Shared = c.worktree, slices.Clone(c.paths), slices.Clone(c.globs), c.shared
+		req.Worktree, req.Paths, req.Globs, req.Files, req.Shared = c.worktree, slices.Clone(c.paths), slices.Clone(c.globs), slices.Clone(c.files), c.shared
 	}
 	o, _ := mc.claim(t, req)
 	if o.Refusal != nil && o.Refusal.Code == coord.CodeLeaseLive {
@@ -580,6 +599,9 @@ func (mc *machine) claim(t *rapid.T, req coord.ClaimRequest) (coord.Outcome, ver
 	task := strings.TrimSpace(req.TaskID)
 	want := mc.m.decideClaim(req)
 	mc.expectVerdict(t, req, o, want, pre)
+	if sc := requestScope(req); len(sc.files) > 0 {
+		mc.tally["~ claim naming files, "+cmp.Or(string(want.code), "granted")]++
+	}
 	if want.code != "" {
 		audit := coord.ClaimDenied{Claimant: req.Agent, TaskID: task, Code: want.code, Worktree: req.Worktree, Paths: requestScope(req).paths}
 		if len(evs) != 1 || !claimDeniedEqual(evs[0], audit) {
@@ -851,7 +873,7 @@ func (mc *machine) handoff(t *rapid.T) {
 	}
 	got := mc.live.Claim(task)
 	if got.Owner != to || got.Worktree != old.worktree || !slices.Equal(got.Paths, old.paths) ||
-		!slices.Equal(got.Globs, old.globs) || (got.Mode == coord.ModeShared) != old.shared ||
+		!slices.Equal(got.Globs, old.globs) || !slices.Equal(got.Files, old.files) || (got.Mode == coord.ModeShared) != old.shared ||
 		got.Status.String() != old.status || got.DataRef != old.dataRef || got.Checkpoint != old.checkpoint {
 		t.Fatalf("INV-CR-2: handoff of %+v to %s produced %+v: it must keep scope, status and checkpoint", old, to, got)
 	}
@@ -1139,8 +1161,10 @@ func (mc *machine) compareClaim(t *rapid.T, w *mClaim, c *coord.Claim) {
 		fail("INV-LL-3", "claimed_at", c.ClaimedAt, w.claimedAt)
 	case c.Checkpoint != w.checkpoint:
 		fail("INV-CR-3", "checkpoint", c.Checkpoint, w.checkpoint)
-	case c.Worktree != w.worktree || !slices.Equal(c.Paths, w.paths) || !slices.Equal(c.Globs, w.globs) || (c.Mode == coord.ModeShared) != w.shared:
-		fail("INV-ME-2", "scope", fmt.Sprintf("%q %q %q %s", c.Worktree, c.Paths, c.Globs, c.Mode), fmt.Sprintf("%q %q %q shared=%v", w.worktree, w.paths, w.globs, w.shared))
+	case c.Worktree != w.worktree || !slices.Equal(c.Paths, w.paths) || !slices.Equal(c.Globs, w.globs) || !slices.Equal(c.Files, w.files) ||
+		(c.Mode == coord.ModeShared) != w.shared:
+		fail("INV-ME-2", "scope", fmt.Sprintf("%q %q %q %q %s", c.Worktree, c.Paths, c.Globs, c.Files, c.Mode),
+			fmt.Sprintf("%q %q %q %q shared=%v", w.worktree, w.paths, w.globs, w.files, w.shared))
 	case c.QuotaPrincipal != w.principal:
 		fail("INV-ME-5", "quota principal", c.QuotaPrincipal, w.principal)
 	case c.Note != w.note || c.PathIdentity != w.pathIdentity || !reflect.DeepEqual(c.Git, w.git):
@@ -1160,7 +1184,7 @@ func (mc *machine) checkWriters(t *rapid.T, claims []*coord.Claim) {
 		for _, wt := range []string{"/repo", "", "/other"} {
 			writer, reader := "", ""
 			for _, c := range claims {
-				if c.Worktree != wt || !oracleScopeCovers(c.Paths, c.Globs, p) {
+				if c.Worktree != wt || !oracleScopeCovers(c.Paths, c.Globs, c.Files, p) {
 					continue
 				}
 				if c.Mode == coord.ModeShared {
@@ -1177,7 +1201,7 @@ func (mc *machine) checkWriters(t *rapid.T, claims []*coord.Claim) {
 			}
 			if writer != "" && reader != "" {
 				for _, c := range claims {
-					if c.Worktree == wt && c.Mode == coord.ModeShared && c.Owner != writer && oracleScopeCovers(c.Paths, c.Globs, p) {
+					if c.Worktree == wt && c.Mode == coord.ModeShared && c.Owner != writer && oracleScopeCovers(c.Paths, c.Globs, c.Files, p) {
 						t.Fatalf("INV-ME-2: %s reads %q in %q while %s writes it", c.Owner, p, wt, writer)
 					}
 				}
@@ -1187,45 +1211,65 @@ func (mc *machine) checkWriters(t *rapid.T, claims []*coord.Claim) {
 }
 
 // writerSample is the concrete paths the mode invariant is checked on: the
-// model's own paths and a few the globs reach.
+// model's own paths and files and a few the globs reach.
 func writerSample() []string {
 	return []string{
 		"src/a/x.go", "docs/guide.md", "src/b", "src/ab", "src/a", "docs", "src", "src/x.go", "src/a/b/x.go",
 		"docs/q.md", "a/b/c", "src/b/x.go", "etc/passwd", "x", "src/a/q.md",
+		"src/a/readme.md", "src/x.txt", "src/a/b/x.txt", "src/a/readme.md/x.go",
 	}
 }
 
-// TestModel_WitnessesDecideOverlap: the model decides glob overlap on
-// witness paths; for every pair of entries its vocabulary can produce, the
-// witnesses agree with coord's exact check, so the model predicts verdicts
-// exactly (and coord's check is sound on them).
+// TestModel_WitnessesDecideOverlap: the model decides overlap on witness
+// paths (two entries overlap iff some witness path is in both); for every
+// pair of entries its vocabulary can produce — literal paths, globs and
+// files — the witnesses agree with coord's exact check, so the model
+// predicts verdicts exactly (and coord's check is sound on them).
 func TestModel_WitnessesDecideOverlap(t *testing.T) {
-	type entry struct {
-		e    string
-		glob bool
-	}
-	var entries []entry
-	for _, p := range modelPaths {
-		if n := shadowPath(p); n != "" {
-			entries = append(entries, entry{n, false})
+	var entries []oracleEntry
+	for _, set := range []struct {
+		raw  []string
+		kind entryKind
+	}{{modelPaths, kindPath}, {modelGlobs, kindGlob}, {modelFiles, kindFile}} {
+		for _, e := range set.raw {
+			if n := shadowPath(e); n != "" {
+				entries = append(entries, oracleEntry{n, set.kind})
+			}
 		}
 	}
-	for _, g := range modelGlobs {
-		if n := shadowPath(g); n != "" {
-			entries = append(entries, entry{n, true})
+	scope := func(e oracleEntry) coord.Scope {
+		sc := coord.Scope{Worktree: "/repo"}
+		switch e.kind {
+		case kindGlob:
+			sc.Globs = []string{e.e}
+		case kindFile:
+			sc.Files = []string{e.e}
+		default:
+			sc.Paths = []string{e.e}
+		}
+		return sc
+	}
+	// The witnesses are enough: their alphabet spells a segment for every
+	// pair of the vocabulary's segments that meet, and no pair needs a
+	// common path deeper than witnessDepth (a deeper search, bounded by
+	// witnessBound, finds nothing more).
+	var segs []string
+	for _, e := range entries {
+		for _, s := range splitSegs(e.e) {
+			if !slices.Contains(segs, s) {
+				segs = append(segs, s)
+			}
 		}
 	}
-	scope := func(e entry) coord.Scope {
-		if e.glob {
-			return coord.Scope{Worktree: "/repo", Globs: []string{e.e}}
-		}
-		return coord.Scope{Worktree: "/repo", Paths: []string{e.e}}
-	}
+	checkSegmentAlphabet(t, segs, witnessSegs, 5)
 	for _, a := range entries {
 		for _, b := range entries {
-			want := entriesOverlap(a.e, a.glob, b.e, b.glob)
+			want := entriesOverlap(a, b)
+			if d := witnessBound(a, b); d > witnessDepth && oracleOverlap(a, b, witnessSegs, d) != want {
+				t.Fatalf("the %s %q and the %s %q meet only deeper than the witnesses reach", a.kind, a.e, b.kind, b.e)
+			}
 			if got := coord.ScopesOverlap(scope(a), scope(b)); got != want {
-				t.Errorf("ScopesOverlap(%q, %q) = %v, the witness paths say %v", a.e, b.e, got, want)
+				t.Errorf("ScopesOverlap(the %s %q, the %s %q) = %v, the witness paths say %v", a.kind, a.e, b.kind, b.e, got, want)
 			}
 		}
 	}

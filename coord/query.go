@@ -238,8 +238,8 @@ func (img *Image) Check() error {
 			return bad("claim %q has epoch %d outside [0, %d]", c.TaskID, c.Epoch, img.Epoch)
 		case c.Version < 0:
 			return bad("claim %q has version %d", c.TaskID, c.Version)
-		case slices.Contains(c.Paths, "") || slices.Contains(c.Globs, ""):
-			return bad("claim %q names the root among its paths or globs", c.TaskID)
+		case slices.Contains(c.Paths, "") || slices.Contains(c.Globs, "") || slices.Contains(c.Files, ""):
+			return bad("claim %q names the root among its paths, globs or files", c.TaskID)
 		case c.Mode > ModeShared:
 			return bad("claim %q has mode %d", c.TaskID, c.Mode)
 		}
@@ -304,6 +304,9 @@ func (c *Claim) String() string {
 	s := c.TaskID + " owner=" + c.Owner + " status=" + c.Status.String() + " wt=" + c.Worktree + " [" + strings.Join(c.Paths, ",") + "]"
 	if len(c.Globs) > 0 {
 		s += " globs=[" + strings.Join(c.Globs, ",") + "]"
+	}
+	if len(c.Files) > 0 {
+		s += " files=[" + strings.Join(c.Files, ",") + "]"
 	}
 	if c.Mode != ModeExclusive {
 		s += " " + c.Mode.String()

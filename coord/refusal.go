@@ -69,10 +69,10 @@ type Refusal struct {
 	Holder string
 	// ConflictTask is the task whose scope conflicts (SCOPE_CONFLICT).
 	ConflictTask string
-	// ConflictPattern and ConflictMode are the conflicting holder's path
-	// or glob ("" for the whole worktree) and its mode, when a glob or a
-	// shared claim is involved (SCOPE_CONFLICT); "" otherwise, so literal
-	// exclusive refusals stay the reference's.
+	// ConflictPattern and ConflictMode are the conflicting holder's path,
+	// glob or file ("" for the whole worktree) and its mode, when a glob, a
+	// file or a shared claim is involved (SCOPE_CONFLICT); "" otherwise, so
+	// literal exclusive refusals stay the reference's.
 	ConflictPattern string
 	ConflictMode    string
 	// Pending are the dependencies that are not done yet

@@ -134,49 +134,58 @@ func ParseMode(s string) (Mode, bool) {
 // when both are shared.
 func (m Mode) Compatible(o Mode) bool { return m == ModeShared && o == ModeShared }
 
-// Scope is what a claim covers in its worktree: literal paths (each with
-// its subtree) and globs (each match with its subtree). No path and no glob
-// is the whole worktree.
+// Scope is what a claim covers in its worktree, a set of paths: literal
+// paths (each with everything below it), globs (what each matches) and
+// files (each itself alone). No path, no glob and no file is the whole
+// worktree.
 type Scope struct {
 	Worktree string
 	Paths    []string
 	Globs    []string
+	Files    []string
 	Mode     Mode
 }
 
 // Scope returns the claim's scope.
 func (c *Claim) Scope() Scope {
-	return Scope{Worktree: c.Worktree, Paths: c.Paths, Globs: c.Globs, Mode: c.Mode}
+	return Scope{Worktree: c.Worktree, Paths: c.Paths, Globs: c.Globs, Files: c.Files, Mode: c.Mode}
 }
 
 // Whole reports whether the scope covers its entire worktree.
-func (s Scope) Whole() bool { return len(s.Paths) == 0 && len(s.Globs) == 0 }
+func (s Scope) Whole() bool { return len(s.Paths) == 0 && len(s.Globs) == 0 && len(s.Files) == 0 }
 
-// NormalizeScope canonicalises a declared path and glob set. Globs are
-// normalised as paths are; a glob without a wildcard stays a glob (it
-// matches one path). Over-claiming is safe, so the whole worktree (nil,
-// nil) is the answer when either set names the root or holds an invalid
-// entry, or when together they hold more than MaxPathsPerClaim entries.
-func NormalizeScope(paths, globs []string, l Limits) ([]string, []string) {
-	np := NormalizePaths(paths, l)
+// NormalizeScope canonicalises a declared path, glob and file set. Globs
+// and files are normalised as paths are; a glob without a wildcard stays a
+// glob (it matches one path, like a file). Over-claiming is safe, so the
+// whole worktree (nil, nil, nil) is the answer when any set names the root
+// or holds an invalid entry, or when together they hold more than
+// MaxPathsPerClaim entries.
+func NormalizeScope(paths, globs, files []string, l Limits) (np, ng, nf []string) {
+	np = NormalizePaths(paths, l)
 	if len(paths) > 0 && len(np) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	if len(globs) == 0 {
-		return np, nil
+	if len(globs) > 0 {
+		if ng = NormalizePaths(globs, l); len(ng) == 0 {
+			return nil, nil, nil
+		}
 	}
-	ng := NormalizePaths(globs, l)
-	if len(ng) == 0 || len(np)+len(ng) > l.MaxPathsPerClaim {
-		return nil, nil
+	if len(files) > 0 {
+		if nf = NormalizePaths(files, l); len(nf) == 0 {
+			return nil, nil, nil
+		}
 	}
-	return np, ng
+	if len(np)+len(ng)+len(nf) > l.MaxPathsPerClaim {
+		return nil, nil, nil
+	}
+	return np, ng, nf
 }
 
 // ScopesOverlap reports whether some path is covered by both scopes,
 // whatever their modes: never across worktrees (INV-ME-3), always when
 // either is the whole worktree (INV-ME-4), otherwise when any pair of
-// entries overlaps (INV-ME-2, with globs). It is exact for globs too (see
-// glob.go), and symmetric.
+// entries overlaps (INV-ME-2, with globs and files). It is exact for globs
+// and files too (see glob.go), and symmetric.
 func ScopesOverlap(a, b Scope) bool {
 	if a.Worktree != b.Worktree {
 		return false
@@ -202,18 +211,21 @@ func ScopesConflictModes(a, b Scope) bool {
 }
 
 func compileScope(s Scope) []pattern {
-	out := make([]pattern, 0, len(s.Paths)+len(s.Globs))
+	out := make([]pattern, 0, len(s.Paths)+len(s.Globs)+len(s.Files))
 	for _, p := range s.Paths {
 		out = append(out, compileLiteral(p))
 	}
 	for _, g := range s.Globs {
 		out = append(out, compileGlob(g))
 	}
+	for _, f := range s.Files {
+		out = append(out, compileFile(f))
+	}
 	return out
 }
 
-// conflictEntry names the first of h's paths and globs that overlaps sc,
-// for the refusal; "" when h holds the whole worktree.
+// conflictEntry names the first of h's paths, globs and files that
+// overlaps sc, for the refusal; "" when h holds the whole worktree.
 func conflictEntry(sc Scope, h *Claim) string {
 	for _, p := range h.Paths {
 		if ScopesOverlap(sc, Scope{Worktree: h.Worktree, Paths: []string{p}}) {
@@ -223,6 +235,11 @@ func conflictEntry(sc Scope, h *Claim) string {
 	for _, g := range h.Globs {
 		if ScopesOverlap(sc, Scope{Worktree: h.Worktree, Globs: []string{g}}) {
 			return g
+		}
+	}
+	for _, f := range h.Files {
+		if ScopesOverlap(sc, Scope{Worktree: h.Worktree, Files: []string{f}}) {
+			return f
 		}
 	}
 	return ""

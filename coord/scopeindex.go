@@ -9,17 +9,21 @@ import (
 // whether a new scope conflicts costs O(depth + matches) rather than a scan
 // of every live claim (the reference scans: ~0.3 s at 100k claims).
 //
-// A literal path sits at its node and conflicts with claims at its
-// ancestors, at itself, and in its subtree (INV-ME-2). A glob sits at the
-// node of its literal prefix (the segments before its first wildcard) as a
-// subtree with a filter: everything it can cover lies below that node, so
-// only entries on the path to the node and in its subtree can overlap it,
-// and each of those is checked exactly (patternsOverlap); a walk of the
-// subtree follows the glob's automaton and skips branches it cannot reach.
-// Whole-worktree claims sit beside the trie and conflict with everything in
-// their worktree (INV-ME-4); worktrees never meet (INV-ME-3). Shared
-// holders never conflict with each other: each node counts the exclusive
-// entries below it, so a shared request skips branches holding none.
+// A literal path sits at its node and conflicts with paths at its
+// ancestors, with everything at itself, and with everything in its subtree
+// (INV-ME-2). A file sits at its node too and covers that node alone: it
+// conflicts with paths at its ancestors and with paths and files at itself,
+// never with what lies below it. A glob sits at the node of its literal
+// prefix (the segments before its first wildcard) as a subtree with a
+// filter: everything it matches lies at or below that node, so only entries
+// on the path to the node and in its subtree can overlap it, and each of
+// those is checked exactly (patternsOverlap, or the glob's automaton read
+// along the node's path); a walk of the subtree follows the glob's
+// automaton and skips branches it cannot reach. Whole-worktree claims sit
+// beside the trie and conflict with everything in their worktree
+// (INV-ME-4); worktrees never meet (INV-ME-3). Shared holders never
+// conflict with each other: each node counts the exclusive entries below
+// it, so a shared request skips branches holding none.
 type scopeIndex struct {
 	trees map[string]*scopeTree
 }
@@ -32,11 +36,49 @@ type scopeTree struct {
 
 type scopeNode struct {
 	children map[string]*scopeNode
-	holders  []*Claim    // claims declaring exactly this path, sorted by task id
-	globs    []globEntry // globs whose literal prefix is this path, by task id then pattern
-	below    int         // holder and glob entries in this subtree, this node included
-	belowX   int         // the exclusive ones among them
+	holders  []*Claim     // claims declaring exactly this path (and its subtree), sorted by task id
+	rare     *rareEntries // files and globs filed here; nil at most nodes, which keeps nodes small
+	below    int          // holder, file and glob entries in this subtree, this node included
+	belowX   int          // the exclusive ones among them
 }
+
+// rareEntries are the entries fewer nodes hold than paths.
+type rareEntries struct {
+	files []*Claim    // claims declaring exactly this path as a file, sorted by task id
+	globs []globEntry // globs whose literal prefix is this path, by task id then pattern
+}
+
+func (n *scopeNode) files() []*Claim {
+	if n.rare == nil {
+		return nil
+	}
+	return n.rare.files
+}
+
+func (n *scopeNode) globs() []globEntry {
+	if n.rare == nil {
+		return nil
+	}
+	return n.rare.globs
+}
+
+// more returns the node's rare entries, making them.
+func (n *scopeNode) more() *rareEntries {
+	if n.rare == nil {
+		n.rare = &rareEntries{}
+	}
+	return n.rare
+}
+
+// tidy drops the rare entries once the node holds none.
+func (n *scopeNode) tidy() {
+	if n.rare != nil && len(n.rare.files) == 0 && len(n.rare.globs) == 0 {
+		n.rare = nil
+	}
+}
+
+// entries is how many entries the node itself holds.
+func (n *scopeNode) entries() int { return len(n.holders) + len(n.files()) + len(n.globs()) }
 
 // globEntry is one glob of a claim, compiled once on insert.
 type globEntry struct {
@@ -137,11 +179,17 @@ func (x *scopeIndex) insert(c *Claim) {
 		n := t.descend(splitPath(p), c)
 		n.holders = insertHolder(n.holders, c)
 	}
+	for _, f := range c.Files {
+		n := t.descend(splitPath(f), c)
+		m := n.more()
+		m.files = insertHolder(m.files, c)
+	}
 	for _, g := range c.Globs {
 		pat := compileGlob(g)
 		n := t.descend(pat.prefix(), c)
-		i, _ := slices.BinarySearchFunc(n.globs, c, func(e globEntry, c *Claim) int { return compareGlobEntry(e, c.TaskID, g) })
-		n.globs = slices.Insert(n.globs, i, globEntry{c: c, glob: g, pat: pat})
+		m := n.more()
+		i, _ := slices.BinarySearchFunc(m.globs, c, func(e globEntry, c *Claim) int { return compareGlobEntry(e, c.TaskID, g) })
+		m.globs = slices.Insert(m.globs, i, globEntry{c: c, glob: g, pat: pat})
 	}
 }
 
@@ -157,18 +205,27 @@ func (x *scopeIndex) remove(c *Claim) {
 			t.root.belowX -= xc
 			removeEntry(&t.root, splitPath(p), c, xc, func(n *scopeNode) { n.holders = removeHolder(n.holders, c) })
 		}
+		for _, f := range c.Files {
+			t.root.below--
+			t.root.belowX -= xc
+			removeEntry(&t.root, splitPath(f), c, xc, func(n *scopeNode) {
+				n.rare.files = removeHolder(n.files(), c)
+				n.tidy()
+			})
+		}
 		for _, g := range c.Globs {
 			t.root.below--
 			t.root.belowX -= xc
 			removeEntry(&t.root, compileGlob(g).prefix(), c, xc, func(n *scopeNode) {
-				i := slices.IndexFunc(n.globs, func(e globEntry) bool { return e.c == c && e.glob == g })
+				i := slices.IndexFunc(n.globs(), func(e globEntry) bool { return e.c == c && e.glob == g })
 				if i < 0 {
 					panic("coord: scope index lost glob of " + c.TaskID)
 				}
-				n.globs = slices.Delete(n.globs, i, i+1)
-				if len(n.globs) == 0 {
-					n.globs = nil
+				n.rare.globs = slices.Delete(n.rare.globs, i, i+1)
+				if len(n.rare.globs) == 0 {
+					n.rare.globs = nil
 				}
+				n.tidy()
 			})
 		}
 	}
@@ -222,6 +279,16 @@ type scopeQuery struct {
 	shared bool // only exclusive holders can block
 }
 
+// first returns the first of hs that blocks the query, or nil.
+func (q *scopeQuery) first(hs []*Claim) *Claim {
+	for _, h := range hs {
+		if q.blocks(h) {
+			return h
+		}
+	}
+	return nil
+}
+
 // live reports whether the subtree at n may hold a blocking entry.
 func (q *scopeQuery) live(n *scopeNode) bool {
 	if q.shared {
@@ -234,9 +301,10 @@ func (q *scopeQuery) live(n *scopeNode) bool {
 // conflicts with sc, ignoring claims of owner and the claim on task itself
 // (a claimant never conflicts with itself), or nil. The choice is
 // deterministic: whole-worktree claims first, then per declared path its
-// ancestors top-down (globs at a node after its literal holders), the path
-// itself, and its subtree in lexical order; then per declared glob the
-// same along its literal prefix and below it.
+// ancestors top-down (at a node: paths, files, globs), the path itself, and
+// its subtree in lexical order; then per declared glob the same along its
+// literal prefix and below it; then per declared file its ancestors and
+// itself.
 func (x *scopeIndex) conflict(sc Scope, owner, task string, now float64) *Claim {
 	t := x.trees[sc.Worktree]
 	if t == nil {
@@ -248,10 +316,8 @@ func (x *scopeIndex) conflict(sc Scope, owner, task string, now float64) *Claim 
 			return h.Owner != owner && h.TaskID != task && h.Live(now) && !sc.Mode.Compatible(h.Mode)
 		},
 	}
-	for _, h := range t.whole {
-		if q.blocks(h) {
-			return h
-		}
+	if h := q.first(t.whole); h != nil {
+		return h
 	}
 	if sc.Whole() {
 		return q.firstInSubtree(&t.root)
@@ -266,30 +332,62 @@ func (x *scopeIndex) conflict(sc Scope, owner, task string, now float64) *Claim 
 			return h
 		}
 	}
+	for _, f := range sc.Files {
+		if h := q.file(&t.root, f); h != nil {
+			return h
+		}
+	}
 	return nil
 }
 
-// literal checks the literal path p: holders at its ancestors and itself,
-// globs there that overlap it, and everything in its subtree (all of which
-// p covers).
+// literal checks the literal path p: paths at its strict ancestors (files
+// there lie above p), globs there that reach p, and everything at p and in
+// its subtree (all of which p covers).
 func (q *scopeQuery) literal(root *scopeNode, p string) *Claim {
 	segs := splitPath(p)
 	n := root
-	for depth := 0; ; depth++ {
-		for _, h := range n.holders {
-			if q.blocks(h) {
-				return h
-			}
+	for depth := range segs {
+		if h := q.first(n.holders); h != nil {
+			return h
 		}
-		for _, e := range n.globs {
-			// e is filed at depth: it overlaps p when its automaton
-			// survives the rest of p's segments.
+		for _, e := range n.globs() {
+			// e is filed at depth: it overlaps p when it matches p or
+			// something below it, i.e. its automaton survives the rest of
+			// p's segments.
 			if e.pat.reaches(depth, segs[depth:]) && q.blocks(e.c) {
 				return e.c
 			}
 		}
+		n = n.children[segs[depth]]
+		if n == nil || !q.live(n) {
+			return nil
+		}
+	}
+	return q.firstInSubtree(n)
+}
+
+// file checks the file f, which covers itself alone: paths at its strict
+// ancestors and at f, files at f, and the globs along the way that match f
+// exactly. Nothing below f's node holds f.
+func (q *scopeQuery) file(root *scopeNode, f string) *Claim {
+	segs := splitPath(f)
+	n := root
+	for depth := 0; ; depth++ {
+		if h := q.first(n.holders); h != nil {
+			return h
+		}
 		if depth == len(segs) {
-			return q.below(n)
+			if h := q.first(n.files()); h != nil {
+				return h
+			}
+		}
+		for _, e := range n.globs() {
+			if e.pat.accepts(depth, segs[depth:]) && q.blocks(e.c) {
+				return e.c
+			}
+		}
+		if depth == len(segs) {
+			return nil
 		}
 		n = n.children[segs[depth]]
 		if n == nil || !q.live(n) {
@@ -298,19 +396,23 @@ func (q *scopeQuery) literal(root *scopeNode, p string) *Claim {
 	}
 }
 
-// glob checks the glob pat: entries on the path to its literal prefix
-// (holders there cover all it matches; globs there are checked), then the
-// subtree of the prefix, walked along the glob's automaton.
+// glob checks the glob pat, whose matches all lie at or below its literal
+// prefix: paths on the way to the prefix (they cover all it matches), files
+// at the prefix when pat matches it, globs on the way (compared exactly),
+// then the subtree of the prefix, walked along the glob's automaton.
 func (q *scopeQuery) glob(root *scopeNode, pat pattern) *Claim {
 	prefix := pat.prefix()
 	n := root
 	for depth := 0; ; depth++ {
-		for _, h := range n.holders {
-			if q.blocks(h) {
+		if h := q.first(n.holders); h != nil {
+			return h
+		}
+		if depth == len(prefix) && len(n.files()) > 0 && pat.accepts(depth, nil) {
+			if h := q.first(n.files()); h != nil {
 				return h
 			}
 		}
-		for _, e := range n.globs {
+		for _, e := range n.globs() {
 			if patternsOverlap(pat, e.pat) && q.blocks(e.c) {
 				return e.c
 			}
@@ -329,7 +431,7 @@ func (q *scopeQuery) glob(root *scopeNode, pat pattern) *Claim {
 // walk searches the subtree below n (n itself done) for an entry the glob
 // pat overlaps, pat being at states on n's path.
 func (q *scopeQuery) walk(n *scopeNode, pat pattern, states patternStates) *Claim {
-	if n.below == len(n.holders)+len(n.globs) {
+	if n.below == n.entries() {
 		return nil
 	}
 	// Filter the children first and sort only those pat reaches: a glob
@@ -350,12 +452,15 @@ func (q *scopeQuery) walk(n *scopeNode, pat pattern, states patternStates) *Clai
 	slices.SortFunc(alive, func(a, b reached) int { return strings.Compare(a.seg, b.seg) })
 	for _, r := range alive {
 		child, next := r.child, r.next
-		for _, h := range child.holders {
-			if q.blocks(h) {
-				return h // pat reaches child: it covers a path at, above or below it
+		if h := q.first(child.holders); h != nil {
+			return h // pat reaches child: it matches child or a path below it
+		}
+		if next.accepting(pat) {
+			if h := q.first(child.files()); h != nil {
+				return h // pat matches child itself
 			}
 		}
-		for _, e := range child.globs {
+		for _, e := range child.globs() {
 			if patternsOverlap(pat, e.pat) && q.blocks(e.c) {
 				return e.c
 			}
@@ -369,7 +474,7 @@ func (q *scopeQuery) walk(n *scopeNode, pat pattern, states patternStates) *Clai
 
 // below returns the first blocking entry strictly below n.
 func (q *scopeQuery) below(n *scopeNode) *Claim {
-	if n.below == len(n.holders)+len(n.globs) {
+	if n.below == n.entries() {
 		return nil
 	}
 	for _, seg := range sortedKeys(n.children) {
@@ -386,12 +491,13 @@ func (q *scopeQuery) firstInSubtree(n *scopeNode) *Claim {
 	if !q.live(n) {
 		return nil
 	}
-	for _, h := range n.holders {
-		if q.blocks(h) {
-			return h
-		}
+	if h := q.first(n.holders); h != nil {
+		return h
 	}
-	for _, e := range n.globs {
+	if h := q.first(n.files()); h != nil {
+		return h
+	}
+	for _, e := range n.globs() {
 		if q.blocks(e.c) {
 			return e.c
 		}

@@ -7,7 +7,7 @@ import (
 
 var fuzzGlobSegs = []string{"a", "ab", "*", "a*", "*.go", "?", "**"}
 
-// globScope draws a scope with paths, globs or both, and a mode.
+// globScope draws a scope with paths, globs, files or a mix, and a mode.
 func (p *indexProgram) globScope() Scope {
 	wt, paths := p.scope()
 	sc := Scope{Worktree: wt, Paths: paths}
@@ -29,6 +29,17 @@ func (p *indexProgram) globScope() Scope {
 			}
 		}
 	}
+	if n := p.next() % 3; n > 0 && (!sc.Whole() || p.next()%2 == 0) {
+		for range n {
+			parts := make([]string, 1+p.next()%4)
+			for i := range parts {
+				parts[i] = fuzzSegs[p.next()%len(fuzzSegs)]
+			}
+			if f := joinFuzz(parts); !slices.Contains(sc.Files, f) {
+				sc.Files = append(sc.Files, f)
+			}
+		}
+	}
 	return sc
 }
 
@@ -43,16 +54,18 @@ func joinFuzz(parts []string) string {
 	return s
 }
 
-// FuzzScopeIndexGlobs is FuzzScopeIndex with globs and shared claims: after
-// every insert, replacement and removal, the index's verdict on a random
-// scope must be a linear scan's with ScopesConflictModes (exclusive
-// conflicts with any overlapping holder, shared only with exclusive ones),
-// and the claim it names must be a real conflict. The index therefore
-// agrees with the brute-force pairwise check, which FuzzGlobOverlap checks
-// against the independent definition.
+// FuzzScopeIndexGlobs is FuzzScopeIndex with globs, files and shared
+// claims: after every insert, replacement and removal, the index's verdict
+// on a random scope must be a linear scan's with ScopesConflictModes
+// (exclusive conflicts with any overlapping holder, shared only with
+// exclusive ones), and the claim it names must be a real conflict. The
+// index therefore agrees with the brute-force pairwise check, which
+// FuzzGlobOverlap checks against the independent definition (a path in
+// both scopes).
 func FuzzScopeIndexGlobs(f *testing.F) {
 	f.Add([]byte{0, 1, 1, 2, 0, 1, 3, 7, 1, 0, 0, 1, 1, 1, 3, 1, 0, 4, 9, 1, 2, 3})
 	f.Add([]byte("globs over a/*, **/a.go and shared readers of ab, then gone"))
+	f.Add([]byte("files a/a.go and ab beside globs a/*.go and **, then gone"))
 	f.Add([]byte{0, 0, 0, 1, 0, 3, 1, 1, 0, 0, 2, 0, 0, 6, 3, 0, 255, 0, 0, 5, 5, 5})
 	f.Fuzz(func(t *testing.T, prog []byte) {
 		p := &indexProgram{b: prog}
@@ -67,7 +80,7 @@ func FuzzScopeIndexGlobs(f *testing.F) {
 				}
 				sc := p.globScope()
 				c := &Claim{TaskID: task, Owner: fuzzOwners[p.next()%len(fuzzOwners)], Worktree: sc.Worktree,
-					Paths: sc.Paths, Globs: sc.Globs, Mode: sc.Mode, ExpiresAt: float64(p.next() % 16)}
+					Paths: sc.Paths, Globs: sc.Globs, Files: sc.Files, Mode: sc.Mode, ExpiresAt: float64(p.next() % 16)}
 				x.insert(c)
 				live[task] = c
 			case op < 5:

@@ -294,9 +294,9 @@ func (s *State) expireClaim(c *Claim, undo *[]func()) {
 // applyClaim stores c as the claim on its task: the upsert that claim,
 // task_update, checkpoint and handoff events share, live and on replay.
 func (s *State) applyClaim(c *Claim, push func(func())) {
-	if slices.Contains(c.Paths, "") || slices.Contains(c.Globs, "") { // the root among paths: the whole worktree
+	if slices.Contains(c.Paths, "") || slices.Contains(c.Globs, "") || slices.Contains(c.Files, "") { // the root among paths: the whole worktree
 		c = c.clone()
-		c.Paths, c.Globs = nil, nil
+		c.Paths, c.Globs, c.Files = nil, nil, nil
 	}
 	prev, prevR, prevEpoch := s.claims[c.TaskID], s.retainedOf(c.TaskID), s.epoch
 	s.putClaim(c.TaskID, c)

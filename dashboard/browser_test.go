@@ -81,6 +81,8 @@ func TestDashboard_BrowserShowsTheFleetAndFollowsGrantsAndReleases(t *testing.T)
 	must(err)
 	_, err = bravo.Claim(ctx, client.ClaimRequest{TaskID: "T2", Worktree: "/repo", Paths: []string{"docs"}})
 	must(err)
+	_, err = bravo.Claim(ctx, client.ClaimRequest{TaskID: "T5", Worktree: "/repo", Files: []string{"src/core/README.md"}})
+	must(err)
 	_, err = charlie.Claim(ctx, client.ClaimRequest{TaskID: "T3", Worktree: "/other", Paths: nil})
 	must(err)
 	if _, err := bravo.Claim(ctx, client.ClaimRequest{TaskID: "T4", Worktree: "/repo", Paths: []string{"src/core"}}); err == nil {
@@ -138,8 +140,8 @@ func TestDashboard_BrowserShowsTheFleetAndFollowsGrantsAndReleases(t *testing.T)
 			t.Errorf("%s shows %q, want it to contain %q", sel, got, want)
 		}
 	}
-	if got := text(t, bctx, `[data-worktree="/repo"]`); !strings.Contains(got, "core/") || !strings.Contains(got, "a.go") {
-		t.Errorf("the /repo tree shows %q, want the folder core/ and the file a.go", got)
+	if got := text(t, bctx, `[data-worktree="/repo"]`); !strings.Contains(got, "core/") || !strings.Contains(got, "a.go") || !strings.Contains(got, "README.md (file)") {
+		t.Errorf("the /repo tree shows %q, want the folder core/, the path a.go and the file README.md", got)
 	}
 
 	// Live: a grant and a release reach the page within a second.

@@ -74,9 +74,10 @@ type APIClaim struct {
 	TaskID     string   `json:"task_id"`
 	Owner      string   `json:"owner"`
 	Worktree   string   `json:"worktree"`
-	Paths      []string `json:"paths"` // empty with no globs: the whole worktree
+	Paths      []string `json:"paths"` // empty with no globs and no files: the whole worktree
 	Globs      []string `json:"globs,omitempty"`
-	Mode       string   `json:"mode,omitempty"` // "shared" for a read claim; absent: exclusive
+	Files      []string `json:"files,omitempty"` // each covers itself alone
+	Mode       string   `json:"mode,omitempty"`  // "shared" for a read claim; absent: exclusive
 	Epoch      int64    `json:"epoch"`
 	Version    int64    `json:"version"`
 	Status     string   `json:"status"`
@@ -139,7 +140,7 @@ func apiClaim(c *coord.Claim) APIClaim {
 	if c.Mode != coord.ModeExclusive {
 		mode = c.Mode.String()
 	}
-	return APIClaim{TaskID: c.TaskID, Owner: c.Owner, Worktree: c.Worktree, Paths: paths, Globs: c.Globs, Mode: mode, Epoch: c.Epoch,
+	return APIClaim{TaskID: c.TaskID, Owner: c.Owner, Worktree: c.Worktree, Paths: paths, Globs: c.Globs, Files: c.Files, Mode: mode, Epoch: c.Epoch,
 		Version: c.Version, Status: c.Status.String(), Note: c.Note, ClaimedAt: c.ClaimedAt, ExpiresAt: c.ExpiresAt,
 		Checkpoint: c.Checkpoint != "", BoardTask: c.BoardTask}
 }

@@ -80,9 +80,67 @@ func TestClaimScope_FeaturesAnnouncedAndStateEchoes(t *testing.T) {
 	if fmt.Sprint(c["globs"]) != "[src/**/*.go]" || c["mode"] != "shared" {
 		t.Fatalf("state claim %v lacks its globs or mode", c)
 	}
-	for _, feat := range []string{"glob_scopes", "shared_claims"} {
+	for _, feat := range []string{"glob_scopes", "shared_claims", "file_scopes"} {
 		if !slices.Contains(Features, feat) {
 			t.Errorf("welcome.features %v lack %s", Features, feat)
+		}
+	}
+}
+
+// Scopes are sets of files, over real sockets (issue 19, feature
+// file_scopes; INV-ME-2): with p/a holding the Go files under src, p/b is
+// granted the text files there and the file src/a/readme.md, which the
+// glob does not match; the readme as a literal path (a subtree, where a Go
+// file could lie) and a Go file are refused, naming the holder's glob. The
+// grant, the state snapshot and /api/state carry the files; a claim that
+// sends no files is written as the reference writes it.
+func TestClaimScope_FilesAndDisjointGlobsOverTheWire_INV_ME_2(t *testing.T) {
+	th := startHub(t, Config{})
+	a, b := th.join("p/a"), th.join("p/b")
+	a.send(f("claim", "sender", "p/a", "task_id", "GO", "globs", []string{"src/**/*.go"}))
+	if g := a.expect("claim_granted"); g["files"] != nil {
+		t.Fatalf("a grant without files names them: %v", g)
+	}
+	b.sync("p/b")
+
+	b.send(f("claim", "sender", "p/b", "task_id", "TXT", "globs", []string{"src/**/*.txt"}))
+	if g := b.expect("claim_granted"); fmt.Sprint(g["globs"]) != "[src/**/*.txt]" {
+		t.Fatalf("grant %v", g)
+	}
+	b.send(f("claim", "sender", "p/b", "task_id", "README", "files", []string{"./src/a/readme.md"}))
+	g := b.expect("claim_granted")
+	if fmt.Sprint(g["files"]) != "[src/a/readme.md]" || fmt.Sprint(g["paths"]) != "[]" || g["globs"] != nil {
+		t.Fatalf("the file's grant %v", g)
+	}
+	for _, send := range []map[string]any{
+		f("claim", "sender", "p/b", "task_id", "LIT", "paths", []string{"src/a/readme.md"}),
+		f("claim", "sender", "p/b", "task_id", "GOFILE", "files", []string{"src/a/x.go"}),
+	} {
+		b.send(send)
+		d := b.expect("claim_denied")
+		if d["reason_code"] != "SCOPE_CONFLICT" || d["holder"] != "p/a" || d["conflict_pattern"] != "src/**/*.go" || d["conflict_mode"] != "exclusive" {
+			t.Fatalf("%v: refusal %v", send, d)
+		}
+	}
+	a.send(f("claim", "sender", "p/a", "task_id", "SAME", "files", []string{"src/a/readme.md"}))
+	if d := a.expect("claim_denied"); d["conflict_task"] != "README" || d["conflict_pattern"] != "src/a/readme.md" {
+		t.Fatalf("a held file does not refuse itself: %v", d)
+	}
+
+	a.send(f("state_request", "sender", "p/a"))
+	snap, _ := a.expect("state_snapshot")["snapshot"].(map[string]any)
+	claims, _ := snap["active_claims"].([]any)
+	files := map[string]string{}
+	for _, c := range claims {
+		m := c.(map[string]any)
+		files[fmt.Sprint(m["task_id"])] = fmt.Sprint(m["files"])
+	}
+	if len(claims) != 3 || files["README"] != "[src/a/readme.md]" || files["GO"] != "<nil>" {
+		t.Fatalf("state snapshot claims %v", claims)
+	}
+	for _, c := range th.state(nil).Claims {
+		if want := c.TaskID == "README"; want != slices.Equal(c.Files, []string{"src/a/readme.md"}) {
+			t.Fatalf("/api/state claim %+v", c)
 		}
 	}
 }

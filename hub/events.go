@@ -227,14 +227,18 @@ func (h *Hub) framesFor(ev coord.Event, now float64) []out {
 	return nil
 }
 
-// scopeExtras writes a claim's globs and shared mode (features glob_scopes,
-// shared_claims) when it has them: a plain claim's frame is the reference's.
+// scopeExtras writes a claim's globs, shared mode and files (features
+// glob_scopes, shared_claims, file_scopes) when it has them: a plain
+// claim's frame is the reference's.
 func scopeExtras(f *wire.Frame, c *coord.Claim) {
 	if len(c.Globs) > 0 {
 		f.Strs("globs", c.Globs)
 	}
 	if c.Mode != coord.ModeExclusive {
 		f.Str("mode", c.Mode.String())
+	}
+	if len(c.Files) > 0 {
+		f.Strs("files", c.Files)
 	}
 }
 

@@ -54,7 +54,7 @@ import (
 var Version = "0.1.0-dev"
 
 // Features are the additive protocol features announced in welcome.
-var Features = []string{"wait_ready", "error_code", "scoped_fanout", "leave", "namespaces", "presence_delta", "task_bound_claims", "glob_scopes", "shared_claims", "ping", "own_fanout"}
+var Features = []string{"wait_ready", "error_code", "scoped_fanout", "leave", "namespaces", "presence_delta", "task_bound_claims", "glob_scopes", "shared_claims", "file_scopes", "ping", "own_fanout"}
 
 // Config configures a Hub. The zero value serves an open, memory-only hub
 // with the reference's defaults.

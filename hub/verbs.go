@@ -217,7 +217,7 @@ func (s *session) refused(sender, denialType string, ref *coord.Refusal, task st
 	if ref.ConflictTask != "" {
 		f.Str("conflict_task", ref.ConflictTask) // additive
 	}
-	if ref.ConflictMode != "" { // additive: only when a glob or a shared claim is involved
+	if ref.ConflictMode != "" { // additive: only when a glob, a file or a shared claim is involved
 		f.Str("conflict_pattern", ref.ConflictPattern).Str("conflict_mode", ref.ConflictMode)
 	}
 	if len(ref.Pending) > 0 {
@@ -348,6 +348,7 @@ func (s *session) claim(sender string, in *wire.Inbound) {
 		Worktree:  in.Str("worktree"),
 		Paths:     in.Strings("paths"),
 		Globs:     in.Strings("globs"), // additive (feature glob_scopes)
+		Files:     in.Strings("files"), // additive (feature file_scopes)
 		Git:       parseGit(in),
 		BoardTask: strings.TrimSpace(in.Str("board_task")), // additive: a task-bound claim
 	}

@@ -228,6 +228,7 @@ type claimJSON struct {
 	Worktree       *string         `json:"worktree"`
 	Paths          []*string       `json:"paths"`
 	Globs          []*string       `json:"globs"`
+	Files          []*string       `json:"files"`
 	Mode           *string         `json:"mode"`
 	PathIdentity   json.RawMessage `json:"path_identity"`
 	Epoch          *int64          `json:"epoch"`
@@ -308,8 +309,8 @@ func decodeClaim(payload []byte) (*coord.Claim, error) {
 		c.QuotaPrincipal = "legacy-agent:" + c.Owner
 	}
 	// [] and [""] both mean the whole worktree, which the core holds as nil
-	// (beside globs, a root "" is kept: applying the claim widens it).
-	if !(len(p.Paths) == 0 || len(p.Globs) == 0 && len(p.Paths) == 1 && p.Paths[0] != nil && *p.Paths[0] == "") {
+	// (beside globs or files, a root "" is kept: applying the claim widens it).
+	if !(len(p.Paths) == 0 || len(p.Globs) == 0 && len(p.Files) == 0 && len(p.Paths) == 1 && p.Paths[0] != nil && *p.Paths[0] == "") {
 		c.Paths = make([]string, len(p.Paths))
 		for i, s := range p.Paths {
 			if s == nil {
@@ -318,14 +319,12 @@ func decodeClaim(payload []byte) (*coord.Claim, error) {
 			c.Paths[i] = *s
 		}
 	}
-	if len(p.Globs) > 0 {
-		c.Globs = make([]string, len(p.Globs))
-		for i, s := range p.Globs {
-			if s == nil {
-				return nil, errors.New("null in globs")
-			}
-			c.Globs[i] = *s
-		}
+	var err error
+	if c.Globs, err = strs("globs", p.Globs); err != nil {
+		return nil, err
+	}
+	if c.Files, err = strs("files", p.Files); err != nil {
+		return nil, err
 	}
 	if p.Mode != nil {
 		m, ok := coord.ParseMode(*p.Mode)
@@ -345,6 +344,21 @@ func decodeClaim(payload []byte) (*coord.Claim, error) {
 		c.Git = &coord.Git{Branch: str(p.Git.Branch), Base: str(p.Git.Base), AutoReleaseOn: str(p.Git.AutoReleaseOn)}
 	}
 	return c, nil
+}
+
+// strs reads an optional list of strings (globs, files): nil when empty.
+func strs(name string, list []*string) ([]string, error) {
+	if len(list) == 0 {
+		return nil, nil
+	}
+	out := make([]string, len(list))
+	for i, s := range list {
+		if s == nil {
+			return nil, fmt.Errorf("null in %s", name)
+		}
+		out[i] = *s
+	}
+	return out, nil
 }
 
 // decodeDenial recovers what the digest-only record keeps: the claimant (as

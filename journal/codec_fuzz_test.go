@@ -125,6 +125,7 @@ func seedImages() []coord.Image {
 			Git: &coord.Git{Branch: "feat", Base: "main"}, PathIdentity: `{"version":1}`},
 		coord.CheckpointRequest{Agent: "p/b", TaskID: "T2", Checkpoint: "step 3"},
 		coord.ClaimRequest{Agent: "p/c", TaskID: "T3", Worktree: "/wt", Globs: []string{"lib/**/*.go"}, Shared: true, TTL: 60, HasTTL: true},
+		coord.ClaimRequest{Agent: "p/d", TaskID: "T4", Worktree: "/wt", Files: []string{"lib/a.md", "go.mod"}, TTL: 60, HasTTL: true},
 		coord.UpdateRequest{Agent: "p/a", TaskID: "T1", Status: "working", Note: "é"},
 	}
 	for i, c := range steps {

@@ -276,6 +276,11 @@ func genClaim(t *rapid.T) *coord.Claim {
 			c.Globs = append(c.Globs, genID(t, "glob"+string(rune('0'+i)))+"/**/*.go")
 		}
 	}
+	if n := rapid.IntRange(0, 2).Draw(t, "files"); n > 0 {
+		for i := range n {
+			c.Files = append(c.Files, genID(t, "file"+string(rune('0'+i)))+"/x.go")
+		}
+	}
 	if rapid.IntRange(0, 3).Draw(t, "shared") == 0 {
 		c.Mode = coord.ModeShared
 	}
@@ -384,6 +389,42 @@ func TestCodec_GlobsAndModeAreAdditive(t *testing.T) {
 	s.Apply(ev)
 	if c := s.Claim("T1"); !c.WholeWorktree() {
 		t.Fatalf("a root path beside globs was applied as %+v", c)
+	}
+}
+
+// Files are additive too (issue 19): a claim without them has no "files"
+// key, so every row written before (or by the reference) reads as before;
+// a claim with them round-trips; the root among paths beside files still
+// widens the claim to the whole worktree when applied.
+func TestCodec_FilesAreAdditive(t *testing.T) {
+	plain := &coord.Claim{TaskID: "T1", Owner: "p/a", Worktree: "/r", Paths: []string{"src"}, Globs: []string{"*.go"}, Epoch: 1, ExpiresAt: 10}
+	rec, _ := Encode(coord.ClaimGranted{Claim: plain})
+	if strings.Contains(string(rec.Payload), "files") {
+		t.Fatalf("a claim without files names them: %s", rec.Payload)
+	}
+	filed := *plain
+	filed.Paths, filed.Files = nil, []string{"src/a/readme.md", "go.mod"}
+	rec, _ = Encode(coord.ClaimGranted{Claim: &filed})
+	if !strings.Contains(string(rec.Payload), `"files":["src/a/readme.md","go.mod"]`) {
+		t.Fatalf("payload %s lacks the files", rec.Payload)
+	}
+	ev, ok, err := Decode(rec.Kind, rec.Payload)
+	if err != nil || !ok || !reflect.DeepEqual(ev.(coord.ClaimGranted).Claim, &filed) {
+		t.Fatalf("decoded %+v (%v), want %+v", ev, err, &filed)
+	}
+	old := `{"task_id":"T1","owner":"p/a","status":"claimed","epoch":1,"lease_expires_at":10,"paths":["src"],"worktree":"/r"}`
+	if ev, _, err = Decode(KindClaim, []byte(old)); err != nil || ev.(coord.ClaimGranted).Claim.Files != nil {
+		t.Fatalf("an old row decodes to %+v (%v)", ev, err)
+	}
+	if _, _, err := Decode(KindClaim, []byte(strings.Replace(old, `"worktree"`, `"files":["a",null],"worktree"`, 1))); err == nil {
+		t.Error("a row with null among its files decoded")
+	}
+	row := strings.Replace(old, `"paths":["src"]`, `"paths":[""],"files":["a/b"]`, 1)
+	ev, _, _ = Decode(KindClaim, []byte(row))
+	s := coord.New(coord.Limits{})
+	s.Apply(ev)
+	if c := s.Claim("T1"); !c.WholeWorktree() {
+		t.Fatalf("a root path beside files was applied as %+v", c)
 	}
 }
 

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"reflect"
@@ -69,8 +70,9 @@ func genCommand(t *rapid.T) coord.Command {
 	case 0, 1:
 		paths := rapid.SliceOfN(rapid.SampledFrom([]string{"src", "src/a", "src/b/c", "docs", "/abs", ""}), 0, 2).Draw(t, "paths")
 		globs := rapid.SliceOfN(rapid.SampledFrom([]string{"src/**/*.go", "docs/*.md", "*", "../x"}), 0, 2).Draw(t, "globs")
+		files := rapid.SliceOfN(rapid.SampledFrom([]string{"src/a/x.go", "docs/a.md", "go.mod", "../y"}), 0, 2).Draw(t, "files")
 		return coord.ClaimRequest{Agent: agent, TaskID: task, Note: "n", Worktree: rapid.SampledFrom([]string{"", "/r"}).Draw(t, "wt"),
-			Paths: paths, Globs: globs, Shared: rapid.Bool().Draw(t, "shared"),
+			Paths: paths, Globs: globs, Files: files, Shared: rapid.Bool().Draw(t, "shared"),
 			TTL: rapid.Float64Range(1, 200).Draw(t, "ttl"), HasTTL: rapid.Bool().Draw(t, "hasttl"),
 			BoardTask: rapid.SampledFrom([]string{"", "", "T1", "T2", "T3"}).Draw(t, "board")}
 	case 2:
@@ -384,6 +386,7 @@ func TestSnapshot_DecodeRefusesImagesNoStateHolds(t *testing.T) {
 		"claims out of order":            {Epoch: 2, Claims: []coord.Claim{claim("U", 1), claim("T", 2)}},
 		"epoch above the image's":        {Epoch: 1, Claims: []coord.Claim{claim("T", 2)}},
 		"the root among a claim's paths": {Epoch: 1, Claims: []coord.Claim{claim("T", 1, "docs", "")}},
+		"the root among a claim's files": {Epoch: 1, Claims: []coord.Claim{{TaskID: "T", Owner: "a", QuotaPrincipal: "p", ExpiresAt: 10, Epoch: 1, Files: []string{"a", ""}}}},
 		"repeated offer":                 {Offers: []coord.Offer{{Agent: "a", Kind: "k", Name: "n"}, {Agent: "a", Kind: "k", Name: "n"}}},
 		"repeated board task":            {Tasks: []coord.BoardTask{{TaskID: "B", DependsOn: []string{}}, {TaskID: "B", DependsOn: []string{}}}},
 		"repeated retained checkpoint":   {Retained: []coord.RetainedCheckpoint{{TaskID: "T"}, {TaskID: "T"}}},
@@ -478,6 +481,41 @@ func TestSnapshot_TaskBoundBindingsRoundTrip(t *testing.T) {
 	got, err = DecodeImage(before)
 	if err != nil || !reflect.DeepEqual(got, plain) {
 		t.Fatalf("a body without bindings: %+v, %v", got, err)
+	}
+}
+
+// Claims' files ride in their own tagged section, written only when some
+// claim has files: an image without them encodes byte for byte as before
+// (the golden body is what Synapse wrote before files existed, globs and a
+// shared claim included), and one with them round-trips, beside globs or
+// alone.
+func TestSnapshot_FilesSectionOnlyWhenNeeded(t *testing.T) {
+	const golden = "53594e534e41503104020147016100000000000000000e6c65676163792d6167656e743a61000000000000f03f000000000022ac40" +
+		"020001500162000000000104646f63730000000e6c65676163792d6167656e743a620000000000000040000000000024ac40040000000000" +
+		"0000010200010b7372632f2a2a2f2a2e676f00010001"
+	s := coord.New(coord.Limits{})
+	s.Step(coord.ClaimRequest{Agent: "a", TaskID: "G", Globs: []string{"src/**/*.go"}}, 1)
+	s.Step(coord.ClaimRequest{Agent: "b", TaskID: "P", Paths: []string{"docs"}, Shared: true}, 2)
+	if got := hex.EncodeToString(EncodeImage(s.Image())); got != golden {
+		t.Fatalf("an image without files encodes as\n%s\nnot as before\n%s", got, golden)
+	}
+	body, _ := hex.DecodeString(golden)
+	if got, err := DecodeImage(body); err != nil || !reflect.DeepEqual(got, s.Image()) {
+		t.Fatalf("the body written before files reads as %+v, %v", got, err)
+	}
+	s.Step(coord.ClaimRequest{Agent: "c", TaskID: "F", Files: []string{"src/a/readme.md", "go.mod"}}, 3)
+	img := s.Image()
+	got, err := DecodeImage(EncodeImage(img))
+	if err != nil || !reflect.DeepEqual(got, img) {
+		t.Fatalf("got %+v, %v\nwant %+v", got, err, img)
+	}
+	if c := got.Claims[0]; c.TaskID != "F" || !reflect.DeepEqual(c.Files, []string{"src/a/readme.md", "go.mod"}) || c.Paths != nil {
+		t.Fatalf("files lost: %+v", c)
+	}
+	only := coord.New(coord.Limits{})
+	only.Step(coord.ClaimRequest{Agent: "b", TaskID: "F", Files: []string{"x"}}, 1)
+	if got, err := DecodeImage(EncodeImage(only.Image())); err != nil || !reflect.DeepEqual(got, only.Image()) {
+		t.Fatalf("files alone: %+v, %v", got, err)
 	}
 }
 

@@ -25,7 +25,7 @@ import (
 // restores a 100k-claim image several times faster than JSON would (see
 // docs/journal.md). Optional sections follow the notes, each absent when it
 // has nothing to say: task-bound claims' bindings (writeBindings), then tagged
-// sections (claims' globs and shared modes). Waits are not written: they are volatile and die with
+// sections (claims' globs and shared modes; claims' files). Waits are not written: they are volatile and die with
 // their connections. The sha256 column is the digest of the body, checked
 // before the body is trusted.
 const snapshotFormat = 1
@@ -333,9 +333,9 @@ func EncodeImage(img coord.Image) []byte {
 		w.s(n.Text)
 		w.f(n.PostedAt)
 	}
-	scopes := hasClaimScopes(img.Claims)
-	writeBindings(&w, img, scopes)
+	writeBindings(&w, img, hasClaimScopes(img.Claims) || hasClaimFiles(img.Claims))
 	w.claimScopes(img.Claims)
+	w.claimFiles(img.Claims)
 	return w.b
 }
 
@@ -345,6 +345,7 @@ func EncodeImage(img coord.Image) []byte {
 // before and older bodies read as before.
 const (
 	sectionClaimScopes = 1 // claims with globs or a shared mode: index, globs, mode
+	sectionClaimFiles  = 2 // claims with files: index, files
 )
 
 // claimScopes writes the section of claims holding globs or a shared mode.
@@ -367,6 +368,35 @@ func (w *imgWriter) claimScopes(claims []coord.Claim) {
 	}
 }
 
+// claimFiles writes the section of claims holding files (issue 19), only
+// when some claim does.
+func (w *imgWriter) claimFiles(claims []coord.Claim) {
+	if !hasClaimFiles(claims) {
+		return
+	}
+	var idx []int
+	for i := range claims {
+		if len(claims[i].Files) > 0 {
+			idx = append(idx, i)
+		}
+	}
+	w.u(sectionClaimFiles)
+	w.u(len(idx))
+	for _, i := range idx {
+		w.u(i)
+		w.ss(claims[i].Files)
+	}
+}
+
+func hasClaimFiles(claims []coord.Claim) bool {
+	for i := range claims {
+		if len(claims[i].Files) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // sections reads the tagged sections after the notes.
 func (r *imgReader) sections(img *coord.Image) {
 	for r.err == nil && len(r.b) > 0 {
@@ -385,6 +415,20 @@ func (r *imgReader) sections(img *coord.Image) {
 					return
 				}
 				img.Claims[i].Globs, img.Claims[i].Mode = globs, coord.Mode(min(mode, 255))
+			}
+		case sectionClaimFiles:
+			n := r.n()
+			for range n {
+				i := r.u()
+				files := r.ss(false)
+				if r.err != nil {
+					return
+				}
+				if i >= uint64(len(img.Claims)) {
+					r.fail("claim files index")
+					return
+				}
+				img.Claims[i].Files = files
 			}
 		default:
 			r.fail("section tag")

@@ -84,6 +84,11 @@ type Options struct {
 	// git pre-commit check) fence on the current epoch. synapse mcp sets
 	// it to the checkout's ledger; the hub's /mcp has none.
 	Ledger *client.Ledger
+	// Checkout is the root of the checkout the agent works in: a claim's
+	// path that names an existing regular file there is claimed as a file,
+	// covering itself alone (client.ClaimRequest.Checkout). synapse mcp
+	// sets it; the hub's /mcp has none, and sends paths as they are.
+	Checkout string
 }
 
 // Server is one agent's MCP server.
@@ -93,11 +98,12 @@ type Options struct {
 // lease. mu guards keepers and the inbox, which tool handlers (any
 // goroutine) read and change.
 type Server struct {
-	c       *client.Client
-	srv     *mcp.Server
-	profile Profile
-	log     *slog.Logger
-	ledger  *client.Ledger
+	c        *client.Client
+	srv      *mcp.Server
+	profile  Profile
+	log      *slog.Logger
+	ledger   *client.Ledger
+	checkout string
 
 	ctx    context.Context // ends at Close: the keepers and the watcher
 	cancel context.CancelFunc
@@ -131,7 +137,7 @@ func New(opts Options) *Server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		c: opts.Client, profile: profile, log: log, ctx: ctx, cancel: cancel, ledger: opts.Ledger,
+		c: opts.Client, profile: profile, log: log, ctx: ctx, cancel: cancel, ledger: opts.Ledger, checkout: opts.Checkout,
 		keepers: map[string]*client.Keeper{},
 		inbox:   newInbox(opts.InboxCap),
 	}

@@ -144,8 +144,9 @@ type ClaimView struct {
 	Owner        string   `json:"owner"`
 	Epoch        int64    `json:"epoch"`
 	Status       string   `json:"status"`
-	Paths        []string `json:"paths" jsonschema:"files or folders; empty with no globs = the whole worktree"`
-	Globs        []string `json:"globs,omitempty" jsonschema:"glob patterns the claim covers beside its paths"`
+	Paths        []string `json:"paths" jsonschema:"files or folders, each with what lies below it; empty with no globs and no files = the whole worktree"`
+	Globs        []string `json:"globs,omitempty" jsonschema:"glob patterns the claim covers beside its paths: the files they match"`
+	Files        []string `json:"files,omitempty" jsonschema:"files the claim covers, each itself alone"`
 	Mode         string   `json:"mode,omitempty" jsonschema:"shared for a read claim; absent = exclusive"`
 	Worktree     string   `json:"worktree,omitempty"`
 	Note         string   `json:"note,omitempty"`
@@ -160,7 +161,7 @@ func (s *Server) view(cl *client.Claim) ClaimView {
 	if paths == nil {
 		paths = []string{}
 	}
-	v := ClaimView{TaskID: cl.TaskID, Owner: cl.Owner, Epoch: cl.Epoch, Status: cl.Status, Paths: paths, Globs: cl.Globs, Mode: cl.Mode, Worktree: cl.Worktree,
+	v := ClaimView{TaskID: cl.TaskID, Owner: cl.Owner, Epoch: cl.Epoch, Status: cl.Status, Paths: paths, Globs: cl.Globs, Files: cl.Files, Mode: cl.Mode, Worktree: cl.Worktree,
 		Note: cl.Note, Checkpoint: cl.Checkpoint, LeaseExpires: rfc3339(cl.LeaseExpiresAt), BoardTask: cl.BoardTask}
 	s.mu.Lock()
 	_, v.KeptAlive = s.keepers[cl.TaskID]
@@ -184,8 +185,8 @@ type ClaimResult struct {
 	Message      string     `json:"message,omitempty"`
 	Holder       string     `json:"holder,omitempty" jsonschema:"who holds the task or the conflicting files"`
 	ConflictTask string     `json:"conflict_task,omitempty" jsonschema:"the task whose files overlap yours"`
-	// ConflictPattern and ConflictMode come when a glob or a shared claim is involved.
-	ConflictPattern string   `json:"conflict_pattern,omitempty" jsonschema:"the holder's path or glob that overlaps yours"`
+	// ConflictPattern and ConflictMode come when a glob, a file or a shared claim is involved.
+	ConflictPattern string   `json:"conflict_pattern,omitempty" jsonschema:"the holder's path, glob or file that overlaps yours"`
 	ConflictMode    string   `json:"conflict_mode,omitempty" jsonschema:"the holder's mode: shared or exclusive"`
 	Namespace       string   `json:"namespace,omitempty" jsonschema:"on federated hubs: the namespace whose ownership refused the claim"`
 	OwnerHubID      string   `json:"owner_hub_id,omitempty" jsonschema:"on federated hubs: the hub that owns the namespace and decides its claims"`
@@ -205,8 +206,9 @@ func (s *Server) refusedClaim(task string, err error) (*mcp.CallToolResult, Clai
 
 type claimIn struct {
 	TaskID     string   `json:"task_id" jsonschema:"the task to claim, e.g. fix-login-bug"`
-	Paths      []string `json:"paths,omitempty" jsonschema:"files or folders you will edit, relative to the repository root; none (and no globs) = the whole worktree"`
-	Globs      []string `json:"globs,omitempty" jsonschema:"glob patterns you will edit, e.g. src/**/*.go: * and ? within a path segment, ** any number of segments"`
+	Paths      []string `json:"paths,omitempty" jsonschema:"files or folders you will edit, relative to the repository root; a folder covers what lies below it, an existing file itself alone; none (and no globs or files) = the whole worktree"`
+	Globs      []string `json:"globs,omitempty" jsonschema:"glob patterns of the files you will edit, e.g. src/**/*.go: * and ? within a path segment, ** any number of segments; src/**/*.go and src/**/*.md never conflict"`
+	Files      []string `json:"files,omitempty" jsonschema:"files you will edit, each covering itself alone, whether it exists yet or not"`
 	Shared     bool     `json:"shared,omitempty" jsonschema:"claim for reading only: other readers may hold overlapping files, no one may write them"`
 	Worktree   string   `json:"worktree,omitempty" jsonschema:"checkout label, when agents work in separate worktrees"`
 	Note       string   `json:"note,omitempty" jsonschema:"what you are doing, shown to others"`
@@ -217,8 +219,8 @@ type claimIn struct {
 func (s *Server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimIn) (*mcp.CallToolResult, ClaimResult, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	cl, err := s.c.Claim(ctx, client.ClaimRequest{TaskID: in.TaskID, Paths: in.Paths, Globs: in.Globs, Shared: in.Shared, Worktree: in.Worktree, Note: in.Note,
-		TTL: time.Duration(in.TTLSeconds * float64(time.Second)), BoardTask: in.BoardTask})
+	cl, err := s.c.Claim(ctx, client.ClaimRequest{TaskID: in.TaskID, Paths: in.Paths, Globs: in.Globs, Files: in.Files, Shared: in.Shared, Worktree: in.Worktree, Note: in.Note,
+		TTL: time.Duration(in.TTLSeconds * float64(time.Second)), BoardTask: in.BoardTask, Checkout: s.checkout})
 	if err != nil {
 		return s.refusedClaim(in.TaskID, err)
 	}
@@ -229,15 +231,26 @@ func (s *Server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimIn) 
 		cl.TaskID, cl.Owner, cl.Epoch, scopeText(cl), v.LeaseExpires)
 }
 
-// scopeText is a claim's scope for a sentence: its paths, its globs, and
-// "(shared)" for a read claim.
+// scopeText is a claim's scope for a sentence: its paths, its globs, its
+// files, and "(shared)" for a read claim.
 func scopeText(cl *client.Claim) string {
-	t := pathsText(cl.Paths)
+	var parts []string
+	if len(cl.Paths) > 0 {
+		parts = append(parts, pathsText(cl.Paths))
+	}
 	if len(cl.Globs) > 0 {
-		t = strings.Join(cl.Globs, ", ")
-		if len(cl.Paths) > 0 {
-			t = pathsText(cl.Paths) + ", " + t
-		}
+		parts = append(parts, strings.Join(cl.Globs, ", "))
+	}
+	switch len(cl.Files) {
+	case 0:
+	case 1:
+		parts = append(parts, "the file "+cl.Files[0])
+	default:
+		parts = append(parts, "the files "+strings.Join(cl.Files, ", "))
+	}
+	t := strings.Join(parts, ", ")
+	if t == "" {
+		t = pathsText(nil)
 	}
 	if cl.Shared() {
 		t += " (shared)"

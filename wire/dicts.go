@@ -56,6 +56,10 @@ func AppendClaim(b []byte, c *coord.Claim, withPrincipal bool) []byte {
 		b = pyjson.AppendKey(b, "mode")
 		b = pyjson.AppendString(b, c.Mode.String())
 	}
+	if len(c.Files) > 0 { // additive (issue 19): absent unless the claim names files
+		b = pyjson.AppendKey(b, "files")
+		b = pyjson.AppendStrings(b, c.Files)
+	}
 	if c.BoardTask != "" { // a task-bound claim; absent otherwise, as the reference writes it
 		b = pyjson.AppendKey(b, "board_task")
 		b = pyjson.AppendString(b, c.BoardTask)

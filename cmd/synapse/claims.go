@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,6 +30,7 @@ type claimJSON struct {
 	Status         string   `json:"status,omitempty"`
 	Paths          []string `json:"paths,omitempty"`
 	Globs          []string `json:"globs,omitempty"`
+	Files          []string `json:"files,omitempty"`
 	Mode           string   `json:"mode,omitempty"` // "shared"; absent = exclusive
 	Worktree       string   `json:"worktree"`
 	Note           string   `json:"note,omitempty"`
@@ -41,7 +43,7 @@ type claimJSON struct {
 	Message        string   `json:"message,omitempty"`
 	Holder         string   `json:"holder,omitempty"`
 	ConflictTask   string   `json:"conflict_task,omitempty"`
-	// The holder's path or glob and mode, when a glob or a shared claim is involved.
+	// The holder's path, glob or file and mode, when a glob, a file or a shared claim is involved.
 	ConflictPattern string   `json:"conflict_pattern,omitempty"`
 	ConflictMode    string   `json:"conflict_mode,omitempty"`
 	BoardTask       string   `json:"board_task,omitempty"` // a task-bound claim's board task
@@ -51,7 +53,7 @@ type claimJSON struct {
 func claimResult(c *client.Claim) claimJSON {
 	return claimJSON{
 		Granted: true, TaskID: c.TaskID, Owner: c.Owner, Epoch: c.Epoch, Version: c.Version,
-		Status: c.Status, Paths: c.Paths, Globs: c.Globs, Mode: c.Mode, Worktree: c.Worktree, Note: c.Note, Checkpoint: c.Checkpoint,
+		Status: c.Status, Paths: c.Paths, Globs: c.Globs, Files: c.Files, Mode: c.Mode, Worktree: c.Worktree, Note: c.Note, Checkpoint: c.Checkpoint,
 		LeaseExpiresAt: c.LeaseExpiresAt, LeaseExpires: fmtTime(c.LeaseExpiresAt), TTLSeconds: c.TTL().Seconds(),
 		PreviousOwner: c.PreviousOwner, BoardTask: c.BoardTask,
 	}
@@ -73,11 +75,14 @@ func printClaim(w io.Writer, verb string, c *client.Claim) {
 	switch {
 	case len(c.Paths) > 0:
 		fmt.Fprintf(w, "  paths:    %s\n", strings.Join(c.Paths, ", "))
-	case len(c.Globs) == 0:
+	case len(c.Globs) == 0 && len(c.Files) == 0:
 		fmt.Fprintf(w, "  paths:    the whole worktree\n")
 	}
 	if len(c.Globs) > 0 {
 		fmt.Fprintf(w, "  globs:    %s\n", strings.Join(c.Globs, ", "))
+	}
+	if len(c.Files) > 0 {
+		fmt.Fprintf(w, "  files:    %s\n", strings.Join(c.Files, ", "))
 	}
 	if c.Shared() {
 		fmt.Fprintf(w, "  mode:     shared (others may read beside you; no one may write)\n")
@@ -119,14 +124,17 @@ func refusedClaim(f *clientFlags, stdout, stderr io.Writer, cmd, task string, er
 	return exitRefused
 }
 
-const claimUsage = `Usage: synapse claim ID [--paths P]... [--glob PATTERN]... [--shared] [--worktree W] [--ttl DURATION] [--note TEXT] [--task BOARD_TASK_ID]
+const claimUsage = `Usage: synapse claim ID [--paths P]... [--glob PATTERN]... [--file F]... [--shared] [--worktree W] [--ttl DURATION] [--note TEXT] [--task BOARD_TASK_ID]
 
 Claims task ID and its files for --name, with a lease (default 1h on the
-hub, or --ttl). No two agents hold the same task or overlapping paths in the
-same worktree. --glob claims what a pattern matches ("*" and "?" within a
-segment, "**" any number of segments: --glob 'src/**/*.go'), beside --paths.
---shared claims for reading: other readers may overlap you, writers may not
-(docs/claims.md). Claiming a task you already hold renews it. The lease does not
+hub, or --ttl). No two agents hold the same task or a common file in the
+same worktree. A --paths entry covers itself and everything below it.
+--glob claims the files a pattern matches ("*" and "?" within a segment,
+"**" any number of segments: --glob 'src/**/*.go'), and --file a file
+alone; so --glob 'src/**/*.go' and --glob 'src/**/*.txt' never conflict.
+A --paths entry that is an existing regular file in this checkout is
+claimed as a file (on a hub that takes files). --shared claims for
+reading: other readers may overlap you, writers may not (docs/claims.md). Claiming a task you already hold renews it. The lease does not
 end when this command exits: release it with 'synapse release ID', or use
 'synapse lock ID -- CMD' to hold it for the life of a command.
 
@@ -144,9 +152,10 @@ func runClaim(args []string, stdout, stderr io.Writer) int {
 	var paths stringList
 	fs := newFlagSet("claim", claimUsage, "", stderr)
 	f.register(fs)
-	var globs stringList
-	fs.Var(&paths, "paths", "a file or folder the claim covers (repeatable); none (and no --glob) = the whole worktree")
+	var globs, files stringList
+	fs.Var(&paths, "paths", "a file or folder the claim covers, with what lies below it (repeatable); none (and no --glob or --file) = the whole worktree")
 	fs.Var(&globs, "glob", "a glob pattern the claim covers, e.g. 'src/**/*.go' (repeatable)")
+	fs.Var(&files, "file", "a file the claim covers, itself alone (repeatable)")
 	shared := fs.Bool("shared", false, "a shared (read) claim: other readers may overlap it, writers may not")
 	worktree := fs.String("worktree", "", "checkout the paths are in (default: the hub's default worktree)")
 	ttl := fs.Duration("ttl", 0, "lease length, e.g. 30m (default: the hub's, 1h; clamped to 30s..30 days)")
@@ -167,8 +176,8 @@ func runClaim(args []string, stdout, stderr io.Writer) int {
 	defer c.Close()
 	ctx, cancel := f.callCtx()
 	defer cancel()
-	cl, err := c.Claim(ctx, client.ClaimRequest{TaskID: pos[0], Paths: paths, Globs: globs, Shared: *shared,
-		Worktree: *worktree, TTL: *ttl, Note: *note, IdemKey: *idem, BoardTask: *boardTask})
+	cl, err := c.Claim(ctx, client.ClaimRequest{TaskID: pos[0], Paths: paths, Globs: globs, Files: files, Shared: *shared,
+		Worktree: *worktree, TTL: *ttl, Note: *note, IdemKey: *idem, BoardTask: *boardTask, Checkout: checkout(*worktree)})
 	if err != nil {
 		return refusedClaim(&f, stdout, stderr, "claim", pos[0], err)
 	}
@@ -179,6 +188,24 @@ func runClaim(args []string, stdout, stderr io.Writer) int {
 		printClaim(stdout, "Claimed", cl)
 	}
 	return exitOK
+}
+
+// checkout is the root of the checkout the claim's paths are in, where a
+// --paths entry that is a regular file is claimed as a file
+// (client.ClaimRequest.Checkout): the worktree when it names a folder by
+// its absolute path (git-claim's form), else the current directory's
+// repository root, or the current directory outside one.
+func checkout(worktree string) string {
+	if filepath.IsAbs(worktree) {
+		if fi, err := os.Stat(worktree); err == nil && fi.IsDir() {
+			return worktree
+		}
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	return projectRoot(wd)
 }
 
 // renewFence refuses to renew a claim this checkout recorded under an
@@ -531,9 +558,11 @@ func runWait(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-const lockUsage = `Usage: synapse lock ID [--paths P]... [--task BOARD_TASK_ID] [--wait-timeout 30s] -- CMD [ARGS...]
+const lockUsage = `Usage: synapse lock ID [--paths P]... [--glob PATTERN]... [--file F]... [--task BOARD_TASK_ID] [--wait-timeout 30s] -- CMD [ARGS...]
 
-Claims task ID (waiting up to --wait-timeout for it to be free), runs CMD
+Claims task ID (its files as 'synapse claim' takes them: --paths, --glob,
+--file, a --paths entry that is a regular file claimed as a file), waiting
+up to --wait-timeout for it to be free, runs CMD
 while renewing the lease in the background, then releases the claim with
 CMD's exit status as evidence (a known failure when it is not 0) and exits
 with CMD's exit code. If the lease is lost while CMD runs (the hub refused a
@@ -558,9 +587,10 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	var paths stringList
 	fs := newFlagSet("lock", lockUsage, "", stderr)
 	f.register(fs)
-	var globs stringList
-	fs.Var(&paths, "paths", "a file or folder the claim covers (repeatable); none (and no --glob) = the whole worktree")
+	var globs, files stringList
+	fs.Var(&paths, "paths", "a file or folder the claim covers, with what lies below it (repeatable); none (and no --glob or --file) = the whole worktree")
 	fs.Var(&globs, "glob", "a glob pattern the claim covers, e.g. 'src/**/*.go' (repeatable)")
+	fs.Var(&files, "file", "a file the claim covers, itself alone (repeatable)")
 	shared := fs.Bool("shared", false, "a shared (read) claim: other readers may overlap it, writers may not")
 	worktree := fs.String("worktree", "", "checkout the paths are in")
 	ttl := fs.Duration("ttl", 0, "lease length, renewed at a third of it (default: the hub's, 1h)")
@@ -581,7 +611,8 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	}
 	defer c.Close()
 
-	req := client.ClaimRequest{TaskID: task, Paths: paths, Globs: globs, Shared: *shared, Worktree: *worktree, TTL: *ttl, Note: *note, BoardTask: *boardTask}
+	req := client.ClaimRequest{TaskID: task, Paths: paths, Globs: globs, Files: files, Shared: *shared, Worktree: *worktree, TTL: *ttl, Note: *note,
+		BoardTask: *boardTask, Checkout: checkout(*worktree)}
 	cl, err := claimOrWait(c, req, *waitTimeout, stderr)
 	if errors.Is(err, context.DeadlineExceeded) {
 		fmt.Fprintf(stderr, "synapse lock: '%s' was still held after --wait-timeout %s.\n", task, *waitTimeout)

@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -242,5 +245,45 @@ Narrow --paths or --glob (proj/alpha holds 'src/**/*_test.go' shared), wait with
 	var ref claimJSON
 	if err := json.Unmarshal([]byte(out), &ref); err != nil || code != exitRefused || ref.ConflictMode != "shared" || ref.ConflictPattern == "" {
 		t.Fatalf("exit %d: %v: %s", code, err, out)
+	}
+}
+
+// Scopes are sets of files (INV-ME-2): --file claims a file alone, and a
+// --paths entry that is an existing regular file of the checkout is sent
+// as a file, so it is granted beside another agent's glob of Go files; a
+// folder, or a path that does not exist yet, stays a path (a subtree,
+// where a Go file could lie) and is refused.
+func TestClaim_FileFlagAndDetectedFiles_INV_ME_2(t *testing.T) {
+	uri := startCLIHub(t, hub.Config{})
+	dir := inDir(t)
+	os.MkdirAll(filepath.Join(dir, "src", "a"), 0o755)
+	os.WriteFile(filepath.Join(dir, "src", "a", "readme.md"), []byte("x\n"), 0o644)
+	alpha, bravo := []string{"--uri", uri, "--name", "proj/alpha"}, []string{"--uri", uri, "--name", "proj/bravo"}
+	if code, _, errOut := runCmd(append([]string{"claim", "GO", "--glob", "src/**/*.go"}, alpha...)...); code != 0 {
+		t.Fatal(errOut)
+	}
+	code, out, errOut := runCmd(append([]string{"claim", "README", "--paths", "src/a/readme.md"}, bravo...)...)
+	if code != 0 || !strings.Contains(out, "  files:    src/a/readme.md\n") || strings.Contains(out, "paths:") {
+		t.Fatalf("an existing file under --paths: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCmd(append([]string{"claim", "NEW", "--file", "src/b/new.md", "--json"}, bravo...)...)
+	var got claimJSON
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || !slices.Equal(got.Files, []string{"src/b/new.md"}) || len(got.Paths) != 0 {
+		t.Fatalf("--file of a file not yet written: exit %d %v\n%s%s", code, err, out, errOut)
+	}
+	for _, p := range []string{"src/a", "src/c/missing.md"} {
+		code, _, errOut = runCmd(append([]string{"claim", "T", "--paths", p}, bravo...)...)
+		if code != exitRefused || !strings.Contains(errOut, "conflicts with 'GO' held by proj/alpha (exclusive 'src/**/*.go')") {
+			t.Fatalf("--paths %s: exit %d: %s", p, code, errOut)
+		}
+	}
+	// The ledger records the file, and the pre-commit check reads it: the
+	// readme may be committed by bravo.
+	if r, ok, err := ledgerFor(dir).Lookup("proj/bravo", "README"); err != nil || !ok || !slices.Equal(r.Files, []string{"src/a/readme.md"}) {
+		t.Fatalf("ledger record %+v %v %v", r, ok, err)
+	}
+	git(t, "add", "src/a/readme.md")
+	if code, _, errOut := runCmd(append([]string{"git-hook", "check", "--strict"}, bravo...)...); code != 0 {
+		t.Fatalf("the file's holder may not commit it: %d %s", code, errOut)
 	}
 }

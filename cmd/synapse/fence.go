@@ -5,6 +5,7 @@ package main
 // fencing").
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -60,7 +61,22 @@ type fenceVerdict struct {
 	short   string // refused: the reason in a few words, for a list of files
 }
 
-// fenceFile decides whether me may write rel (INV-EF-2 on the write path):
+// fenceCheck is the write-path check of one checkout against the hub's
+// live claims and the checkout's ledger; guard and git-hook check run it
+// for each file.
+type fenceCheck struct {
+	claims         []client.Claim
+	recs           []client.LeaseRecord
+	worktree, root string // the claims of this checkout: this worktree label or the root's path
+	me             string
+	needClaim      bool // refuse a file no claim covers (the guard)
+	strict         bool
+	// fileFlag is how a suggested claim names the file: "--file" on a hub
+	// that takes files (file_scopes), so it claims the file alone.
+	fileFlag string
+}
+
+// file decides whether me may write rel (INV-EF-2 on the write path):
 //
 //   - a live claim of me's covers rel and its epoch is the one the ledger
 //     recorded: allowed;
@@ -75,10 +91,12 @@ type fenceVerdict struct {
 //     refused under strict;
 //   - nothing covers rel and nothing was recorded: refused when
 //     needClaim (the guard, or strict), else allowed.
-func fenceFile(claims []client.Claim, recs []client.LeaseRecord, rel, worktree, root, me string, needClaim, strict bool) fenceVerdict {
-	mine, mineShared, others := covering(claims, rel, worktree, root, me)
+func (fc *fenceCheck) file(rel string) fenceVerdict {
+	me := fc.me
+	claimFile := cmp.Or(fc.fileFlag, "--paths") + " " + rel
+	mine, mineShared, others := covering(fc.claims, rel, fc.worktree, fc.root, me)
 	recorded := func(task string) (client.LeaseRecord, bool) {
-		for _, r := range recs {
+		for _, r := range fc.recs {
 			if r.Agent == me && r.TaskID == task {
 				return r, true
 			}
@@ -101,22 +119,22 @@ func fenceFile(claims []client.Claim, recs []client.LeaseRecord, rel, worktree, 
 			reason: fmt.Sprintf("Your claim on '%s' was re-granted since you recorded it: you were granted epoch %d, the live claim is epoch %d. "+
 				"Your lease lapsed or was renewed elsewhere under your name (%s), so someone else may have changed %s meanwhile. "+
 				"Re-claim it (`synapse claim %s%s --name %s`), re-check your work against the current files, then retry.",
-				stale.TaskID, staleRec.Epoch, stale.Epoch, me, rel, stale.TaskID, pathFlags(stale.Paths), me)}
+				stale.TaskID, staleRec.Epoch, stale.Epoch, me, rel, stale.TaskID, scopeFlags(stale.Paths, stale.Globs, stale.Files), me)}
 	}
 	if len(mine) > 0 {
 		cl := mine[0]
 		msg := fmt.Sprintf("Your claim on '%s' (epoch %d) covers %s but this checkout recorded no grant of it, so a superseded lease cannot be told from a live one. "+
 			"Claim it here with `synapse claim %s%s --name %s` (or the synapse MCP server's claim tool) to fence on its epoch.",
-			cl.TaskID, cl.Epoch, rel, cl.TaskID, pathFlags(cl.Paths), me)
-		if strict {
+			cl.TaskID, cl.Epoch, rel, cl.TaskID, scopeFlags(cl.Paths, cl.Globs, cl.Files), me)
+		if fc.strict {
 			return fenceVerdict{reason: msg + " (--strict)", short: fmt.Sprintf("your claim on '%s' (epoch %d) was not recorded in this checkout (--strict)", cl.TaskID, cl.Epoch)}
 		}
 		return fenceVerdict{allowed: true, warn: msg}
 	}
 	var gone *client.LeaseRecord
-	for i, r := range recs {
-		if r.Agent == me && (r.Worktree == worktree || r.Worktree == root) && r.Covers(rel) {
-			gone = &recs[i]
+	for i, r := range fc.recs {
+		if r.Agent == me && (r.Worktree == fc.worktree || r.Worktree == fc.root) && r.Covers(rel) {
+			gone = &fc.recs[i]
 			break
 		}
 	}
@@ -127,41 +145,44 @@ func fenceFile(claims []client.Claim, recs []client.LeaseRecord, rel, worktree, 
 			lost = fmt.Sprintf("Your claim on '%s' (epoch %d) lapsed or was released and ", gone.TaskID, gone.Epoch)
 			short += fmt.Sprintf("; your claim on '%s' (epoch %d) is gone", gone.TaskID, gone.Epoch)
 		}
-		return fenceVerdict{short: short, reason: fmt.Sprintf("%s%s is claimed by %s (task %s), not by you (%s). Ask them with `synapse send %s TEXT` or wait with `synapse wait %s`, then claim it: `synapse claim %s --paths %s`.",
-			lost, rel, o.Owner, o.TaskID, me, o.Owner, o.TaskID, suggestTask(rel), rel)}
+		return fenceVerdict{short: short, reason: fmt.Sprintf("%s%s is claimed by %s (task %s), not by you (%s). Ask them with `synapse send %s TEXT` or wait with `synapse wait %s`, then claim it: `synapse claim %s %s`.",
+			lost, rel, o.Owner, o.TaskID, me, o.Owner, o.TaskID, suggestTask(rel), claimFile)}
 	}
 	if len(mineShared) > 0 {
 		cl := mineShared[0]
 		return fenceVerdict{short: fmt.Sprintf("your claim on '%s' is shared (read only)", cl.TaskID),
 			reason: fmt.Sprintf("Your claim on '%s' (epoch %d) covering %s is shared: it lets you read, and others read beside you, but not write. "+
 				"Release it and claim the files exclusively (`synapse claim %s%s --name %s`, without --shared), then edit.",
-				cl.TaskID, cl.Epoch, rel, cl.TaskID, scopeFlags(cl.Paths, cl.Globs), me)}
+				cl.TaskID, cl.Epoch, rel, cl.TaskID, scopeFlags(cl.Paths, cl.Globs, cl.Files), me)}
 	}
 	if gone != nil {
 		return fenceVerdict{short: fmt.Sprintf("your claim on '%s' (epoch %d) is gone: expired or released", gone.TaskID, gone.Epoch),
 			reason: fmt.Sprintf("Your claim on '%s' (epoch %d) is gone: its lease expired or it was released. Someone may have changed %s since. "+
 				"Re-claim it (`synapse claim %s%s --name %s`), re-check your work against the current files, then retry; or, if you are done with it, drop the record with `synapse release %s --name %s`.",
-				gone.TaskID, gone.Epoch, rel, gone.TaskID, pathFlags(gone.Paths), me, gone.TaskID, me)}
+				gone.TaskID, gone.Epoch, rel, gone.TaskID, scopeFlags(gone.Paths, gone.Globs, gone.Files), me, gone.TaskID, me)}
 	}
-	if needClaim || strict {
+	if fc.needClaim || fc.strict {
 		return fenceVerdict{short: "no claim of yours covers it",
-			reason: fmt.Sprintf("You (%s) hold no claim covering %s. Claim it first: `synapse claim %s --paths %s --name %s` (or the claim tool of the synapse MCP server), then edit.",
-				me, rel, suggestTask(rel), rel, me)}
+			reason: fmt.Sprintf("You (%s) hold no claim covering %s. Claim it first: `synapse claim %s %s --name %s` (or the claim tool of the synapse MCP server), then edit.",
+				me, rel, suggestTask(rel), claimFile, me)}
 	}
 	return fenceVerdict{allowed: true}
 }
 
-// pathFlags is " --paths P" for each path (nothing for a whole-worktree
-// claim).
-// scopeFlags is the --paths and --glob flags that claim paths and globs.
-func scopeFlags(paths, globs []string) string {
+// scopeFlags is the --paths, --glob and --file flags that claim a scope
+// again (nothing for a whole-worktree claim).
+func scopeFlags(paths, globs, files []string) string {
 	s := pathFlags(paths)
 	for _, g := range globs {
 		s += " --glob " + shellJoin([]string{g})
 	}
+	for _, f := range files {
+		s += " --file " + shellJoin([]string{f})
+	}
 	return s
 }
 
+// pathFlags is " --paths P" for each path.
 func pathFlags(paths []string) string {
 	s := ""
 	for _, p := range paths {

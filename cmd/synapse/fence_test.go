@@ -223,7 +223,8 @@ func TestFenceFile_Rules_INV_EF_2(t *testing.T) {
 		{"a record for another agent fences nothing", []client.LeaseRecord{{Agent: "proj/carol", TaskID: "MINE", Epoch: 1, Paths: []string{"src"}}}, "src/a.go", false, false, true, "recorded no grant"},
 		{"another worktree's claim covers nothing here", nil, "x.go", false, false, true, ""},
 	} {
-		v := fenceFile(live, tc.recs, tc.file, "", root, me, tc.needClaim, tc.strict)
+		fc := fenceCheck{claims: live, recs: tc.recs, root: root, me: me, needClaim: tc.needClaim, strict: tc.strict}
+		v := fc.file(tc.file)
 		got := v.short
 		if v.allowed {
 			got = v.warn

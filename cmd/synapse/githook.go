@@ -214,7 +214,7 @@ func gitHookCheck(args []string, stdout, stderr io.Writer) int {
 	if len(files) == 0 {
 		return exitOK
 	}
-	st, err := liveClaims(&f)
+	st, _, err := liveClaims(&f)
 	if err != nil {
 		if *failOpen {
 			fmt.Fprintf(stderr, "synapse git-hook: cannot ask the hub at %s (%v); not checking claims (--fail-open).\n", f.uri, err)
@@ -232,9 +232,10 @@ func gitHookCheck(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "synapse git-hook: %v; checking without the recorded grants.\n", err)
 		}
 	}
+	fc := fenceCheck{claims: st.ActiveClaims, recs: recs, worktree: *worktree, root: root, me: f.name, strict: *strict}
 	var blocked, warned []string
 	for _, file := range files {
-		v := fenceFile(st.ActiveClaims, recs, file, *worktree, root, f.name, false, *strict)
+		v := fc.file(file)
 		switch {
 		case !v.allowed:
 			blocked = append(blocked, fmt.Sprintf("  %s: %s", file, v.short))

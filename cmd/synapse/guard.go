@@ -22,8 +22,10 @@ A Claude Code PreToolUse hook for Edit, Write and MultiEdit ('synapse init
 claude' installs it). It reads the hook's JSON on stdin, maps tool_input's
 file_path to a path relative to the repository root (git rev-parse
 --show-toplevel, else the hook's cwd) and asks the hub whether NAME holds a
-live claim covering it: a claim on "src" covers "src/x.go", a claim without
-paths covers the whole worktree.
+live claim covering it: a claim on "src" covers "src/x.go", a glob its
+matches ('src/**/*.go' covers "src/a/x.go", not "src/a/x.md"), a file
+itself, a claim without paths covers the whole worktree. The claim it
+suggests for an unclaimed file names that file alone (--file).
 
   held           exit 0, silently: the edit goes ahead
   superseded     NAME holds the claim, but under a newer epoch than the one
@@ -111,7 +113,7 @@ func guard(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "synapse guard: %v\n", err)
 		return exitUsage
 	}
-	st, err := liveClaims(&f)
+	st, takesFiles, err := liveClaims(&f)
 	if err != nil {
 		if *failOpen {
 			fmt.Fprintf(stderr, "synapse guard: cannot ask the hub at %s (%v); allowing the edit of %s (--fail-open). Start it with 'synapse hub'.\n", f.uri, err, rel)
@@ -126,7 +128,11 @@ func guard(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "synapse guard: %v; checking without the recorded grants.\n", err)
 		}
 	}
-	v := fenceFile(st.ActiveClaims, recs, rel, *worktree, root, f.name, true, *strict)
+	fc := fenceCheck{claims: st.ActiveClaims, recs: recs, worktree: *worktree, root: root, me: f.name, needClaim: true, strict: *strict}
+	if takesFiles {
+		fc.fileFlag = "--file" // the edited file is claimed alone, not as a folder
+	}
+	v := fc.file(rel)
 	switch {
 	case !v.allowed:
 		deny(stdout, v.reason)
@@ -167,18 +173,20 @@ func repoRelative(root, file string) (string, bool) {
 	return filepath.ToSlash(rel), true
 }
 
-// liveClaims reads the hub's claims under a throw-away name.
-func liveClaims(f *clientFlags) (*client.State, error) {
+// liveClaims reads the hub's claims under a throw-away name, and whether
+// the hub takes files (feature file_scopes).
+func liveClaims(f *clientFlags) (*client.State, bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
 	c, err := f.dial(ctx, queryName(f.name), false)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer c.Close()
 	cctx, ccancel := f.callCtx()
 	defer ccancel()
-	return c.State(cctx)
+	st, err := c.State(cctx)
+	return st, c.HasFeature("file_scopes"), err
 }
 
 // covering splits the claims covering rel into the agent's exclusive ones
@@ -187,9 +195,9 @@ func liveClaims(f *clientFlags) (*client.State, error) {
 // breaks a shared claim as surely as one beside another writer). A claim
 // applies to this checkout when its worktree is the guard's label or the
 // repository's absolute root (git-claim's form); it covers rel by the hub's
-// rule (client.Claim.Covers: no paths and no globs is the whole worktree, a
-// path covers itself and what is below it, a glob its matches and what is
-// below them).
+// rule (client.Claim.Covers, scopes as sets of files: no paths, globs or
+// files is the whole worktree, a path covers itself and what is below it, a
+// glob its matches, a file itself).
 func covering(claims []client.Claim, rel, worktree, root, me string) (mine, mineShared, others []client.Claim) {
 	for _, cl := range claims {
 		if cl.Worktree != worktree && cl.Worktree != root {

@@ -76,10 +76,10 @@ func TestGuard_AllowsClaimedDeniesUnclaimedAndOthers(t *testing.T) {
 		tool, file string
 		want       string // "" = allowed, else a substring of the reason
 	}{
-		{"Edit", filepath.Join(dir, "src/pkg/x.go"), ""},        // a claim on a folder covers its files
-		{"MultiEdit", filepath.Join(dir, "src/pkg/y/z.go"), ""}, // and deeper ones
-		{"Write", "src/pkg/new.go", ""},                         // relative to cwd, not yet existing
-		{"Edit", filepath.Join(dir, "src/pkgx.go"), "synapse claim edit-src-pkgx-go --paths src/pkgx.go"},
+		{"Edit", filepath.Join(dir, "src/pkg/x.go"), ""},                                                 // a claim on a folder covers its files
+		{"MultiEdit", filepath.Join(dir, "src/pkg/y/z.go"), ""},                                          // and deeper ones
+		{"Write", "src/pkg/new.go", ""},                                                                  // relative to cwd, not yet existing
+		{"Edit", filepath.Join(dir, "src/pkgx.go"), "synapse claim edit-src-pkgx-go --file src/pkgx.go"}, // the file alone,
 		{"Write", filepath.Join(dir, "docs/a.md"), "claimed by proj/codex-1 (task T2)"},
 		{"Edit", "/etc/hosts", ""}, // outside the repository: not guarded
 		{"Read", filepath.Join(dir, "docs/a.md"), ""},
@@ -147,11 +147,14 @@ func TestFenceFile_GlobsAndShared_INV_ME_2_INV_EF_2(t *testing.T) {
 		{TaskID: "R", Owner: "proj/other", Worktree: "/w", Paths: []string{"docs"}, Mode: "shared", Epoch: 6},
 		{TaskID: "L", Owner: me, Worktree: "/w", Paths: []string{"lib"}, Mode: "shared", Epoch: 7},
 		{TaskID: "P", Owner: me, Worktree: "/w", Paths: []string{"pkg"}, Epoch: 8},
+		{TaskID: "F", Owner: me, Worktree: "/w", Files: []string{"src/a/notes.txt"}, Epoch: 9},
+		{TaskID: "O", Owner: "proj/other", Worktree: "/w", Files: []string{"src/a/other.txt"}, Epoch: 10},
 	}
 	recs := []client.LeaseRecord{
 		{Agent: me, TaskID: "G", Worktree: "/w", Globs: []string{"src/**/*.go"}, Epoch: 5},
 		{Agent: me, TaskID: "L", Worktree: "/w", Paths: []string{"lib"}, Epoch: 7},
 		{Agent: me, TaskID: "P", Worktree: "/w", Paths: []string{"pkg"}, Epoch: 8},
+		{Agent: me, TaskID: "F", Worktree: "/w", Files: []string{"src/a/notes.txt"}, Epoch: 9},
 	}
 	for _, tc := range []struct {
 		rel   string
@@ -165,13 +168,31 @@ func TestFenceFile_GlobsAndShared_INV_ME_2_INV_EF_2(t *testing.T) {
 		{"docs/x.md", false, "claimed by proj/other"},
 		{"lib/y.go", false, "shared (read only)"},
 		{"pkg/z.go", true, ""},
+		{"src/a/notes.txt", true, ""}, // a file claim covers itself
+		{"src/a/notes.txt.bak", false, "no claim of yours covers it"},
+		{"src/a/other.txt", false, "claimed by proj/other"},
+		{"src/a/x.go/y.md", false, "no claim of yours covers it"}, // a glob covers its matches, not below them
 	} {
-		v := fenceFile(claims, recs, tc.rel, "/w", "/w", me, true, false)
+		fc := fenceCheck{claims: claims, recs: recs, worktree: "/w", root: "/w", me: me, needClaim: true}
+		v := fc.file(tc.rel)
 		if v.allowed != tc.allow || !strings.Contains(v.short, tc.short) {
 			t.Errorf("%s: allowed %v (%q), want %v (%q)", tc.rel, v.allowed, v.short, tc.allow, tc.short)
 		}
 	}
-	if !recs[0].Covers("src/x/y.go") || recs[0].Covers("src/x/y.md") {
+	if !recs[0].Covers("src/x/y.go") || recs[0].Covers("src/x/y.md") || recs[0].Covers("src/x/y.go/z.md") {
 		t.Error("a lease record's globs are not read by the hub's rule")
+	}
+	if !recs[3].Covers("src/a/notes.txt") || recs[3].Covers("src/a") {
+		t.Error("a lease record's files are not read by the hub's rule")
+	}
+	// The claim the guard suggests for an unclaimed file names it alone on
+	// a hub that takes files; a re-claim names the scope's files.
+	fc := fenceCheck{claims: claims, recs: recs, worktree: "/w", root: "/w", me: me, needClaim: true, fileFlag: "--file"}
+	if v := fc.file("src/a/b.md"); !strings.Contains(v.reason, "synapse claim edit-src-a-b-md --file src/a/b.md") {
+		t.Errorf("the suggested claim: %s", v.reason)
+	}
+	fc.recs = []client.LeaseRecord{{Agent: me, TaskID: "GONE", Worktree: "/w", Files: []string{"a.md"}, Globs: []string{"b/*.md"}, Epoch: 3}}
+	if v := fc.file("a.md"); !strings.Contains(v.reason, "synapse claim GONE --glob 'b/*.md' --file a.md") {
+		t.Errorf("the re-claim of a gone claim: %s", v.reason)
 	}
 }

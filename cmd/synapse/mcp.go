@@ -88,7 +88,7 @@ func runMCP(args []string, stdout, stderr io.Writer) int {
 	}
 	defer c.Close()
 	wd, _ := os.Getwd()
-	s := mcpserver.New(mcpserver.Options{Client: c, Profile: profile, Version: hub.Version, Logger: log, Ledger: ledgerFor(wd)})
+	s := mcpserver.New(mcpserver.Options{Client: c, Profile: profile, Version: hub.Version, Logger: log, Ledger: ledgerFor(wd), Checkout: projectRoot(wd)})
 	defer s.Close()
 	// stdout carries the protocol: nothing else may be written there.
 	// Every request read before stdin ends is answered before the exit.

@@ -132,7 +132,11 @@ func printClaims(w io.Writer, claims []client.Claim, now float64) {
 	fmt.Fprintf(w, "%-16s %-20s %6s %-14s %-14s %s\n", "TASK", "OWNER", "EPOCH", "STATUS", "EXPIRES", "PATHS")
 	for _, cl := range claims {
 		paths := "(whole worktree)"
-		if entries := append(append([]string(nil), cl.Paths...), cl.Globs...); len(entries) > 0 {
+		entries := append(append([]string(nil), cl.Paths...), cl.Globs...)
+		for _, f := range cl.Files {
+			entries = append(entries, f+" (file)") // a file covers itself alone, a path its subtree too
+		}
+		if len(entries) > 0 {
 			paths = strings.Join(entries, ",")
 		}
 		if cl.Shared() {

@@ -165,9 +165,11 @@
   function folderTree(claims) {
     const root = { dirs: new Map(), files: new Map(), whole: [] };
     for (const c of claims) {
-      const globs = c.globs || [];
-      if (c.paths.length === 0 && globs.length === 0) { root.whole.push(c); continue; }
-      for (const p of [...c.paths, ...globs]) { // a glob sits in the tree like a path
+      const globs = c.globs || [], files = c.files || [];
+      if (c.paths.length === 0 && globs.length === 0 && files.length === 0) { root.whole.push(c); continue; }
+      // A glob or a file sits in the tree like a path; a file is marked, for it covers itself alone.
+      const entries = [...c.paths.map((p) => [p, false]), ...globs.map((g) => [g, false]), ...files.map((f) => [f, true])];
+      for (const [p, file] of entries) {
         const parts = p.split("/").filter(Boolean);
         let node = root;
         for (const part of parts.slice(0, -1)) {
@@ -176,7 +178,7 @@
         }
         const leaf = parts[parts.length - 1] || p;
         if (!node.files.has(leaf)) node.files.set(leaf, []);
-        node.files.get(leaf).push(c);
+        node.files.get(leaf).push({ c, file });
       }
     }
     return h("ul", { class: "tree-root" }, nodeItems(root, "")); // plain nested lists: no ARIA tree, whose arrow keys we do not implement
@@ -190,8 +192,9 @@
       items.push(h("li", {}, h("span", { class: "dir" }, name + "/"), h("ul", {}, nodeItems(sub, prefix + name + "/"))));
     }
     for (const name of [...node.files.keys()].sort()) {
-      for (const c of node.files.get(name)) {
-        items.push(h("li", {}, h("span", { class: "path", title: prefix + name }, name), " ", claimLine(c)));
+      for (const { c, file } of node.files.get(name)) {
+        items.push(h("li", {}, h("span", { class: "path", title: prefix + name }, name),
+          file ? h("span", { class: "meta", title: "claimed as a file: this file alone" }, " (file)") : "", " ", claimLine(c)));
       }
     }
     return items;
