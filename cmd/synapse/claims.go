@@ -112,7 +112,7 @@ func refusedClaim(f *clientFlags, stdout, stderr io.Writer, cmd, task string, er
 	case ref.Code == "LEASE_LIVE":
 		fmt.Fprintf(stderr, "Wait for it with 'synapse wait %s', or ask %s with 'synapse send %s TEXT'.\n", task, ref.Holder, ref.Holder)
 	case ref.Code == "SCOPE_CONFLICT" && ref.ConflictMode != "":
-		fmt.Fprintf(stderr, "Narrow --paths or --glob (%s holds '%s' %s), wait with 'synapse wait %s', or ask %s with 'synapse send %s TEXT'.\n",
+		fmt.Fprintf(stderr, "Narrow --paths, --glob or --file (%s holds '%s' %s), wait with 'synapse wait %s', or ask %s with 'synapse send %s TEXT'.\n",
 			ref.Holder, ref.ConflictPattern, ref.ConflictMode, ref.ConflictTask, ref.Holder, ref.Holder)
 	case ref.Code == "SCOPE_CONFLICT" && ref.ConflictTask != "":
 		fmt.Fprintf(stderr, "Narrow --paths, wait with 'synapse wait %s', or ask %s with 'synapse send %s TEXT'.\n", ref.ConflictTask, ref.Holder, ref.Holder)

@@ -236,7 +236,7 @@ func TestClaim_GlobsAndSharedGolden(t *testing.T) {
 	}
 	code, _, errOut = runCmd("claim", "W1", "--paths", "src/x/y_test.go", "--uri", uri, "--name", "proj/bravo")
 	want = `synapse claim: Task 'W1' file scope conflicts with 'R1' held by proj/alpha (shared 'src/**/*_test.go').
-Narrow --paths or --glob (proj/alpha holds 'src/**/*_test.go' shared), wait with 'synapse wait R1', or ask proj/alpha with 'synapse send proj/alpha TEXT'.
+Narrow --paths, --glob or --file (proj/alpha holds 'src/**/*_test.go' shared), wait with 'synapse wait R1', or ask proj/alpha with 'synapse send proj/alpha TEXT'.
 `
 	if code != exitRefused || errOut != want {
 		t.Fatalf("exit %d\n--- got\n%s--- want\n%s", code, errOut, want)
