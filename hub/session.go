@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/synapse-hub/synapse/federation"
@@ -67,6 +68,10 @@ type session struct {
 	pace      bucket  // every frame (Config.FramesPerSocket)
 	heavyAt   float64 // when it last sent ahead of its answers (chargeFrame); reader only
 	inLane    bool    // the frame being handled holds the heavy lane; reader only
+	// waitingAt is the hub clock (float64 bits) of its latest frame
+	// handled outside the lane (noteWaiting): written by its reader, read
+	// by the heavy lane's holder (Hub.protecting).
+	waitingAt atomic.Uint64
 	pause     time.Duration
 	paced     bool
 
@@ -271,20 +276,27 @@ func (s *session) letGo() {
 }
 
 // enterLane waits for the hub's heavy lane (chargeFrame): the frames of
-// sockets that send ahead of their answers are handled one at a time.
+// sockets that send ahead of their answers are handled one at a time, the
+// sockets waiting for it served in turn.
 //
-// Past its burst the lane is paced hub-wide (Config.HeavyLanePerSecond):
-// its holder waits out its frame's share of a second before handling it,
-// so all floods together take at most that many frames a second of the
-// hub.
+// While the lane protects someone (Hub.protecting: another socket, which
+// waits for its answers, was served within protectFor), it is paced
+// hub-wide past its burst (Config.HeavyLanePerSecond): its holder waits
+// out its frame's share of a second before handling it, so all floods
+// together take at most that many frames a second beside a working agent.
+// Otherwise it is not paced and spends nothing: a script pipelining alone
+// runs at the hub's speed, and the burst is whole when an agent comes.
 func (s *session) enterLane() {
-	s.h.heavy <- struct{}{}
+	h := s.h
+	h.heavy <- struct{}{}
 	s.inLane = true
-	s.h.m.heavyLane.Inc()
-	if p := &s.h.heavyPace; p.rate > 0 {
-		if d := p.reserve(s.h.now()); d > 0 {
-			s.h.m.heavyLanePaced.Inc()
-			s.wait(time.Duration(d * float64(time.Second)))
+	h.m.heavyLane.Inc()
+	if p := &h.heavyPace; p.rate > 0 {
+		if now := h.now(); h.protecting(s, now) {
+			if d := p.reserve(now); d > 0 {
+				h.m.heavyLanePaced.Inc()
+				s.wait(time.Duration(d * float64(time.Second)))
+			}
 		}
 	}
 }
