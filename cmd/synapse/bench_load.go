@@ -21,7 +21,7 @@ import (
 	"github.com/synapse-hub/synapse/internal/hubproc"
 )
 
-const benchLoadUsage = `Usage: synapse bench load [--agents 1,8,32] [--idle N] [--fanout full|scoped] [--journal] [--duration 5s] [--hostile N [--hostile-kind K,…]] [--json]
+const benchLoadUsage = `Usage: synapse bench load [--agents 1,8,32] [--idle N] [--fanout full|scoped] [--journal] [--duration 5s] [--import N] [--hostile N [--hostile-kind K,…]] [--json]
 
 Measures a hub over real sockets, as users meet it. Without --uri it starts
 'synapse hub' as a child process on a free loopback port (memory only, or
@@ -37,11 +37,14 @@ hub CPU per operation is the figure to compare), the client's CPU µs per cycle
 and per chat, and the hub's resident memory. --json prints one object per
 agent count, one per line. A progress line goes to stderr.
 
+With --import N, the first agent then declares N tasks on the board, once
+waiting for each answer (a script through the SDK) and once pipelined (every
+declaration sent before any answer is read), and the time of each is printed.
+
 With --hostile N, the cycling phase is the quiet baseline (each agent at
---cycle-rate, 20 cycles/s unless given: the started hub keeps its default
-pacing of 100 frames/s per socket, which a throughput run turns off), and one more
-cycling phase follows per --hostile-kind, beside N sockets attacking the hub
-that way: malformed (garbage, deep nesting, 64 KiB garbage), oversized
+--cycle-rate, 20 cycles/s unless given: agents that think between claims),
+and one more cycling phase follows per --hostile-kind, beside N sockets
+attacking the hub that way: malformed (garbage, deep nesting, 64 KiB garbage), oversized
 (frames over the hub's limit), nested (100,000 open arrays), halfopen (TCP
 connections that never upgrade, and bound sockets that never read),
 slowreader (bound, reading a byte a second), bruteforce (wrong tokens, from
@@ -50,8 +53,9 @@ validflood (who_request, chat to self and heartbeats as fast as the hub
 takes them), or mix (all at once, the sockets shared). Each phase prints
 the good agents' claim p50/p99 against the quiet phase, the hub's RSS
 before, at its peak and after, how the hub ended the attackers' sockets and
-the hub counters (/metrics) that moved. A started hub gets a token when a
-kind needs one (bruteforce, mix).
+the hub counters (/metrics) that moved. A started hub keeps its default
+pacing (a throughput run turns the hard cap per socket off), and gets a
+token when a kind needs one (bruteforce, mix), which turns that cap on.
 
 Flags:
 `
@@ -66,7 +70,8 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	journalOn := fs.Bool("journal", false, "the started hub keeps a journal (synchronous=FULL for claims) in a temporary folder")
 	duration := fs.Duration("duration", 5*time.Second, "how long each cycling phase runs")
 	conflict := fs.Float64("conflict", 0, "share of claims aimed at one contended scope (0..1)")
-	cycleRate := fs.Float64("cycle-rate", 0, "most claim+release cycles per second per agent (agents that think between claims), 0 = as fast as the hub answers (with --hostile: 20, under the hub's default --frames-per-socket)")
+	cycleRate := fs.Float64("cycle-rate", 0, "most claim+release cycles per second per agent (agents that think between claims), 0 = as fast as the hub answers (with --hostile: 20)")
+	importTasks := fs.Int("import", 0, "after the cycling phases, the first agent declares this many board tasks, waiting for each answer and then pipelined")
 	uri := fs.String("uri", "", "measure the hub at this address instead of starting one (its CPU is read with --hub-pid)")
 	hubPID := fs.Int("hub-pid", 0, "with --uri: the hub's process id, to read its CPU and memory from /proc")
 	asJSON := fs.Bool("json", false, "one JSON object per agent count, one per line")
@@ -94,8 +99,9 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 		hubToken = "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	}
 	if *hostile > 0 && *cycleRate == 0 {
-		// The hub paces each socket (--frames-per-socket, 100/s): agents
-		// cycling faster would be measured against that, not the attack.
+		// Agents that think between claims, as a fleet's do: agents
+		// cycling as fast as the hub answers would measure the hub's
+		// throughput, not what the attack costs a waiting agent.
 		*cycleRate = hostileCycleRate
 	}
 	var counts []int
@@ -121,7 +127,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, n := range counts {
 		cfg := bench.LoadConfig{URI: *uri, HubPID: *hubPID, Agents: n, Idle: *idle, Scoped: *fanout == "scoped",
-			Duration: *duration, Conflict: *conflict, CycleRate: *cycleRate, Hostile: *hostile, HostileKinds: kinds, Token: hubToken, Progress: func(s string) { fmt.Fprintf(stderr, "\r  %-60s", s) }}
+			Duration: *duration, Conflict: *conflict, CycleRate: *cycleRate, Import: *importTasks, Hostile: *hostile, HostileKinds: kinds, Token: hubToken, Progress: func(s string) { fmt.Fprintf(stderr, "\r  %-60s", s) }}
 		cfg.Attackers = attackProcess(cfg.URI, hubToken, *hostile)
 		stop := func() {}
 		if *uri == "" {
@@ -155,6 +161,10 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "    hub %.2f cores, agents %.2f cores, attackers %.2f cores; hub RSS %d → peak %d → %d KiB; sockets ended %v; hub counters %v\n",
 				h.HubCores, h.ClientCores, h.AttackerCores, h.RSSBeforeKB, h.RSSPeakKB, h.RSSAfterKB, h.Ends, h.Hub)
 		}
+		if im := res.Import; im != nil {
+			fmt.Fprintf(stdout, "  board import of %d tasks: %.2fs waiting for each answer (%.0f/s), %.2fs pipelined (%.0f/s)\n",
+				im.Tasks, im.SequentialSeconds, float64(im.Tasks)/im.SequentialSeconds, im.PipelinedSeconds, float64(im.Tasks)/im.PipelinedSeconds)
+		}
 		fmt.Fprintf(stdout, "  hub CPU %.0f µs/cycle, %.0f µs/chat (chat p50 %.0f µs); client CPU %.0f µs/cycle, %.0f µs/chat; hub RSS %d KiB\n",
 			res.HubCPUPerCycle, res.HubCPUPerChat, res.Chat.P50, res.ClientCPUPerCycle, res.ClientCPUPerChat, res.HubRSSKB)
 	}
@@ -163,7 +173,8 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 
 // hostileCycleRate is each agent's cycles per second beside hostile
 // sockets, unless --cycle-rate says otherwise: 40 frames a second, under
-// the hub's default pace of 100 per socket.
+// the hard cap per socket (--frames-per-socket 100) a hub off loopback
+// keeps.
 const hostileCycleRate = 20
 
 // hubChild is a hub started as a child process by a benchmark.
