@@ -50,7 +50,10 @@ connections that never upgrade, and bound sockets that never read),
 slowreader (bound, reading a byte a second), bruteforce (wrong tokens, from
 127.0.0.2), takeover (eight sockets per name taking it over in turn),
 validflood (who_request, chat to self and heartbeats as fast as the hub
-takes them), or mix (all at once, the sockets shared). Each phase prints
+takes them), or mix (all at once, the sockets shared); or bound, which
+attacks nothing (bound sockets that read everything and send nothing: what
+a fleet that much larger costs, which the attacks by bound sockets pay
+besides their own). Each phase prints
 the good agents' claim p50/p99 against the quiet phase, the hub's RSS
 before, at its peak and after, how the hub ended the attackers' sockets and
 the hub counters (/metrics) that moved. A started hub keeps its default
@@ -76,7 +79,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	hubPID := fs.Int("hub-pid", 0, "with --uri: the hub's process id, to read its CPU and memory from /proc")
 	asJSON := fs.Bool("json", false, "one JSON object per agent count, one per line")
 	hostile := fs.Int("hostile", 0, "hostile sockets: after the quiet cycling phase, one phase per --hostile-kind beside this many attackers")
-	hostileKind := fs.String("hostile-kind", "malformed", "attacks, comma-separated, one phase each: "+strings.Join(bench.HostileKinds, ", ")+", or mix (all at once)")
+	hostileKind := fs.String("hostile-kind", "malformed", "attacks, comma-separated, one phase each: "+strings.Join(bench.HostileKinds, ", ")+", or mix (all at once); or "+strings.Join(bench.BaselineKinds, ", ")+" (no attack: the fan-out to as many more bound sockets)")
 	token := fs.String("token", "", "with --uri: the hub's connect token, sent by every agent")
 	floor := fs.Bool("floor", false, "first measure a bare WebSocket echo server (a child process) with the same client: no hub can cost less CPU per round trip on this machine, and a cycle is two")
 	if err := fs.Parse(args); err != nil {
