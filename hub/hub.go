@@ -232,19 +232,20 @@ type Hub struct {
 	epoch   string // config_epoch: an opaque fingerprint of the posture
 
 	closing atomic.Bool
-	// heavy is the lane the frames of sockets that send ahead of their
-	// answers are handled in, one at a time (session.enterLane);
+	// lane is where the frames of sockets that send ahead of their
+	// answers are handled, one at a time (lane.go, session.enterLane);
 	// heavyPace, touched only by the lane's holder, paces it hub-wide.
-	heavy     chan struct{}
+	lane      heavyLane
 	heavyPace bucket
 	// lastWaiting and prevWaiting are the two sockets last served outside
 	// the lane (session.noteWaiting), the latest first: the lane is paced
 	// while they work (Hub.protecting).
 	lastWaiting, prevWaiting atomic.Pointer[session]
-	conns                    sync.WaitGroup // live socket handlers
-	submits                  sync.WaitGroup // in-flight Submits, so Close lets them finish
-	subMu                    sync.Mutex     // orders submits.Add against Close's Wait
-	nextID                   atomic.Int64
+
+	conns   sync.WaitGroup // live socket handlers
+	submits sync.WaitGroup // in-flight Submits, so Close lets them finish
+	subMu   sync.Mutex     // orders submits.Add against Close's Wait
+	nextID  atomic.Int64
 
 	activeClaims atomic.Int64 // published from OnCommit for /health and /metrics
 
@@ -380,7 +381,6 @@ func New(cfg Config) (*Hub, error) {
 		cfg.RecentRefusals = DefaultRecentRefusals
 	}
 	h := &Hub{
-		heavy:    make(chan struct{}, 1),
 		cfg:      cfg,
 		log:      cfg.Logger.With("hub_id", cfg.HubID),
 		state:    cfg.State,

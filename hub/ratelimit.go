@@ -77,10 +77,10 @@ const DefaultAuthFailuresPerMinute = 10
 //   - A socket that sends ahead of its answers (its next frames were read
 //     in with the last: a flood, a pipelining import) is heavy for
 //     heavyFor, and heavy frames are handled in one lane, one at a time,
-//     the sockets waiting for it served in turn (a channel's queue is
-//     first in, first out: round robin, one frame each). However many
-//     sockets flood, one of them at a time contends with the agents for
-//     the registry lock and the processors.
+//     in start-time fair order (lane.go): the sockets that keep it busy in
+//     turn, one frame each, and one that comes to it rarely next. However
+//     many sockets flood, one of them at a time contends with the agents
+//     for the registry lock and the processors.
 //   - The lane is paced hub-wide (DefaultHeavyLanePerSecond past
 //     DefaultHeavyLaneBurst) only while it protects someone: while a frame
 //     of another socket that waits for its answers was handled within the

@@ -65,9 +65,10 @@ type session struct {
 	// bucket, the pause owed before the next read, and whether the
 	// pacing was logged (once per socket).
 	malformed bucket
-	pace      bucket  // every frame (Config.FramesPerSocket)
-	heavyAt   float64 // when it last sent ahead of its answers (chargeFrame); reader only
-	inLane    bool    // the frame being handled holds the heavy lane; reader only
+	pace      bucket   // every frame (Config.FramesPerSocket)
+	heavyAt   float64  // when it last sent ahead of its answers (chargeFrame); reader only
+	inLane    bool     // the frame being handled holds the heavy lane; reader only
+	lane      laneTurn // its place in the heavy lane (lane.go; heavyLane.mu)
 	// waitingAt is the hub clock (float64 bits) of its latest frame
 	// handled outside the lane (noteWaiting): written by its reader, read
 	// by the heavy lane's holder (Hub.protecting).
@@ -277,7 +278,7 @@ func (s *session) letGo() {
 
 // enterLane waits for the hub's heavy lane (chargeFrame): the frames of
 // sockets that send ahead of their answers are handled one at a time, the
-// sockets waiting for it served in turn.
+// sockets waiting for it served in start-time fair order (lane.go).
 //
 // While the lane protects someone (Hub.protecting: another socket, which
 // waits for its answers, was served within protectFor), it is paced
@@ -288,7 +289,7 @@ func (s *session) letGo() {
 // runs at the hub's speed, and the burst is whole when an agent comes.
 func (s *session) enterLane() {
 	h := s.h
-	h.heavy <- struct{}{}
+	h.lane.enter(s)
 	s.inLane = true
 	h.m.heavyLane.Inc()
 	if p := &h.heavyPace; p.rate > 0 {
@@ -306,7 +307,7 @@ func (s *session) enterLane() {
 func (s *session) leaveLane() {
 	if s.inLane {
 		s.inLane = false
-		<-s.h.heavy
+		s.h.lane.leave()
 	}
 }
 
