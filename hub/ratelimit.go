@@ -88,14 +88,15 @@ const DefaultAuthFailuresPerMinute = 10
 //     beside them, run at the hub's speed; beside a working agent, all
 //     floods together get that many frames a second.
 //
-// Why a rate while someone waits, not the lane's whole idle time: the
-// hub cannot see a waiting agent's frame until Go's netpoller hands it a
-// goroutine, which happens when a processor is idle (or every 10 ms).
-// A lane kept busy keeps a processor busy; measured on two cores, serving
-// the flood at 4,000 frames a second doubled a good agent's claim p50
-// against 2,000, and an unpaced lane trebled it (docs/benchmarks.md).
-// Priority for the agents therefore needs the lane to leave the hub idle
-// part of the time while they work; when nobody does, it need not.
+// Why a rate while someone waits, not all the time the agents leave idle:
+// the hub cannot see a waiting agent's frame until Go's netpoller hands it
+// a goroutine, which happens when a processor is idle (or every 10 ms),
+// and the agents share the machine's cores with the hub. A lane kept busy
+// keeps a processor busy: on two cores, under 200 flooding sockets, a good
+// agent's claim p50 was 5–7 ms with the lane at 250–2,000 frames a second,
+// 9 ms at 4,000 and 11 ms unpaced (docs/benchmarks.md). Priority for the
+// agents therefore needs the lane to leave the hub idle part of the time
+// while they work; when nobody does, it need not.
 //
 // The hard cap per socket (Config.FramesPerSocket, off in the zero
 // Config) remains for operators who want every socket bounded, whatever
