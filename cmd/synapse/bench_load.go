@@ -81,6 +81,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	hostile := fs.Int("hostile", 0, "hostile sockets: after the quiet cycling phase, one phase per --hostile-kind beside this many attackers")
 	hostileKind := fs.String("hostile-kind", "malformed", "attacks, comma-separated, one phase each: "+strings.Join(bench.HostileKinds, ", ")+", or mix (all at once); or "+strings.Join(bench.BaselineKinds, ", ")+" (no attack: the fan-out to as many more bound sockets)")
 	token := fs.String("token", "", "with --uri: the hub's connect token, sent by every agent")
+	attackersNice := fs.Int("attackers-nice", 0, "with --hostile: run the attackers' process at this nice value (Linux nice, 1..19): 19 leaves them only the CPU the hub and the agents do not use, as attackers on another machine would; 0 = they compete for the cores as the hub does")
 	floor := fs.Bool("floor", false, "first measure a bare WebSocket echo server (a child process) with the same client: no hub can cost less CPU per round trip on this machine, and a cycle is two")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -131,7 +132,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	for _, n := range counts {
 		cfg := bench.LoadConfig{URI: *uri, HubPID: *hubPID, Agents: n, Idle: *idle, Scoped: *fanout == "scoped",
 			Duration: *duration, Conflict: *conflict, CycleRate: *cycleRate, Import: *importTasks, Hostile: *hostile, HostileKinds: kinds, Token: hubToken, Progress: func(s string) { fmt.Fprintf(stderr, "\r  %-60s", s) }}
-		cfg.Attackers = attackProcess(cfg.URI, hubToken, *hostile)
+		cfg.Attackers = attackProcess(cfg.URI, hubToken, *hostile, *attackersNice)
 		stop := func() {}
 		if *uri == "" {
 			h, err := startHubChild(n+*idle+2**hostile, hubToken, *hostile > 0, *journalOn)
@@ -140,7 +141,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 				return 1
 			}
 			cfg.URI, cfg.HubPID, stop = h.uri, h.pid, h.stop
-			cfg.Attackers = attackProcess(h.uri, hubToken, *hostile)
+			cfg.Attackers = attackProcess(h.uri, hubToken, *hostile, *attackersNice)
 		}
 		fmt.Fprintf(stderr, "bench load: %d agents (+%d idle), %s fan-out, journal %v\n", n, *idle, *fanout, *journalOn)
 		res, err := bench.RunLoad(context.Background(), cfg)
@@ -259,16 +260,24 @@ func startHubChild(sockets int, token string, paced, journalOn bool, extra ...st
 
 // attackProcess starts a hostile phase's attackers as a child process
 // ('synapse bench attack'), so that they do not share a Go scheduler with
-// the good agents measured beside them; its stop interrupts the child and
-// reads what it did from its stdout.
-func attackProcess(uri, token string, n int) func(kinds []string, maxMsg int) (func() (bench.AttackStats, error), error) {
+// the good agents measured beside them, at nice value nice when it is not
+// 0 (through nice(1), so that every thread of the child has it); its stop
+// interrupts the child and reads what it did from its stdout.
+//
+// On one machine the attackers' own CPU is part of what the agents meet:
+// 200 sockets flooding valid frames spend more than a core writing into
+// their kernel send buffers, whatever the hub reads (docs/benchmarks.md,
+// "Hostile clients"). A nice of 19 leaves them the cores the hub and the
+// agents do not use, which separates what the hub can isolate from what
+// sharing the machine with the attacker costs.
+func attackProcess(uri, token string, n, nice int) func(kinds []string, maxMsg int) (func() (bench.AttackStats, error), error) {
 	return func(kinds []string, maxMsg int) (func() (bench.AttackStats, error), error) {
 		self, err := os.Executable()
 		if err != nil {
 			return nil, err
 		}
-		cmd := exec.Command(self, "bench", "attack", "--uri", uri, "--kinds", strings.Join(kinds, ","),
-			"--sockets", strconv.Itoa(n), "--max-msg-bytes", strconv.Itoa(maxMsg))
+		args := attackCommand(self, uri, kinds, n, maxMsg, nice)
+		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Env = append(os.Environ(), "SYNAPSE_TOKEN="+token)
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, os.Stderr
@@ -288,6 +297,17 @@ func attackProcess(uri, token string, n int) func(kinds []string, maxMsg int) (f
 			return st, nil
 		}, nil
 	}
+}
+
+// attackCommand is the attackers' command line: 'synapse bench attack',
+// under nice(1) when nice is not 0.
+func attackCommand(self, uri string, kinds []string, n, maxMsg, nice int) []string {
+	args := []string{self, "bench", "attack", "--uri", uri, "--kinds", strings.Join(kinds, ","),
+		"--sockets", strconv.Itoa(n), "--max-msg-bytes", strconv.Itoa(maxMsg)}
+	if nice != 0 {
+		args = append([]string{"nice", "-n", strconv.Itoa(nice)}, args...)
+	}
+	return args
 }
 
 // runAttack is 'synapse bench attack' (bench load --hostile's child): the

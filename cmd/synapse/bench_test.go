@@ -35,3 +35,16 @@ func TestBench_BadArgumentsExitTwo(t *testing.T) {
 		}
 	}
 }
+
+// --attackers-nice runs the attackers' process under nice(1), so that all
+// its threads have that nice value; 0 runs it as it is.
+func TestBenchLoad_AttackersNiceRunsThemUnderNice(t *testing.T) {
+	plain := attackCommand("/bin/synapse", "ws://h", []string{"validflood"}, 200, 1024, 0)
+	if plain[0] != "/bin/synapse" || strings.Join(plain[1:3], " ") != "bench attack" {
+		t.Fatalf("without a nice value: %q", plain)
+	}
+	niced := attackCommand("/bin/synapse", "ws://h", []string{"validflood", "bound"}, 200, 1024, 19)
+	if strings.Join(niced[:4], " ") != "nice -n 19 /bin/synapse" || !strings.Contains(strings.Join(niced, " "), "--kinds validflood,bound --sockets 200") {
+		t.Fatalf("with nice 19: %q", niced)
+	}
+}
