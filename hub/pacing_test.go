@@ -155,11 +155,16 @@ func TestPacing_OwnFramesNeitherPaceNorHideAnAgent(t *testing.T) {
 		t.Fatal("a socket's own earlier frame paced its lane")
 	}
 	agent.noteWaiting(now)
-	s.noteWaiting(now) // the script's frame after the agent's
+	then := now
+	now += 2 * noteEvery // past the grain of the notes
+	s.noteWaiting(now)   // the script's frame after the agent's
+	if w := th.h.lastWaiting.Load(); w != s {
+		t.Fatal("the script's frame after the agent's was not noted")
+	}
 	if !th.h.protecting(s, now) {
 		t.Fatal("the script's own frame hid the agent served before it")
 	}
-	if th.h.protecting(s, now+protectFor) {
+	if th.h.protecting(s, then+protectFor) {
 		t.Fatal("the lane still protects an agent that rested protectFor")
 	}
 }

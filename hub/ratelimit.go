@@ -414,12 +414,21 @@ func (s *session) chargeFrame() (heavy bool) {
 	return false
 }
 
+// noteEvery is, in seconds, how often at most a socket's frames handled
+// outside the lane are noted (noteWaiting): the grain of protectFor.
+const noteEvery = 0.05
+
 // noteWaiting records that a frame of this socket, which waits for its
 // answers, is being handled now: the heavy lane is paced for protectFor
 // after it (Hub.protecting). On the hot path of every such frame it costs
-// an atomic store to the socket's own field and an atomic load of the
-// hub's; the hub's two are written only when another socket was the last.
+// a comparison; once per noteEvery, an atomic store to the socket's own
+// field and an atomic load of the hub's (two stores more when another
+// socket was the last).
 func (s *session) noteWaiting(now float64) {
+	if now-s.notedAt < noteEvery && now >= s.notedAt {
+		return
+	}
+	s.notedAt = now
 	s.waitingAt.Store(math.Float64bits(now))
 	h := s.h
 	if last := h.lastWaiting.Load(); last != s {

@@ -70,9 +70,11 @@ type session struct {
 	inLane    bool     // the frame being handled holds the heavy lane; reader only
 	lane      laneTurn // its place in the heavy lane (lane.go; heavyLane.mu)
 	// waitingAt is the hub clock (float64 bits) of its latest frame
-	// handled outside the lane (noteWaiting): written by its reader, read
-	// by the heavy lane's holder (Hub.protecting).
+	// handled outside the lane, noted at most every noteEvery (notedAt,
+	// reader only): written by its reader, read by the heavy lane's holder
+	// (noteWaiting, Hub.protecting).
 	waitingAt atomic.Uint64
+	notedAt   float64
 	pause     time.Duration
 	paced     bool
 
