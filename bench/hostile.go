@@ -572,6 +572,7 @@ var hostileCounters = []string{
 	"synapse_rate_limited_total", "synapse_malformed_paced_total", `synapse_messages_total{type="malformed"}`,
 	`synapse_messages_total{type="who_request"}`, `synapse_messages_total{type="heartbeat"}`,
 	"synapse_takeovers_total", "synapse_takeover_quarantines_total", "synapse_upgrades_paced_total", "synapse_frames_paced_total",
+	"synapse_heavy_lane_frames_total", "synapse_heavy_lane_paced_total",
 }
 
 // hubCounters reads hostileCounters from the hub's /metrics (nil if it
