@@ -93,8 +93,9 @@ const DefaultAuthFailuresPerMinute = 10
 // a goroutine, which happens when a processor is idle (or every 10 ms),
 // and the agents share the machine's cores with the hub. A lane kept busy
 // keeps a processor busy: on two cores, under 200 flooding sockets, a good
-// agent's claim p50 was 5–7 ms with the lane at 250–2,000 frames a second,
-// 9 ms at 4,000 and 11 ms unpaced (docs/benchmarks.md). Priority for the
+// agent's claim p50 was 4.4× quiet with the lane at 500 frames a second,
+// 5.4× at 2,000, 10× at 8,000 and unpaced, against 3.7× for 200 bound
+// sockets sending nothing (docs/benchmarks.md). Priority for the
 // agents therefore needs the lane to leave the hub idle part of the time
 // while they work; when nobody does, it need not.
 //
