@@ -486,12 +486,7 @@ func TestHostile_SocketsSendingAheadShareTheHeavyLane(t *testing.T) {
 		t.Fatalf("%v frames of a request-response agent went to the heavy lane", n)
 	}
 	flood := th.join("p/flood")
-	th.h.mu.Lock() // the flooder's reader stops at its first frame; the rest pile up
-	for range 20 {
-		flood.send(map[string]any{"sender": "p/flood", "type": "who_request", "target": "System"})
-	}
-	time.Sleep(50 * time.Millisecond) // loopback: written is received; this only lets the reader reach the lock
-	th.h.mu.Unlock()
+	pileUp(th, flood, whoRequests("p/flood", 20))
 	for range 20 {
 		flood.expect("who_snapshot")
 	}
@@ -516,26 +511,9 @@ func TestHostile_TheHeavyLaneIsPacedHubWide(t *testing.T) {
 	th := startHub(t, Config{HeavyLanePerSecond: 0.001, HeavyLaneBurst: 2, Clock: clk.now})
 	good := th.join("p/good")
 	flood := th.join("p/flood")
-	th.h.mu.Lock() // the flooder's frames pile up behind its first
-	for range 10 {
-		flood.send(map[string]any{"sender": "p/flood", "type": "who_request", "target": "System"})
-	}
-	time.Sleep(50 * time.Millisecond)
-	th.h.mu.Unlock()
-	answered := 0
-	for wait := time.After(300 * time.Millisecond); ; {
-		select {
-		case m := <-flood.frames:
-			if m["type"] == "who_snapshot" {
-				answered++
-			}
-			continue
-		case <-wait:
-		}
-		break
-	}
+	pileUp(th, flood, whoRequests("p/flood", 10))
 	// The lane's burst of two, and the first frame if it was read alone.
-	if answered < 2 || answered > 3 {
+	if answered := flood.countWithin("who_snapshot", 300*time.Millisecond); answered < 2 || answered > 3 {
 		t.Fatalf("the flood got %d answers, want the lane's burst (2) and at most its first frame", answered)
 	}
 	if n := counterValue(t, th.h.m.heavyLanePaced); n != 1 {

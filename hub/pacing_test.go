@@ -30,6 +30,32 @@ func pileUp(th *testHub, c *tconn, frames []map[string]any) {
 	th.h.mu.Unlock()
 }
 
+// whoRequests are n who_request frames from sender: cheap to send, each
+// answered with a who_snapshot.
+func whoRequests(sender string, n int) []map[string]any {
+	fs := make([]map[string]any, n)
+	for i := range fs {
+		fs[i] = map[string]any{"sender": sender, "type": "who_request", "target": "System"}
+	}
+	return fs
+}
+
+// countWithin counts the frames of type typ that arrive within d (used
+// only to check that no more than some arrive, never for ordering).
+func (tc *tconn) countWithin(typ string, d time.Duration) int {
+	n := 0
+	for wait := time.After(d); ; {
+		select {
+		case m := <-tc.frames:
+			if m["type"] == typ {
+				n++
+			}
+		case <-wait:
+			return n
+		}
+	}
+}
+
 // A lone client doing claim → grant → release → grant back to back, each
 // request after its answer, is never paced and never enters the heavy
 // lane: on an idle hub it runs at the hub's speed.
@@ -88,18 +114,11 @@ func TestPacing_TheLaneIsPacedOnlyWhileAnAgentWorks(t *testing.T) {
 	th := startHub(t, strictLane(clk))
 	flood := th.join("p/flood")
 	good := th.join("p/good")
-	who := func(k int) []map[string]any {
-		fs := make([]map[string]any, k)
-		for i := range fs {
-			fs[i] = map[string]any{"sender": "p/flood", "type": "who_request", "target": "System"}
-		}
-		return fs
-	}
 
 	// The agent's last frame (its registration) is older than protectFor:
 	// nobody to protect, so the flood is answered in full.
 	clk.advance(protectFor + 1)
-	pileUp(th, flood, who(10))
+	pileUp(th, flood, whoRequests("p/flood", 10))
 	for range 10 {
 		flood.expect("who_snapshot")
 	}
@@ -115,21 +134,9 @@ func TestPacing_TheLaneIsPacedOnlyWhileAnAgentWorks(t *testing.T) {
 	if c := counterValue(t, th.h.m.heavyLane); c != lane {
 		t.Fatal("the waiting agent's claim went through the heavy lane")
 	}
-	pileUp(th, flood, who(10))
-	answered := 0
-	for wait := time.After(300 * time.Millisecond); ; {
-		select {
-		case m := <-flood.frames:
-			if m["type"] == "who_snapshot" {
-				answered++
-			}
-			continue
-		case <-wait:
-		}
-		break
-	}
+	pileUp(th, flood, whoRequests("p/flood", 10))
 	// The lane's burst of one, and the first frame if it was read alone.
-	if answered < 1 || answered > 2 {
+	if answered := flood.countWithin("who_snapshot", 300*time.Millisecond); answered < 1 || answered > 2 {
 		t.Fatalf("the flood got %d answers beside a working agent, want the lane's burst (1) and at most its first frame", answered)
 	}
 	if c := counterValue(t, th.h.m.heavyLanePaced); c != 1 {
