@@ -118,8 +118,10 @@ const (
 const heavyFor = 1.0
 
 // protectFor is how long, in seconds, after a frame of a socket that waits
-// for its answers the heavy lane is paced: about the time an agent working
-// through a task takes between two requests.
+// for its answers the heavy lane is paced. An agent at work sends its next
+// request within it (a release after its grant, the next claim); one that
+// thinks longer meets, with its first request after that, a lane that
+// paced nobody meanwhile, and the pace engages behind that request.
 const protectFor = 1.0
 
 // Sockets closed for cause are charged to their remote host: past a burst
