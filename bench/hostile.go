@@ -39,19 +39,28 @@ import (
 // HostileKinds are the attacks, in the order a mix runs them.
 var HostileKinds = []string{"malformed", "oversized", "nested", "halfopen", "slowreader", "bruteforce", "takeover", "validflood"}
 
-// ParseHostileKinds reads --hostile-kind: a comma list of HostileKinds, or
-// "mix" (every kind at once, the sockets shared among them). Each element
-// of the result is one phase: a phase of "mix" is every kind.
+// BaselineKinds are phases that attack nothing, to read the attacks
+// against: bound sockets bind a name and read every frame the hub sends
+// them, sending nothing more. Every grant is broadcast to them as to any
+// agent, so they cost the agents what a fleet that much larger would; the
+// attacks by bound sockets (halfopen, slowreader, validflood) pay that
+// fan-out besides their own. Not part of mix.
+var BaselineKinds = []string{"bound"}
+
+// ParseHostileKinds reads --hostile-kind: a comma list of HostileKinds or
+// BaselineKinds, or "mix" (every hostile kind at once, the sockets shared
+// among them). Each element of the result is one phase: a phase of "mix"
+// is every hostile kind.
 func ParseHostileKinds(s string) ([][]string, error) {
 	var phases [][]string
 	for _, k := range strings.Split(s, ",") {
 		switch k = strings.TrimSpace(k); {
 		case k == "mix":
 			phases = append(phases, HostileKinds)
-		case slices.Contains(HostileKinds, k):
+		case slices.Contains(HostileKinds, k), slices.Contains(BaselineKinds, k):
 			phases = append(phases, []string{k})
 		default:
-			return nil, fmt.Errorf("bench: unknown hostile kind %q (want %s or mix)", k, strings.Join(HostileKinds, ", "))
+			return nil, fmt.Errorf("bench: unknown hostile kind %q (want %s, mix or %s)", k, strings.Join(HostileKinds, ", "), strings.Join(BaselineKinds, ", "))
 		}
 	}
 	return phases, nil
@@ -333,6 +342,8 @@ func (a *attack) run(ctx context.Context, kind string, i, names int) {
 			again = a.takeover(ctx, fmt.Sprintf("storm/s%d", i%names))
 		case "validflood":
 			again = a.validFlood(ctx, i)
+		case "bound":
+			again = a.bound(ctx, i)
 		}
 		if !again {
 			<-ctx.Done()
@@ -524,6 +535,22 @@ func (a *attack) validFlood(ctx context.Context, i int) bool {
 	return false
 }
 
+// bound binds a name and reads every frame the hub sends it, sending
+// nothing more (BaselineKinds).
+func (a *attack) bound(ctx context.Context, i int) bool {
+	c, err := a.dial(ctx, "bound", true)
+	if err != nil {
+		return pause(ctx, 10*time.Millisecond)
+	}
+	defer a.untrack(c.nc)
+	if c.sendText(a.register(fmt.Sprintf("hostile/bound%d", i), "")) == nil {
+		a.sent.Add(1)
+	}
+	<-c.done
+	a.ended(ctx, endOf(c))
+	return false
+}
+
 // register is a registration heartbeat for name, with token (the hub's,
 // unless one is given).
 func (a *attack) register(name, token string) []byte {
@@ -545,6 +572,7 @@ var hostileCounters = []string{
 	"synapse_rate_limited_total", "synapse_malformed_paced_total", `synapse_messages_total{type="malformed"}`,
 	`synapse_messages_total{type="who_request"}`, `synapse_messages_total{type="heartbeat"}`,
 	"synapse_takeovers_total", "synapse_takeover_quarantines_total", "synapse_upgrades_paced_total", "synapse_frames_paced_total",
+	"synapse_heavy_lane_frames_total", "synapse_heavy_lane_paced_total",
 }
 
 // hubCounters reads hostileCounters from the hub's /metrics (nil if it

@@ -12,12 +12,13 @@ import (
 // --hostile: a quiet phase, then each kind's phase beside its sockets; the
 // good agent's cycles complete in every phase, each phase reports its
 // ratio to the quiet one, and what the hub did (here: pacing past a burst
-// of 2, closing oversized frames 1009, refusing wrong tokens 4010).
+// of 2, closing oversized frames 1009, refusing wrong tokens 4010); the
+// bound baseline sends its registrations and nothing more.
 func TestRunLoad_HostilePhasesRunBesideTheAgents(t *testing.T) {
 	uri := hubtest.Start(t, hub.Config{MalformedBurst: 2, Token: "s3cret"})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	kinds, err := ParseHostileKinds("malformed,oversized,bruteforce,takeover,validflood")
+	kinds, err := ParseHostileKinds("malformed,oversized,bruteforce,takeover,validflood,bound")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,8 +26,8 @@ func TestRunLoad_HostilePhasesRunBesideTheAgents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Cycles == 0 || len(res.Hostile) != 5 {
-		t.Fatalf("quiet cycles %d, %d hostile phases: want cycles and five phases", res.Cycles, len(res.Hostile))
+	if res.Cycles == 0 || len(res.Hostile) != 6 {
+		t.Fatalf("quiet cycles %d, %d hostile phases: want cycles and six phases", res.Cycles, len(res.Hostile))
 	}
 	for _, h := range res.Hostile {
 		if h.Cycles == 0 || h.Sockets != 3 || h.Sent == 0 || h.P99Ratio == 0 {
@@ -42,12 +43,18 @@ func TestRunLoad_HostilePhasesRunBesideTheAgents(t *testing.T) {
 	if b := res.Hostile[2]; b.Ends["4010"] == 0 || b.Hub["synapse_auth_failures_total"] == 0 {
 		t.Fatalf("bruteforce phase: ends %v, hub %v: want 4010 and failures counted", b.Ends, b.Hub)
 	}
+	if b := res.Hostile[5]; b.Sent != 3 || b.Dials != 3 {
+		t.Fatalf("bound phase: %d sent on %d sockets, want each socket's registration only", b.Sent, b.Dials)
+	}
 }
 
 func TestParseHostileKinds(t *testing.T) {
 	p, err := ParseHostileKinds("mix, slowreader")
 	if err != nil || len(p) != 2 || len(p[0]) != len(HostileKinds) || p[1][0] != "slowreader" {
 		t.Fatalf("%v %v", p, err)
+	}
+	if b, err := ParseHostileKinds("bound"); err != nil || len(b) != 1 || b[0][0] != "bound" {
+		t.Fatalf("the bound baseline: %v %v", b, err)
 	}
 	if _, err := ParseHostileKinds("garbage"); err == nil {
 		t.Fatal("an unknown kind was accepted")

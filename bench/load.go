@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -61,6 +62,10 @@ type LoadConfig struct {
 	// run at one Rate get the same offered load. 0 = each agent claims
 	// again as soon as its release is granted (saturation).
 	Rate float64
+	// Import, if positive, adds a board import after the cycling phases
+	// (boardImport): the first agent declares this many tasks on the
+	// board, once waiting for each answer and once pipelined.
+	Import int
 	// Progress, if set, gets a line now and then while it runs.
 	Progress func(string)
 }
@@ -112,6 +117,8 @@ type LoadResult struct {
 	// cycling phase above as the quiet baseline.
 	Hostile []HostileResult `json:"hostile,omitempty"`
 	Chat    Latency         `json:"directed_chat"`
+	// Import is the board import (--import), if run.
+	Import *ImportResult `json:"board_import,omitempty"`
 	// HubCPUPerCycle and ClientCPUPerCycle are CPU µs per claim+release
 	// cycle, read from /proc, and the ...PerChat ones per directed chat:
 	// the hub's are the figures that matter on two shared cores, where the
@@ -287,6 +294,12 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 		}
 	}
 
+	if cfg.Import > 0 {
+		progress("board import: %d tasks", cfg.Import)
+		if res.Import, err = boardImport(ctx, cfg, agents[0]); err != nil {
+			return res, err
+		}
+	}
 	if len(agents) >= 2 {
 		if err := directedChat(ctx, cfg, agents[0], agents[1], &res); err != nil {
 			return res, err
@@ -505,6 +518,71 @@ func releaseAnswer(owner, task string) func([]byte) bool {
 	return func(b []byte) bool {
 		return granted.in(b) || refused.in(b) || errored.in(b)
 	}
+}
+
+// ImportResult is a board import: one agent declaring Tasks tasks
+// (ledger_task), each answered by its ledger_task_posted broadcast.
+type ImportResult struct {
+	Tasks int `json:"tasks"`
+	// SequentialSeconds is the import sent as a script through the SDK
+	// does it: each declaration waits for its answer.
+	SequentialSeconds float64 `json:"sequential_s"`
+	// PipelinedSeconds is the import sent at once: every declaration
+	// written before any answer is read, until the last one's answer.
+	PipelinedSeconds float64 `json:"pipelined_s"`
+}
+
+// boardImport declares cfg.Import tasks from a, twice (distinct task ids):
+// waiting for each answer, then pipelined. A refusal (an error to a) ends
+// either with an error, so a rate limit cannot pass for speed.
+func boardImport(ctx context.Context, cfg LoadConfig, a *loadAgent) (*ImportResult, error) {
+	res := &ImportResult{Tasks: cfg.Import}
+	ictx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	declare := func(id string) []byte {
+		return appendField(appendField(a.request("ledger_task", "System"), "task_id", id), "title", "imported "+id)
+	}
+	var refused bool
+	answer := func(id string) func([]byte) bool {
+		posted := fields("type", "ledger_task_posted", "task_id", id)
+		errored := fields("type", "error", "target", a.name)
+		return func(b []byte) bool {
+			if posted.in(b) {
+				return true
+			}
+			refused = errored.in(b)
+			return refused
+		}
+	}
+	start := time.Now()
+	for k := range cfg.Import {
+		id := a.name + "/import/s" + strconv.Itoa(k)
+		if err := a.call(ictx, declare(id), answer(id)); err != nil {
+			return nil, fmt.Errorf("bench: board import: %w", err)
+		}
+		if refused {
+			return nil, fmt.Errorf("bench: board import: task %d refused", k)
+		}
+	}
+	res.SequentialSeconds = time.Since(start).Seconds()
+
+	last := a.name + "/import/p" + strconv.Itoa(cfg.Import-1)
+	w := newWaiter(answer(last))
+	a.c.await(w)
+	start = time.Now()
+	for k := range cfg.Import {
+		if err := a.send(declare(a.name + "/import/p" + strconv.Itoa(k))); err != nil {
+			return nil, fmt.Errorf("bench: board import: %w", err)
+		}
+	}
+	if err := a.c.wait(ictx, w); err != nil {
+		return nil, fmt.Errorf("bench: board import: the last task's answer: %w", err)
+	}
+	if refused {
+		return nil, errors.New("bench: board import: a pipelined declaration was refused")
+	}
+	res.PipelinedSeconds = time.Since(start).Seconds()
+	return res, nil
 }
 
 // directedChat runs the directed chat phase: from writes to to, which must

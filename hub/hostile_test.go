@@ -429,11 +429,12 @@ func TestHostile_LargeMalformedFramesCostTheirSize(t *testing.T) {
 	}
 }
 
-// A socket flooding valid frames is read at FramesPerSocket past its
-// burst (`synapse hub` paces every socket by default): the frame that
-// spends the burst is answered, then the reader waits, so the rest of the
-// flood is neither read nor answered and takes nothing from the agents
-// beside it; nothing is refused.
+// Under the hard cap per socket (FramesPerSocket: `synapse hub` sets it
+// off loopback or with a token), a socket flooding valid frames is read at
+// that rate past its burst: the frame that spends the burst is answered,
+// then the reader waits, so the rest of the flood is neither read nor
+// answered and takes nothing from the agents beside it; nothing is
+// refused.
 func TestHostile_ValidFloodIsPacedPerSocket(t *testing.T) {
 	clk := newFakeClock()
 	th := startHub(t, Config{FramesPerSocket: 0.001, FramesPerSocketBurst: 6, Clock: clk.now})
@@ -471,10 +472,11 @@ func TestHostile_ValidFloodIsPacedPerSocket(t *testing.T) {
 // A socket that sends ahead of its answers (a flood of valid frames) is
 // handled in the heavy lane, one frame at a time with every other such
 // socket, and is still answered; an agent that waits for each answer never
-// enters the lane. Frames are made to pile up in the flooder's socket by
-// holding the registry lock while it sends.
+// enters the lane. The lane needs no hard cap per socket. Frames are made
+// to pile up in the flooder's socket by holding the registry lock while it
+// sends.
 func TestHostile_SocketsSendingAheadShareTheHeavyLane(t *testing.T) {
-	th := startHub(t, Config{FramesPerSocket: 1e6, FramesPerSocketBurst: 1e6})
+	th := startHub(t, Config{})
 	good := th.join("p/good")
 	for i := range 10 {
 		good.send(f("claim", "sender", "p/good", "task_id", "T"+itoa(int64(i)), "paths", []string{"f" + itoa(int64(i))}))
@@ -484,12 +486,7 @@ func TestHostile_SocketsSendingAheadShareTheHeavyLane(t *testing.T) {
 		t.Fatalf("%v frames of a request-response agent went to the heavy lane", n)
 	}
 	flood := th.join("p/flood")
-	th.h.mu.Lock() // the flooder's reader stops at its first frame; the rest pile up
-	for range 20 {
-		flood.send(map[string]any{"sender": "p/flood", "type": "who_request", "target": "System"})
-	}
-	time.Sleep(50 * time.Millisecond) // loopback: written is received; this only lets the reader reach the lock
-	th.h.mu.Unlock()
+	pileUp(th, flood, whoRequests("p/flood", 20))
 	for range 20 {
 		flood.expect("who_snapshot")
 	}
@@ -504,36 +501,19 @@ func TestHostile_SocketsSendingAheadShareTheHeavyLane(t *testing.T) {
 	}
 }
 
-// Past its burst the heavy lane is paced hub-wide (--heavy-lane-rate):
-// here its third frame would wait 1,000 s of a held clock, so the flood
-// gets no more answers, the wait is counted, and an agent that waits for
-// its answers is served meanwhile.
+// Beside an agent that waits for its answers (here it has just joined),
+// the heavy lane is paced hub-wide past its burst (--heavy-lane-rate):
+// its third frame would wait 1,000 s of a held clock, so the flood gets no
+// more answers, the wait is counted, and the agent is served meanwhile
+// (TestPacing_TheLaneIsPacedOnlyWhileAnAgentWorks: not without one).
 func TestHostile_TheHeavyLaneIsPacedHubWide(t *testing.T) {
 	clk := newFakeClock()
-	th := startHub(t, Config{FramesPerSocket: 1e6, FramesPerSocketBurst: 1e6,
-		HeavyLanePerSecond: 0.001, HeavyLaneBurst: 2, Clock: clk.now})
+	th := startHub(t, Config{HeavyLanePerSecond: 0.001, HeavyLaneBurst: 2, Clock: clk.now})
 	good := th.join("p/good")
 	flood := th.join("p/flood")
-	th.h.mu.Lock() // the flooder's frames pile up behind its first
-	for range 10 {
-		flood.send(map[string]any{"sender": "p/flood", "type": "who_request", "target": "System"})
-	}
-	time.Sleep(50 * time.Millisecond)
-	th.h.mu.Unlock()
-	answered := 0
-	for wait := time.After(300 * time.Millisecond); ; {
-		select {
-		case m := <-flood.frames:
-			if m["type"] == "who_snapshot" {
-				answered++
-			}
-			continue
-		case <-wait:
-		}
-		break
-	}
+	pileUp(th, flood, whoRequests("p/flood", 10))
 	// The lane's burst of two, and the first frame if it was read alone.
-	if answered < 2 || answered > 3 {
+	if answered := flood.countWithin("who_snapshot", 300*time.Millisecond); answered < 2 || answered > 3 {
 		t.Fatalf("the flood got %d answers, want the lane's burst (2) and at most its first frame", answered)
 	}
 	if n := counterValue(t, th.h.m.heavyLanePaced); n != 1 {

@@ -124,28 +124,30 @@ type Config struct {
 	// MalformedBurst is how many malformed frames a socket may send at
 	// once; 0 = DefaultMalformedBurst (--malformed-burst).
 	MalformedBurst int
-	// FramesPerSocket paces the frames one socket sends, of every kind,
-	// once FramesPerSocketBurst are spent: after each frame past the burst
-	// the socket's reader waits its share of a second before the next
-	// read, so a socket flooding valid frames is read at this rate and
-	// takes no more of the registry lock than that; nothing is refused.
-	// Sockets of peer hubs are exempt. 0 = off (the zero Config, for
-	// tests); `synapse hub` defaults to DefaultFramesPerSocket
-	// (--frames-per-socket).
+	// FramesPerSocket is a hard cap on the frames one socket sends, of
+	// every kind, once FramesPerSocketBurst are spent: after each frame
+	// past the burst the socket's reader waits its share of a second
+	// before the next read, whatever else the hub is doing; nothing is
+	// refused. Sockets of peer hubs are exempt. 0 = off (the zero Config);
+	// `synapse hub` sets DefaultFramesPerSocket when it listens off
+	// loopback or has a token, and leaves it off on a loopback hub without
+	// one (--frames-per-socket; ratelimit.go says why).
 	FramesPerSocket float64
 	// FramesPerSocketBurst is how many frames a socket may send at once
 	// before its reads are paced; 0 = twice FramesPerSocket
 	// (--frames-burst).
 	FramesPerSocketBurst int
-	// HeavyLanePerSecond paces the heavy lane hub-wide: the frames of
-	// sockets that send ahead of their answers (session.chargeFrame) are
-	// handled one at a time, and past HeavyLaneBurst at this many a
-	// second in all, however many sockets flood; agents that wait for
-	// their answers never wait for it. Only with FramesPerSocket on.
-	// 0 = DefaultHeavyLanePerSecond, < 0 = unpaced (--heavy-lane-rate).
+	// HeavyLanePerSecond paces the heavy lane hub-wide while it protects
+	// someone: the frames of sockets that send ahead of their answers
+	// (session.chargeFrame) are always handled one at a time, and past
+	// HeavyLaneBurst at this many a second in all, however many sockets
+	// flood, while another socket that waits for its answers was served
+	// within the last second; such sockets never wait for the lane. With
+	// nobody to protect the lane is not paced (session.enterLane).
+	// 0 = DefaultHeavyLanePerSecond, < 0 = never paced (--heavy-lane-rate).
 	HeavyLanePerSecond float64
-	// HeavyLaneBurst is how many heavy frames may pass at once; 0 =
-	// DefaultHeavyLaneBurst (--heavy-lane-burst).
+	// HeavyLaneBurst is how many heavy frames may pass at once once the
+	// pace engages; 0 = DefaultHeavyLaneBurst (--heavy-lane-burst).
 	HeavyLaneBurst int
 	// ClosesPerHostPerSecond paces new sockets from a remote host whose
 	// sockets the hub keeps closing for cause (an oversized frame, a
@@ -230,18 +232,23 @@ type Hub struct {
 	epoch   string // config_epoch: an opaque fingerprint of the posture
 
 	closing atomic.Bool
-	// heavy is the lane the frames of sockets that send ahead of their
-	// answers are handled in, one at a time (session.enterLane);
+	// lane is where the frames of sockets that send ahead of their
+	// answers are handled, one at a time (lane.go, session.enterLane);
 	// heavyPace, touched only by the lane's holder, paces it hub-wide.
-	heavy     chan struct{}
+	lane      heavyLane
 	heavyPace bucket
-	conns     sync.WaitGroup // live socket handlers
-	submits   sync.WaitGroup // in-flight Submits, so Close lets them finish
-	subMu     sync.Mutex     // orders submits.Add against Close's Wait
-	nextID    atomic.Int64
+	// lastWaiting and prevWaiting are the two sockets last served outside
+	// the lane (session.noteWaiting), the latest first: the lane is paced
+	// while they work (Hub.protecting).
+	lastWaiting, prevWaiting atomic.Pointer[session]
+
+	conns   sync.WaitGroup // live socket handlers
+	submits sync.WaitGroup // in-flight Submits, so Close lets them finish
+	subMu   sync.Mutex     // orders submits.Add against Close's Wait
+	nextID  atomic.Int64
 	// liveSockets counts the admitted sockets not being closed (welcome's
 	// and who_snapshot's connected_clients): kept as sockets come and go,
-	// so no welcome scans every socket (session.countLive).
+	// so no welcome scans every socket (session.uncount).
 	liveSockets atomic.Int64
 
 	activeClaims atomic.Int64 // published from OnCommit for /health and /metrics
@@ -378,7 +385,6 @@ func New(cfg Config) (*Hub, error) {
 		cfg.RecentRefusals = DefaultRecentRefusals
 	}
 	h := &Hub{
-		heavy:    make(chan struct{}, 1),
 		cfg:      cfg,
 		log:      cfg.Logger.With("hub_id", cfg.HubID),
 		state:    cfg.State,

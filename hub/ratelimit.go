@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -59,20 +60,69 @@ const (
 // its further attempts are refused unchecked (--auth-fail-limit).
 const DefaultAuthFailuresPerMinute = 10
 
-// The frames of one socket are paced past a burst by `synapse hub` (the
-// zero Config leaves them unpaced): 100 a second, burst 200, which an
-// agent driven by a model never reaches, while a socket flooding valid
-// frames (who_request, chat, heartbeats) is read a hundred frames a second
-// instead of as fast as it writes. Every frame the hub reads from a bound
-// socket takes the registry lock (its identity gates), so an unpaced flood
-// from a few dozen sockets queues every agent's claims behind it on that
-// lock (docs/benchmarks.md, "Hostile clients").
+// Pacing valid frames only bites when it protects someone (issue 19;
+// docs/security.md, "Frames per socket and the heavy lane").
+//
+// Every frame the hub reads from a bound socket takes the registry lock
+// (its identity gates), so a few dozen sockets flooding valid frames, each
+// read as fast as it writes, once queued every agent's claims behind them
+// on that lock (docs/benchmarks.md, "Hostile clients"). A fixed rate per
+// socket bounded each flooder but throttled everyone all the time: a lone
+// script doing claim/release ran 50 cycles a second on an idle hub. The
+// hub now tells the two apart by how they send, not by how fast:
+//
+//   - A socket that waits for each answer before its next request (an
+//     agent, a script through the SDK) is never paced and never queued:
+//     its frames are handled as soon as they are read.
+//   - A socket that sends ahead of its answers (its next frames were read
+//     in with the last: a flood, a pipelining import) is heavy for
+//     heavyFor, and heavy frames are handled in one lane, one at a time,
+//     in start-time fair order (lane.go): the sockets that keep it busy in
+//     turn, one frame each, and one that comes to it rarely next. However
+//     many sockets flood, one of them at a time contends with the agents
+//     for the registry lock and the processors.
+//   - The lane is paced hub-wide (DefaultHeavyLanePerSecond past
+//     DefaultHeavyLaneBurst) only while it protects someone: while a frame
+//     of another socket that waits for its answers was handled within the
+//     last protectFor. A lone pipelining script, or several with nobody
+//     beside them, run at the hub's speed; beside a working agent, all
+//     floods together get that many frames a second.
+//
+// Why a rate while someone waits, not all the time the agents leave idle:
+// the hub cannot see a waiting agent's frame until Go's netpoller hands it
+// a goroutine, which happens when a processor is idle (or every 10 ms),
+// and the agents share the machine's cores with the hub. A lane kept busy
+// keeps a processor busy: on two cores, under 200 flooding sockets, a good
+// agent's claim p50 was 4.4× quiet with the lane at 500 frames a second,
+// 5.4× at 2,000, 10× at 8,000 and unpaced, against 3.7× for 200 bound
+// sockets sending nothing (docs/benchmarks.md). Priority for the
+// agents therefore needs the lane to leave the hub idle part of the time
+// while they work; when nobody does, it need not.
+//
+// The hard cap per socket (Config.FramesPerSocket, off in the zero
+// Config) remains for operators who want every socket bounded, whatever
+// it sends: past a burst, each frame read costs the socket its share of a
+// second. `synapse hub` turns it on (DefaultFramesPerSocket, burst
+// DefaultFramesPerSocketBurst, which an agent driven by a model never
+// reaches) when it listens off loopback or has a token, and leaves it off
+// on a loopback hub without one, where every client is the user's own.
 const (
 	DefaultFramesPerSocket      = 100
 	DefaultFramesPerSocketBurst = 200
 	DefaultHeavyLanePerSecond   = 2000
 	DefaultHeavyLaneBurst       = 500
 )
+
+// heavyFor is how long, in seconds, a socket that sent ahead of its
+// answers stays in the heavy lane.
+const heavyFor = 1.0
+
+// protectFor is how long, in seconds, after a frame of a socket that waits
+// for its answers the heavy lane is paced. An agent at work sends its next
+// request within it (a release after its grant, the next claim); one that
+// thinks longer meets, with its first request after that, a lane that
+// paced nobody meanwhile, and the pace engages behind that request.
+const protectFor = 1.0
 
 // Sockets closed for cause are charged to their remote host: past a burst
 // of DefaultClosesPerHostBurst, each costs it 1/DefaultClosesPerHostPerSecond
@@ -336,34 +386,71 @@ func (s *session) owePause(d float64) {
 	}
 }
 
-// chargeFrame charges a frame read to the socket's pace (Config.
-// FramesPerSocket); past the burst the reader owes its share of a second
-// before the next read. A peer hub's socket is exempt.
+// chargeFrame charges a frame read to the socket's hard cap (Config.
+// FramesPerSocket, when on); past the burst the reader owes its share of a
+// second before the next read. A peer hub's socket is exempt from all of
+// it.
 //
 // It reports whether the socket is heavy: it has sent frames ahead of the
 // hub's answers (more were already read in with this one) within the last
-// second. A heavy socket's frames are handled in the hub's heavy lane, one
-// at a time, so however many sockets flood valid frames, one of them at a
-// time contends for the registry lock with the agents that wait for their
-// answers; those never wait for the lane.
+// heavyFor. A heavy socket's frame is handled in the heavy lane
+// (enterLane); any other frame is noted as one a socket waits for
+// (noteWaiting), which the lane's pace protects.
 func (s *session) chargeFrame() (heavy bool) {
-	if s.pace.rate <= 0 || s.peer != nil {
+	if s.peer != nil {
 		return false
 	}
 	now := s.h.now()
-	if d := s.pace.reserve(now); d > 0 {
-		s.h.m.framesPaced.Inc()
-		s.owePause(d)
+	if s.pace.rate > 0 {
+		if d := s.pace.reserve(now); d > 0 {
+			s.h.m.framesPaced.Inc()
+			s.owePause(d)
+		}
 	}
 	if s.conn.Pending() {
 		s.heavyAt = now
 	}
-	return now-s.heavyAt < heavyFor
+	if now-s.heavyAt < heavyFor {
+		return true
+	}
+	s.noteWaiting(now)
+	return false
 }
 
-// heavyFor is how long, in seconds, a socket that sent ahead of its
-// answers stays in the heavy lane.
-const heavyFor = 1.0
+// noteEvery is, in seconds, how often at most a socket's frames handled
+// outside the lane are noted (noteWaiting): the grain of protectFor.
+const noteEvery = 0.05
+
+// noteWaiting records that a frame of this socket, which waits for its
+// answers, is being handled now: the heavy lane is paced for protectFor
+// after it (Hub.protecting). On the hot path of every such frame it costs
+// a comparison; once per noteEvery, an atomic store to the socket's own
+// field and an atomic load of the hub's (two stores more when another
+// socket was the last).
+func (s *session) noteWaiting(now float64) {
+	if now-s.notedAt < noteEvery && now >= s.notedAt {
+		return
+	}
+	s.notedAt = now
+	s.waitingAt.Store(math.Float64bits(now))
+	h := s.h
+	if last := h.lastWaiting.Load(); last != s {
+		h.prevWaiting.Store(last)
+		h.lastWaiting.Store(s)
+	}
+}
+
+// protecting reports whether the heavy lane protects someone from s now:
+// one of the two sockets last served outside the lane is another, served
+// within protectFor. Two are kept so that s's own earlier frames (a
+// script's first request, sent alone) neither pace it nor hide the agent
+// served before them.
+func (h *Hub) protecting(s *session, now float64) bool {
+	recent := func(w *session) bool {
+		return w != nil && w != s && now-math.Float64frombits(w.waitingAt.Load()) < protectFor
+	}
+	return recent(h.lastWaiting.Load()) || recent(h.prevWaiting.Load())
+}
 
 // flooding reports whether the socket's malformed burst is spent now.
 func (s *session) flooding() bool {

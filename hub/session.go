@@ -65,9 +65,16 @@ type session struct {
 	// bucket, the pause owed before the next read, and whether the
 	// pacing was logged (once per socket).
 	malformed bucket
-	pace      bucket  // every frame (Config.FramesPerSocket)
-	heavyAt   float64 // when it last sent ahead of its answers (chargeFrame); reader only
-	inLane    bool    // the frame being handled holds the heavy lane; reader only
+	pace      bucket   // every frame (Config.FramesPerSocket)
+	heavyAt   float64  // when it last sent ahead of its answers (chargeFrame); reader only
+	inLane    bool     // the frame being handled holds the heavy lane; reader only
+	lane      laneTurn // its place in the heavy lane (lane.go; heavyLane.mu)
+	// waitingAt is the hub clock (float64 bits) of its latest frame
+	// handled outside the lane, noted at most every noteEvery (notedAt,
+	// reader only): written by its reader, read by the heavy lane's holder
+	// (noteWaiting, Hub.protecting).
+	waitingAt atomic.Uint64
+	notedAt   float64
 	pause     time.Duration
 	paced     bool
 	counted   atomic.Bool // in Hub.liveSockets (registry.go uncount)
@@ -277,20 +284,27 @@ func (s *session) letGo() {
 }
 
 // enterLane waits for the hub's heavy lane (chargeFrame): the frames of
-// sockets that send ahead of their answers are handled one at a time.
+// sockets that send ahead of their answers are handled one at a time, the
+// sockets waiting for it served in start-time fair order (lane.go).
 //
-// Past its burst the lane is paced hub-wide (Config.HeavyLanePerSecond):
-// its holder waits out its frame's share of a second before handling it,
-// so all floods together take at most that many frames a second of the
-// hub.
+// While the lane protects someone (Hub.protecting: another socket, which
+// waits for its answers, was served within protectFor), it is paced
+// hub-wide past its burst (Config.HeavyLanePerSecond): its holder waits
+// out its frame's share of a second before handling it, so all floods
+// together take at most that many frames a second beside a working agent.
+// Otherwise it is not paced and spends nothing: a script pipelining alone
+// runs at the hub's speed, and the burst is whole when an agent comes.
 func (s *session) enterLane() {
-	s.h.heavy <- struct{}{}
+	h := s.h
+	h.lane.enter(s)
 	s.inLane = true
-	s.h.m.heavyLane.Inc()
-	if p := &s.h.heavyPace; p.rate > 0 {
-		if d := p.reserve(s.h.now()); d > 0 {
-			s.h.m.heavyLanePaced.Inc()
-			s.wait(time.Duration(d * float64(time.Second)))
+	h.m.heavyLane.Inc()
+	if p := &h.heavyPace; p.rate > 0 {
+		if now := h.now(); h.protecting(s, now) {
+			if d := p.reserve(now); d > 0 {
+				h.m.heavyLanePaced.Inc()
+				s.wait(time.Duration(d * float64(time.Second)))
+			}
 		}
 	}
 }
@@ -300,7 +314,7 @@ func (s *session) enterLane() {
 func (s *session) leaveLane() {
 	if s.inLane {
 		s.inLane = false
-		<-s.h.heavy
+		s.h.lane.leave()
 	}
 }
 

@@ -161,11 +161,13 @@ type Conn struct {
 	readErr  error         // set before readDone is closed
 	ctlBuf   [ws.MaxControlFramePayloadSize]byte
 
-	// Keepalive (keepalive.go): the keeper's fields, and the newest pong
-	// the reader saw.
+	// Keepalive (keepalive.go): the keeper's fields, the last ping's
+	// payload for the reader, and the newest ping the reader has heard the
+	// peer since: its pong, or any message read after it was sent (heard).
 	pingSeq  uint64 // the last ping's payload (keeper)
 	pingAt   int64  // when it was sent, unix ns; at Accept before any (keeper)
 	pingOut  bool   // its pong has not come yet (keeper)
+	pingSent atomic.Uint64
 	pongSeen atomic.Uint64
 
 	endOnce sync.Once
@@ -297,6 +299,7 @@ func (c *Conn) readMessage() ([]byte, error) {
 			n, err := c.rd.Read(buf[len(buf):cap(buf)])
 			buf = buf[:len(buf)+n]
 			if err == io.EOF {
+				c.heard()
 				return buf, nil
 			}
 			if err != nil {
@@ -305,6 +308,18 @@ func (c *Conn) readMessage() ([]byte, error) {
 				return nil, c.readFailed(err, -1)
 			}
 		}
+	}
+}
+
+// heard notes a whole message read from the peer: the peer is there, as
+// surely as a pong would say, so it answers every ping sent so far (keep).
+// A reader that a server paces (its frames wait in the kernel's buffers,
+// the pong behind them) then does not get its peer reaped while it is
+// still reading what the peer sent. Reader only; one atomic load per
+// message, a store once per ping.
+func (c *Conn) heard() {
+	if p := c.pingSent.Load(); c.pongSeen.Load() != p {
+		c.pongSeen.Store(p)
 	}
 }
 

@@ -491,3 +491,39 @@ func TestKeepalive_SpreadsTheFirstPingsOfAStorm(t *testing.T) {
 		}
 	}
 }
+
+// A peer whose messages the server is still reading is not reaped for a
+// pong that waits behind them (a server pacing the socket's reads): a
+// message read after a ping answers it as its pong would. Once nothing is
+// read after the next ping, the missing pong reaps it. The keeper's step
+// is driven by hand, with its clock given.
+func TestKeepalive_AMessageReadAfterThePingAnswersIt(t *testing.T) {
+	const interval, timeout = time.Second, time.Second
+	conns := make(chan *Conn, 1)
+	url := serve(t, testOpts, func(c *Conn) { conns <- c })
+	cl := dial(t, url) // never reads: it never answers a ping
+	c := <-conns
+	t.Cleanup(c.Kill)
+	now := c.pingAt + int64(interval)
+	if c.keep(now, interval, timeout) || !c.pingOut {
+		t.Fatal("the first ping was not sent")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	if err := cl.Write(ctx, websocket.MessageText, []byte("work")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Read(); err != nil {
+		t.Fatal(err)
+	}
+	now += int64(timeout) // the first ping's pong is due, and the next ping
+	if c.keep(now, interval, timeout) {
+		t.Fatal("reaped a peer whose message was read after the ping")
+	}
+	if c.pingSent.Load() != 2 || !c.pingOut {
+		t.Fatal("the second ping was not sent")
+	}
+	if !c.keep(now+int64(timeout), interval, timeout) {
+		t.Fatal("a peer heard from neither by pong nor by message after the ping was not reaped")
+	}
+}

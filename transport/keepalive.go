@@ -9,9 +9,11 @@ import (
 )
 
 // Keepalive pings every socket added to it each Interval from one
-// goroutine, and kills a socket whose pong has not come within Timeout of
-// its ping (a peer that vanished without closing: a killed process, a
-// cable pulled). One goroutine and one ticker serve every socket, so an
+// goroutine, and kills a socket whose peer has not been heard within
+// Timeout of its ping — neither its pong nor any message read since (a
+// peer that vanished without closing: a killed process, a cable pulled).
+// A message counts because a server that paces a socket's reads leaves the
+// pong queued behind the frames it has not read yet. One goroutine and one ticker serve every socket, so an
 // idle socket costs no goroutine of its own for this.
 type Keepalive struct {
 	interval, timeout time.Duration
@@ -123,6 +125,7 @@ func (c *Conn) keep(now int64, interval, timeout time.Duration) (dead bool) {
 	if now-c.pingAt >= int64(interval) {
 		c.pingSeq++
 		c.pingAt, c.pingOut = now, true
+		c.pingSent.Store(c.pingSeq)
 		c.queueControl(ws.OpPing, binary.BigEndian.AppendUint64(nil, c.pingSeq))
 	}
 	return false

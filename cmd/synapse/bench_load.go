@@ -21,7 +21,7 @@ import (
 	"github.com/synapse-hub/synapse/internal/hubproc"
 )
 
-const benchLoadUsage = `Usage: synapse bench load [--agents 1,8,32] [--idle N] [--rate R] [--fanout full|scoped|own] [--journal] [--duration 5s] [--json]
+const benchLoadUsage = `Usage: synapse bench load [--agents 1,8,32] [--idle N] [--rate R] [--fanout full|scoped|own] [--journal] [--duration 5s] [--import N] [--json]
        synapse bench load --uri ws://HOST:PORT --hub-pid PID [--vs ws://HOST:PORT --vs-pid PID] [flags]
        synapse bench load --hostile N [--hostile-kind K,…] [flags]
 
@@ -68,21 +68,28 @@ line gives the ratio of their hub CPU per cycle (--label and --vs-label name
 them). docs/benchmarks.md, "Side by side with the reference", gives the
 commands.
 
+With --import N, the first agent then declares N tasks on the board, once
+waiting for each answer (a script through the SDK) and once pipelined (every
+declaration sent before any answer is read), and the time of each is printed.
+
 With --hostile N, the cycling phase is the quiet baseline (each agent at
---rate, 20 cycles/s unless given: the started hub keeps its default
-pacing of 100 frames/s per socket, which a throughput run turns off), and one more
-cycling phase follows per --hostile-kind, beside N sockets attacking the hub
-that way: malformed (garbage, deep nesting, 64 KiB garbage), oversized
+--rate, 20 cycles/s unless given: agents that think between claims),
+and one more cycling phase follows per --hostile-kind, beside N sockets
+attacking the hub that way: malformed (garbage, deep nesting, 64 KiB garbage), oversized
 (frames over the hub's limit), nested (100,000 open arrays), halfopen (TCP
 connections that never upgrade, and bound sockets that never read),
 slowreader (bound, reading a byte a second), bruteforce (wrong tokens, from
 127.0.0.2), takeover (eight sockets per name taking it over in turn),
 validflood (who_request, chat to self and heartbeats as fast as the hub
-takes them), or mix (all at once, the sockets shared). Each phase prints
+takes them), or mix (all at once, the sockets shared); or bound, which
+attacks nothing (bound sockets that read everything and send nothing: what
+a fleet that much larger costs, which the attacks by bound sockets pay
+besides their own). Each phase prints
 the good agents' claim p50/p99 against the quiet phase, the hub's RSS
 before, at its peak and after, how the hub ended the attackers' sockets and
-the hub counters (/metrics) that moved. A started hub gets a token when a
-kind needs one (bruteforce, mix).
+the hub counters (/metrics) that moved. A started hub keeps its default
+pacing (a throughput run turns the hard cap per socket off), and gets a
+token when a kind needs one (bruteforce, mix), which turns that cap on.
 
 Flags:
 `
@@ -98,8 +105,9 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	journalOn := fs.Bool("journal", false, "the started hub keeps a journal (synchronous=FULL for claims) in a temporary folder")
 	duration := fs.Duration("duration", 5*time.Second, "how long each cycling phase runs")
 	conflict := fs.Float64("conflict", 0, "share of claims aimed at one contended scope (0..1)")
-	rate := fs.Float64("rate", 0, "claim+release cycles per second each agent offers (an offered load, the same for every hub measured), 0 = saturation: claim again as soon as the release is granted (with --hostile: 20, under the hub's default --frames-per-socket)")
+	rate := fs.Float64("rate", 0, "claim+release cycles per second each agent offers (an offered load, the same for every hub measured), 0 = saturation: claim again as soon as the release is granted (with --hostile: 20)")
 	cycleRate := fs.Float64("cycle-rate", 0, "deprecated: --rate")
+	importTasks := fs.Int("import", 0, "after the cycling phases, the first agent declares this many board tasks, waiting for each answer and then pipelined")
 	uri := fs.String("uri", "", "measure the hub at this address instead of starting one (its CPU is read with --hub-pid)")
 	hubPID := fs.Int("hub-pid", 0, "with --uri: the hub's process id, to read its CPU and memory from /proc")
 	vs := fs.String("vs", "", "also measure the open hub at this address, after each run of the first with the same flags, and print the ratio of their hub CPU per cycle")
@@ -108,8 +116,9 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	vsLabel := fs.String("vs-label", "vs", "the --vs hub's name in the output")
 	asJSON := fs.Bool("json", false, "one JSON object per agent count, one per line")
 	hostile := fs.Int("hostile", 0, "hostile sockets: after the quiet cycling phase, one phase per --hostile-kind beside this many attackers")
-	hostileKind := fs.String("hostile-kind", "malformed", "attacks, comma-separated, one phase each: "+strings.Join(bench.HostileKinds, ", ")+", or mix (all at once)")
+	hostileKind := fs.String("hostile-kind", "malformed", "attacks, comma-separated, one phase each: "+strings.Join(bench.HostileKinds, ", ")+", or mix (all at once); or "+strings.Join(bench.BaselineKinds, ", ")+" (no attack: the fan-out to as many more bound sockets)")
 	token := fs.String("token", "", "with --uri: the hub's connect token, sent by every agent")
+	attackersNice := fs.Int("attackers-nice", 0, "with --hostile: run the attackers' process at this nice value (Linux nice, 1..19): 19 leaves them only the CPU the hub and the agents do not use, as attackers on another machine would; 0 = they compete for the cores as the hub does")
 	floor := fs.Bool("floor", false, "first measure a bare WebSocket echo server (a child process) with the same client: no hub can cost less CPU per round trip on this machine, and a cycle is two")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -146,8 +155,9 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 		hubToken = "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	}
 	if *hostile > 0 && offered == 0 {
-		// The hub paces each socket (--frames-per-socket, 100/s): agents
-		// cycling faster would be measured against that, not the attack.
+		// Agents that think between claims, as a fleet's do: agents
+		// cycling as fast as the hub answers would measure the hub's
+		// throughput, not what the attack costs a waiting agent.
 		offered = hostileCycleRate
 	}
 	var counts []int
@@ -177,8 +187,8 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		cfg := bench.LoadConfig{URI: *uri, HubPID: *hubPID, Agents: n, Idle: *idle, Fanout: *fanout, SDK: *sdk,
-			Duration: *duration, Conflict: *conflict, Rate: offered, Hostile: *hostile, HostileKinds: kinds, Token: hubToken, Progress: func(s string) { fmt.Fprintf(stderr, "\r  %-60s", s) }}
-		cfg.Attackers = attackProcess(cfg.URI, hubToken, *hostile)
+			Duration: *duration, Conflict: *conflict, Rate: offered, Import: *importTasks, Hostile: *hostile, HostileKinds: kinds, Token: hubToken, Progress: func(s string) { fmt.Fprintf(stderr, "\r  %-60s", s) }}
+		cfg.Attackers = attackProcess(cfg.URI, hubToken, *hostile, *attackersNice)
 		stop := func() {}
 		if *uri == "" {
 			h, err := startHubChild(n+*idle+2**hostile, hubToken, *hostile > 0, *journalOn)
@@ -187,7 +197,7 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 				return 1
 			}
 			cfg.URI, cfg.HubPID, stop = h.uri, h.pid, h.stop
-			cfg.Attackers = attackProcess(h.uri, hubToken, *hostile)
+			cfg.Attackers = attackProcess(h.uri, hubToken, *hostile, *attackersNice)
 		}
 		type run struct {
 			label string
@@ -288,6 +298,10 @@ func printLoadResult(w io.Writer, res bench.LoadResult) {
 		fmt.Fprintf(w, "    hub %.2f cores, agents %.2f cores, attackers %.2f cores; hub RSS %d → peak %d → %d KiB; sockets ended %v; hub counters %v\n",
 			h.HubCores, h.ClientCores, h.AttackerCores, h.RSSBeforeKB, h.RSSPeakKB, h.RSSAfterKB, h.Ends, h.Hub)
 	}
+	if im := res.Import; im != nil {
+		fmt.Fprintf(w, "  board import of %d tasks: %.2fs waiting for each answer (%.0f/s), %.2fs pipelined (%.0f/s)\n",
+			im.Tasks, im.SequentialSeconds, float64(im.Tasks)/im.SequentialSeconds, im.PipelinedSeconds, float64(im.Tasks)/im.PipelinedSeconds)
+	}
 	if res.Chat.Count == 0 {
 		fmt.Fprintf(w, "  client CPU %.0f µs/cycle; hub RSS at the end %d KiB\n", res.ClientCPUPerCycle, res.HubRSSKB)
 		return
@@ -330,7 +344,8 @@ func printComparison(w io.Writer, a, b bench.LoadResult, asJSON bool) {
 
 // hostileCycleRate is each agent's cycles per second beside hostile
 // sockets, unless --rate says otherwise: 40 frames a second, under
-// the hub's default pace of 100 per socket.
+// the hard cap per socket (--frames-per-socket 100) a hub off loopback
+// keeps.
 const hostileCycleRate = 20
 
 // hubChild is a hub started as a child process by a benchmark.
@@ -412,16 +427,24 @@ func startHubChild(sockets int, token string, paced, journalOn bool, extra ...st
 
 // attackProcess starts a hostile phase's attackers as a child process
 // ('synapse bench attack'), so that they do not share a Go scheduler with
-// the good agents measured beside them; its stop interrupts the child and
-// reads what it did from its stdout.
-func attackProcess(uri, token string, n int) func(kinds []string, maxMsg int) (func() (bench.AttackStats, error), error) {
+// the good agents measured beside them, at nice value nice when it is not
+// 0 (through nice(1), so that every thread of the child has it); its stop
+// interrupts the child and reads what it did from its stdout.
+//
+// On one machine the attackers' own CPU is part of what the agents meet:
+// 200 sockets flooding valid frames spend more than a core writing into
+// their kernel send buffers, whatever the hub reads (docs/benchmarks.md,
+// "Hostile clients"). A nice of 19 leaves them the cores the hub and the
+// agents do not use, which separates what the hub can isolate from what
+// sharing the machine with the attacker costs.
+func attackProcess(uri, token string, n, nice int) func(kinds []string, maxMsg int) (func() (bench.AttackStats, error), error) {
 	return func(kinds []string, maxMsg int) (func() (bench.AttackStats, error), error) {
 		self, err := os.Executable()
 		if err != nil {
 			return nil, err
 		}
-		cmd := exec.Command(self, "bench", "attack", "--uri", uri, "--kinds", strings.Join(kinds, ","),
-			"--sockets", strconv.Itoa(n), "--max-msg-bytes", strconv.Itoa(maxMsg))
+		args := attackCommand(self, uri, kinds, n, maxMsg, nice)
+		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Env = append(os.Environ(), "SYNAPSE_TOKEN="+token)
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, os.Stderr
@@ -441,6 +464,17 @@ func attackProcess(uri, token string, n int) func(kinds []string, maxMsg int) (f
 			return st, nil
 		}, nil
 	}
+}
+
+// attackCommand is the attackers' command line: 'synapse bench attack',
+// under nice(1) when nice is not 0.
+func attackCommand(self, uri string, kinds []string, n, maxMsg, nice int) []string {
+	args := []string{self, "bench", "attack", "--uri", uri, "--kinds", strings.Join(kinds, ","),
+		"--sockets", strconv.Itoa(n), "--max-msg-bytes", strconv.Itoa(maxMsg)}
+	if nice != 0 {
+		args = append([]string{"nice", "-n", strconv.Itoa(nice)}, args...)
+	}
+	return args
 }
 
 // runAttack is 'synapse bench attack' (bench load --hostile's child): the

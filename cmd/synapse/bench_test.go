@@ -62,3 +62,16 @@ func TestBenchLoad_RateAndItsOldName(t *testing.T) {
 		t.Fatalf("--rate 10 --cycle-rate 20: exit %d, %q; want 2 and why", code, errb.String())
 	}
 }
+
+// --attackers-nice runs the attackers' process under nice(1), so that all
+// its threads have that nice value; 0 runs it as it is.
+func TestBenchLoad_AttackersNiceRunsThemUnderNice(t *testing.T) {
+	plain := attackCommand("/bin/synapse", "ws://h", []string{"validflood"}, 200, 1024, 0)
+	if plain[0] != "/bin/synapse" || strings.Join(plain[1:3], " ") != "bench attack" {
+		t.Fatalf("without a nice value: %q", plain)
+	}
+	niced := attackCommand("/bin/synapse", "ws://h", []string{"validflood", "bound"}, 200, 1024, 19)
+	if strings.Join(niced[:4], " ") != "nice -n 19 /bin/synapse" || !strings.Contains(strings.Join(niced, " "), "--kinds validflood,bound --sockets 200") {
+		t.Fatalf("with nice 19: %q", niced)
+	}
+}

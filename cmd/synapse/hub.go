@@ -167,6 +167,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "synapse hub:", err)
 		return 2
 	}
+	f.framesRate = framesPerSocket(f, set)
 
 	cfg := hub.Config{
 		HubID: f.hubID, Token: f.token,
@@ -377,10 +378,10 @@ func (f *hubFlags) registerLimits(fs *flag.FlagSet) {
 	fs.DurationVar(&f.authTimeout, "auth-timeout", hub.DefaultAuthTimeout, "how long a new socket may take to send its first frame (close 4012)")
 	fs.Float64Var(&f.malformedRate, "malformed-per-socket", hub.DefaultMalformedPerSecond, "frames per second a socket may send that fail to decode, past --malformed-burst: its reads are paced to this (docs/security.md), 0 = unpaced")
 	fs.IntVar(&f.malformedBurst, "malformed-burst", hub.DefaultMalformedBurst, "frames failing to decode a socket may send before its reads are paced")
-	fs.Float64Var(&f.framesRate, "frames-per-socket", hub.DefaultFramesPerSocket, "frames per second one socket is read at, of every kind, past --frames-burst: its reads are paced, nothing refused; peer hubs exempt (docs/security.md), 0 = unpaced")
-	fs.IntVar(&f.framesBurst, "frames-burst", hub.DefaultFramesPerSocketBurst, "frames a socket may send at once before its reads are paced")
-	fs.Float64Var(&f.heavyRate, "heavy-lane-rate", hub.DefaultHeavyLanePerSecond, "frames per second, hub-wide, of sockets that send ahead of their answers (floods, pipelining scripts), handled one at a time past --heavy-lane-burst; with --frames-per-socket on (docs/security.md), 0 = unpaced")
-	fs.IntVar(&f.heavyBurst, "heavy-lane-burst", hub.DefaultHeavyLaneBurst, "heavy-lane frames that may pass at once before the lane is paced")
+	fs.Float64Var(&f.framesRate, "frames-per-socket", 0, fmt.Sprintf("hard cap: frames per second one socket is read at, of every kind, past --frames-burst, however idle the hub: its reads are paced, nothing refused; peer hubs exempt (docs/security.md). Default %d when the hub listens off loopback or has a token, off on a loopback hub without one; 0 = off", hub.DefaultFramesPerSocket))
+	fs.IntVar(&f.framesBurst, "frames-burst", hub.DefaultFramesPerSocketBurst, "frames a socket may send at once before --frames-per-socket paces its reads")
+	fs.Float64Var(&f.heavyRate, "heavy-lane-rate", hub.DefaultHeavyLanePerSecond, "frames per second, hub-wide, of sockets that send ahead of their answers (floods, pipelining scripts), which are handled one at a time: past --heavy-lane-burst the lane is paced to this while agents that wait for their answers work beside it, and not at all otherwise (docs/security.md), 0 = never paced")
+	fs.IntVar(&f.heavyBurst, "heavy-lane-burst", hub.DefaultHeavyLaneBurst, "heavy-lane frames that may pass at once before the lane's pace engages")
 	fs.Float64Var(&f.closesRate, "closes-per-host", hub.DefaultClosesPerHostPerSecond, "sockets per second one remote host may have closed for cause (oversized frame, wrong token, refused name or takeover, registration timeout, slow consumer) past --closes-burst; beyond, its new sockets wait before the upgrade (docs/security.md), 0 = off")
 	fs.IntVar(&f.closesBurst, "closes-burst", hub.DefaultClosesPerHostBurst, "sockets one remote host may have closed for cause before its new sockets wait")
 	fs.Int64Var(&f.journalMaxKB, "journal-max-kb", 0, "largest the journal file may grow, in KiB, 0 = no cap: past it every mutation is refused as on a full disk until the hub restarts with room (docs/journal.md, Disk faults)")
@@ -433,12 +434,33 @@ func journalOpenFailure(path string, err error) string {
 
 // checkExposure refuses to serve off loopback without a token unless told.
 func checkExposure(f hubFlags) error {
-	ip := net.ParseIP(f.host)
-	loopback := f.host == "localhost" || (ip != nil && ip.IsLoopback())
-	if !loopback && f.token == "" && !f.insecure {
+	if !isLoopbackHost(f.host) && f.token == "" && !f.insecure {
 		return fmt.Errorf("refusing to listen on %s without a token: anyone who can reach it could act as any agent. Set --token (or SYNAPSE_TOKEN), or pass --insecure-off-loopback if the network is trusted", f.host)
 	}
 	return nil
+}
+
+// framesPerSocket is the hard cap per socket: --frames-per-socket if
+// given (set names the flags given), else on where clients may be
+// strangers (the hub listens off loopback, or has a token to keep them
+// out) and off on a loopback hub without a token, whose clients are the
+// user's own processes. The heavy lane protects agents from floods either
+// way (hub/ratelimit.go).
+func framesPerSocket(f hubFlags, set map[string]bool) float64 {
+	switch {
+	case set["frames-per-socket"]:
+		return f.framesRate
+	case f.token != "" || !isLoopbackHost(f.host):
+		return hub.DefaultFramesPerSocket
+	}
+	return 0
+}
+
+// isLoopbackHost reports whether host, the address the hub listens on,
+// is reachable from this machine only.
+func isLoopbackHost(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }
 
 // keySpecs collects repeated --message-auth-key flags.

@@ -51,6 +51,38 @@ func TestHub_HelpNamesTheDefaults(t *testing.T) {
 	}
 }
 
+// The hard cap per socket (--frames-per-socket) is on by default where
+// clients may be strangers — off loopback, or with a token — and off on a
+// loopback hub without one; given, the flag wins either way, and --help
+// says which default applies where.
+func TestHub_HardCapPerSocketFollowsLoopbackAndToken(t *testing.T) {
+	on := float64(hub.DefaultFramesPerSocket)
+	cases := []struct {
+		f    hubFlags
+		set  map[string]bool
+		want float64
+	}{
+		{hubFlags{host: "127.0.0.1"}, nil, 0},
+		{hubFlags{host: "::1"}, nil, 0},
+		{hubFlags{host: "localhost"}, nil, 0},
+		{hubFlags{host: "127.0.0.1", token: "s3cret"}, nil, on},
+		{hubFlags{host: "0.0.0.0", insecure: true}, nil, on},
+		{hubFlags{host: "10.1.2.3", token: "s3cret"}, nil, on},
+		{hubFlags{host: "127.0.0.1", framesRate: 40}, map[string]bool{"frames-per-socket": true}, 40},
+		{hubFlags{host: "0.0.0.0", token: "s3cret"}, map[string]bool{"frames-per-socket": true}, 0},
+	}
+	for _, c := range cases {
+		if got := framesPerSocket(c.f, c.set); got != c.want {
+			t.Errorf("host %q token %t set %v: --frames-per-socket %v, want %v", c.f.host, c.f.token != "", c.set, got, c.want)
+		}
+	}
+	var out, errb bytes.Buffer
+	run([]string{"hub", "--help"}, &out, &errb)
+	if !strings.Contains(errb.String(), "Default 100 when the hub listens off loopback or has a token, off on a loopback hub without one") {
+		t.Error("hub --help does not say where --frames-per-socket is on by default")
+	}
+}
+
 // Every limit has a flag: each one sets its field, and without flags the
 // hub runs with exactly the core's and the hub's defaults.
 func TestHub_EveryLimitHasAFlag(t *testing.T) {
@@ -65,7 +97,7 @@ func TestHub_EveryLimitHasAFlag(t *testing.T) {
 		f.pongTimeout != hub.DefaultPongTimeout || f.authTimeout != hub.DefaultAuthTimeout || f.presenceWindow != hub.DefaultPresenceWindow ||
 		f.malformedRate != hub.DefaultMalformedPerSecond || f.malformedBurst != hub.DefaultMalformedBurst ||
 		f.closesRate != hub.DefaultClosesPerHostPerSecond || f.closesBurst != hub.DefaultClosesPerHostBurst ||
-		f.framesRate != hub.DefaultFramesPerSocket || f.framesBurst != hub.DefaultFramesPerSocketBurst ||
+		f.framesRate != 0 || f.framesBurst != hub.DefaultFramesPerSocketBurst || // 0: decided by framesPerSocket
 		f.heavyRate != hub.DefaultHeavyLanePerSecond || f.heavyBurst != hub.DefaultHeavyLaneBurst ||
 		f.eventBuffer != hub.DefaultEventBuffer || f.eventStreams != hub.DefaultEventStreams || f.recentRefusals != hub.DefaultRecentRefusals {
 		t.Fatalf("defaults %+v differ from the hub's", f)
