@@ -198,6 +198,7 @@ func newMetrics(h *Hub) *metrics {
 	gaugeFunc("synapse_socket_frames_written", "Frames written to sockets (control frames included).", func() float64 { return float64(transport.Stats().Frames) })
 	gaugeFunc("synapse_socket_writes", "Write system calls to sockets by writer goroutines.", func() float64 { return float64(transport.Stats().Writes) })
 	gaugeFunc("synapse_socket_inline_writes", "Non-blocking socket writes by the goroutine that read the request (its own replies).", func() float64 { return float64(transport.Stats().InlineWrites) })
+	gaugeFunc("synapse_socket_flush_writes", "Non-blocking socket writes by the flusher: frames for sockets whose reader did not hold them (broadcasts).", func() float64 { return float64(transport.Stats().FlushWrites) })
 	gaugeFunc("synapse_sequencer_inline_calls", "Calls decided on the caller's goroutine because the sequencer was idle (no hand-off).", func() float64 { return float64(h.seq.Stats().Inline) })
 	gaugeFunc("synapse_mailbox_recount_chats_read", "Directed chats read from the journal to make mailbox_pending counts exact.", func() float64 { return float64(h.mb.read.Load()) })
 	// The process's own footprint, for soaks (synapse bench soak) and

@@ -95,7 +95,7 @@ const (
 
 // stats counts what every socket of the process wrote (Stats).
 var stats struct {
-	frames, writes, inlineWrites atomic.Int64
+	frames, writes, inlineWrites, flushWrites atomic.Int64
 }
 
 // WriteStats is what the sockets of this process have written.
@@ -103,12 +103,14 @@ type WriteStats struct {
 	Frames       int64 // frames written (control frames included)
 	Writes       int64 // write system calls by writer goroutines
 	InlineWrites int64 // non-blocking writes by a reader at Release
+	FlushWrites  int64 // non-blocking writes by the flusher (flusher.go): frames no reader held
 }
 
-// Stats returns the write counters: Frames / (Writes + InlineWrites) is
-// how many frames one system call carried on average.
+// Stats returns the write counters: Frames / (Writes + InlineWrites +
+// FlushWrites) is how many frames one system call carried on average.
 func Stats() WriteStats {
-	return WriteStats{Frames: stats.frames.Load(), Writes: stats.writes.Load(), InlineWrites: stats.inlineWrites.Load()}
+	return WriteStats{Frames: stats.frames.Load(), Writes: stats.writes.Load(), InlineWrites: stats.inlineWrites.Load(),
+		FlushWrites: stats.flushWrites.Load()}
 }
 
 var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, writeBufSize); return &b }}
@@ -431,7 +433,7 @@ func (c *Conn) Send(b []byte) error {
 	start := (!c.held || c.texts >= heldMax) && c.claimWriterLocked()
 	c.mu.Unlock()
 	if start {
-		go c.writeLoop()
+		flushLater(c)
 	}
 	return nil
 }
@@ -503,6 +505,15 @@ func (c *Conn) Release() {
 		c.mu.Unlock()
 		return
 	}
+	c.writeInlineLocked(&stats.inlineWrites)
+}
+
+// writeInlineLocked writes what is queued with one write that never
+// blocks, on the calling goroutine, which holds c.mu (let go here) and is
+// the writer; what the kernel does not take, or a batch above inlineMax,
+// goes to a writer goroutine, as does a socket being closed. written counts
+// the write.
+func (c *Conn) writeInlineLocked(written *atomic.Int64) {
 	if c.closeAsked || c.raw == nil {
 		c.mu.Unlock()
 		go c.writeLoop()
@@ -516,7 +527,7 @@ func (c *Conn) Release() {
 	n, err := 0, error(nil)
 	if whole {
 		n, err = tryWrite(c.raw, buf)
-		stats.inlineWrites.Add(1)
+		written.Add(1)
 		stats.frames.Add(int64(len(batch)))
 	}
 	c.mu.Lock()

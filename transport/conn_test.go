@@ -527,3 +527,42 @@ func TestKeepalive_AMessageReadAfterThePingAnswersIt(t *testing.T) {
 		t.Fatal("a peer heard from neither by pong nor by message after the ping was not reaped")
 	}
 }
+
+// A frame sent to a socket its reader does not hold (a broadcast) is
+// written by the flusher, with one non-blocking write per socket, not by a
+// writer goroutine per socket: a broadcast to many sockets costs no
+// goroutine each. Every peer gets its frame.
+func TestFlusher_WritesBroadcastsWithoutAWriterPerSocket(t *testing.T) {
+	const n = 50
+	conns := make(chan *Conn, n)
+	url := serve(t, testOpts, func(c *Conn) {
+		conns <- c
+		readToEnd(c)
+	})
+	peers := make([]*websocket.Conn, n)
+	server := make([]*Conn, n)
+	for i := range peers {
+		peers[i] = dial(t, url)
+		server[i] = <-conns
+	}
+	before := Stats()
+	for _, c := range server {
+		if err := c.Send([]byte(`{"type":"claim_granted"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	for i, p := range peers {
+		if _, b, err := p.Read(ctx); err != nil || string(b) != `{"type":"claim_granted"}` {
+			t.Fatalf("peer %d read %q, %v", i, b, err)
+		}
+	}
+	after := Stats()
+	if w := after.Writes - before.Writes; w != 0 {
+		t.Errorf("%d writes by writer goroutines for %d broadcast frames, want none", w, n)
+	}
+	if f := after.FlushWrites - before.FlushWrites; f != n {
+		t.Errorf("%d writes by the flusher, want one per socket (%d)", f, n)
+	}
+}
