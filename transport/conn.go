@@ -149,8 +149,12 @@ type Conn struct {
 	rest        []byte     // the unwritten tail of a partial inline write: written first
 	writing     bool       // a writer owns the socket's writes
 	held        bool       // the reader holds the socket (Hold … Release)
-	closeAsked  bool       // Close, Kill or the peer's close: nothing more is queued
-	killed      bool
+	// ahead: the last Read left bytes of the peer's next frames in hand,
+	// so the reader is about to handle another message (Hold … Release)
+	// and frames queued meanwhile wait for that Release (Send).
+	ahead      atomic.Bool
+	closeAsked bool // Close, Kill or the peer's close: nothing more is queued
+	killed     bool
 
 	closeOnce   sync.Once
 	closing     chan struct{} // closed when a close was asked for
@@ -269,6 +273,7 @@ func (c *Conn) Read() ([]byte, error) {
 		c.endRead(err)
 		return nil, c.readErr
 	}
+	c.ahead.Store(c.buf.Buffered() > 0)
 	return b, nil
 }
 
@@ -430,7 +435,13 @@ func (c *Conn) Send(b []byte) error {
 	// A held socket's frames wait for Release, unless its request turns
 	// out to produce many (a mailbox replay): a writer starts draining
 	// them at once, so the queue's bound applies to the peer, not to us.
-	start := (!c.held || c.texts >= heldMax) && c.claimWriterLocked()
+	// So do the frames of a socket whose next message the reader already
+	// has in hand (one that sends ahead of its answers: a flood, a
+	// pipelining script): they go out with its next answers, in one
+	// write, instead of costing a write each (a broadcast to 200
+	// flooders was 64,000 writes a second).
+	wait := (c.held || c.ahead.Load()) && c.texts < heldMax
+	start := !wait && c.claimWriterLocked()
 	c.mu.Unlock()
 	if start {
 		flushLater(c)

@@ -1,9 +1,11 @@
 package transport
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +13,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
 )
 
 const testDeadline = 10 * time.Second
@@ -564,5 +568,89 @@ func TestFlusher_WritesBroadcastsWithoutAWriterPerSocket(t *testing.T) {
 	}
 	if f := after.FlushWrites - before.FlushWrites; f != n {
 		t.Errorf("%d writes by the flusher, want one per socket (%d)", f, n)
+	}
+}
+
+// A frame for a socket whose reader already has the peer's next message
+// in hand (the peer sent ahead of its answers) waits for that message's
+// Release and goes out with its answer in one write, rather than costing
+// a write of its own: a broadcast to flooders costs them no system call
+// each. A socket with nothing in hand gets it from the flusher at once.
+func TestSend_WaitsForTheNextReleaseOfASocketThatSentAhead(t *testing.T) {
+	conns := make(chan *Conn, 1)
+	url := serve(t, testOpts, func(c *Conn) {
+		conns <- c
+		<-c.Closing()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	nc, br, _, err := ws.Dial(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	c := <-conns
+	// Two messages in one write: the first Read leaves the second in hand.
+	bw := bufio.NewWriter(nc)
+	for _, m := range []string{"one", "two"} {
+		if err := wsutil.WriteClientText(bw, []byte(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := c.Read(); err != nil || string(b) != "one" {
+		t.Fatalf("read %q, %v", b, err)
+	}
+	if !c.Pending() {
+		t.Fatal("the second message is not in hand after the first Read")
+	}
+	before := Stats()
+	if err := c.Send([]byte("broadcast")); err != nil { // as another goroutine would
+		t.Fatal(err)
+	}
+	if s := Stats(); s.Writes != before.Writes || s.FlushWrites != before.FlushWrites || c.Queued() != 1 {
+		t.Fatalf("the frame was written (writes %d, flushes %d, queued %d), want it to wait for the next Release",
+			s.Writes-before.Writes, s.FlushWrites-before.FlushWrites, c.Queued())
+	}
+	if b, err := c.Read(); err != nil || string(b) != "two" {
+		t.Fatalf("read %q, %v", b, err)
+	}
+	c.Hold()
+	if err := c.Send([]byte("answer")); err != nil {
+		t.Fatal(err)
+	}
+	c.Release()
+	if s := Stats(); s.InlineWrites != before.InlineWrites+1 {
+		t.Fatalf("%d inline writes, want the broadcast and the answer in one", s.InlineWrites-before.InlineWrites)
+	}
+	var got []string
+	peer := struct {
+		io.Reader
+		io.Writer
+	}{nc, nc}
+	if br != nil { // the handshake's reader holds what came with it
+		peer.Reader = br
+	}
+	for len(got) < 2 {
+		b, err := wsutil.ReadServerText(peer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(b))
+	}
+	if got[0] != "broadcast" || got[1] != "answer" {
+		t.Fatalf("the peer read %v, want the broadcast, then the answer", got)
+	}
+	// Nothing in hand now: a frame goes out through the flusher.
+	if c.Pending() {
+		t.Fatal("bytes in hand after both messages")
+	}
+	if err := c.Send([]byte("later")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := wsutil.ReadServerText(peer); err != nil || string(b) != "later" {
+		t.Fatalf("read %q, %v", b, err)
 	}
 }
