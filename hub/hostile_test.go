@@ -508,7 +508,7 @@ func TestHostile_SocketsSendingAheadShareTheHeavyLane(t *testing.T) {
 // (TestPacing_TheLaneIsPacedOnlyWhileAnAgentWorks: not without one).
 func TestHostile_TheHeavyLaneIsPacedHubWide(t *testing.T) {
 	clk := newFakeClock()
-	th := startHub(t, Config{HeavyLanePerSecond: 0.001, HeavyLaneBurst: 2, Clock: clk.now})
+	th := startHub(t, Config{HeavyLanePerSecond: 0.001, HeavyLaneBurst: 2, AheadBurst: -1, Clock: clk.now})
 	good := th.join("p/good")
 	flood := th.join("p/flood")
 	pileUp(th, flood, whoRequests("p/flood", 10))

@@ -149,6 +149,12 @@ type Config struct {
 	// HeavyLaneBurst is how many heavy frames may pass at once once the
 	// pace engages; 0 = DefaultHeavyLaneBurst (--heavy-lane-burst).
 	HeavyLaneBurst int
+	// AheadBurst is how many frames a socket may send ahead of its answers
+	// (read with more behind them) before it is heavy, earned back at four
+	// a second: a registration written with its ping, a heartbeat with a
+	// call, are not a flood (ratelimit.go). 0 = DefaultAheadBurst, < 0 =
+	// none (--ahead-burst).
+	AheadBurst int
 	// ClosesPerHostPerSecond paces new sockets from a remote host whose
 	// sockets the hub keeps closing for cause (an oversized frame, a
 	// wrong token, a refused takeover or name, a registration timeout, a
@@ -368,6 +374,9 @@ func New(cfg Config) (*Hub, error) {
 	}
 	if cfg.HeavyLaneBurst <= 0 {
 		cfg.HeavyLaneBurst = DefaultHeavyLaneBurst
+	}
+	if cfg.AheadBurst == 0 {
+		cfg.AheadBurst = DefaultAheadBurst
 	}
 	if cfg.ClosesPerHostPerSecond == 0 {
 		cfg.ClosesPerHostPerSecond = DefaultClosesPerHostPerSecond

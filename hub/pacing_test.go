@@ -13,9 +13,10 @@ import (
 )
 
 // strictLane is a hub as `synapse hub` runs on loopback without a token
-// (no hard cap per socket), with the heavy lane's pace at its strictest.
+// (no hard cap per socket), with the heavy lane's pace at its strictest
+// and no allowance of frames sent ahead: the first such frame is heavy.
 func strictLane(clk *fakeClock) Config {
-	return Config{HeavyLanePerSecond: 0.001, HeavyLaneBurst: 1, Clock: clk.now}
+	return Config{HeavyLanePerSecond: 0.001, HeavyLaneBurst: 1, AheadBurst: -1, Clock: clk.now}
 }
 
 // pileUp sends frames from c while the registry lock is held, so that the
@@ -146,6 +147,48 @@ func TestPacing_TheLaneIsPacedOnlyWhileAnAgentWorks(t *testing.T) {
 		task := "G" + itoa(int64(i))
 		good.send(f("claim", "sender", "p/good", "task_id", task, "paths", []string{"g" + itoa(int64(i))}))
 		good.expectWhere("claim_granted", func(m map[string]any) bool { return m["task_id"] == task })
+	}
+}
+
+// pendingSocket is a socket whose reader always has, or never has, the
+// peer's next frames in hand.
+type pendingSocket struct {
+	*nullSocket
+	pending bool
+}
+
+func (p *pendingSocket) Pending() bool { return p.pending }
+
+// A socket that sends ahead of its answers now and then — our SDK writes
+// its registration and the ping that acks it at once — stays out of the
+// heavy lane for DefaultAheadBurst such frames, earned back at
+// aheadPerSecond; one that keeps sending ahead, past the allowance, is
+// heavy (a storm of 10,000 SDK agents once went through the lane, paced).
+func TestPacing_SendingAheadNowAndThenIsNotHeavy(t *testing.T) {
+	clk := newFakeClock()
+	h := newLocalHub(t, Config{Clock: clk.now})
+	ps := &pendingSocket{nullSocket: newNullSocket(), pending: true}
+	s := &session{h: h, id: 1, conn: ps, ahead: newBucket(aheadPerSecond, DefaultAheadBurst, h.now())}
+	for i := range DefaultAheadBurst {
+		if s.chargeFrame() {
+			t.Fatalf("heavy at the %d-th frame sent ahead, want an allowance of %d", i+1, DefaultAheadBurst)
+		}
+	}
+	if !s.chargeFrame() {
+		t.Fatal("not heavy past the allowance")
+	}
+	// Waiting for its answers again, it leaves the lane after heavyFor,
+	// and the allowance comes back with time.
+	ps.pending = false
+	clk.advance(heavyFor + float64(DefaultAheadBurst)/aheadPerSecond)
+	if s.chargeFrame() {
+		t.Fatal("still heavy after heavyFor of waiting for its answers")
+	}
+	ps.pending = true
+	for i := range DefaultAheadBurst {
+		if s.chargeFrame() {
+			t.Fatalf("heavy at the %d-th frame after the allowance was earned back", i+1)
+		}
 	}
 }
 

@@ -66,7 +66,8 @@ type session struct {
 	// pacing was logged (once per socket).
 	malformed bucket
 	pace      bucket   // every frame (Config.FramesPerSocket)
-	heavyAt   float64  // when it last sent ahead of its answers (chargeFrame); reader only
+	heavyAt   float64  // when it last sent ahead of its answers past its allowance (chargeFrame); reader only
+	ahead     bucket   // its allowance of frames sent ahead of its answers (chargeFrame); reader only
 	inLane    bool     // the frame being handled holds the heavy lane; reader only
 	lane      laneTurn // its place in the heavy lane (lane.go; heavyLane.mu)
 	// waitingAt is the hub clock (float64 bits) of its latest frame
@@ -151,6 +152,9 @@ func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.cfg.FramesPerSocket > 0 {
 		s.pace = newBucket(h.cfg.FramesPerSocket, h.cfg.FramesPerSocketBurst, h.now())
+	}
+	if h.cfg.AheadBurst > 0 {
+		s.ahead = newBucket(aheadPerSecond, h.cfg.AheadBurst, h.now())
 	}
 	h.conns.Add(1)
 	// The socket is served on a goroutine of its own and the HTTP handler

@@ -1,6 +1,9 @@
 package transport
 
-import "sync"
+import (
+	"runtime"
+	"sync"
+)
 
 // The flusher writes the frames queued for sockets no reader holds — a
 // broadcast's, mostly — from one goroutine, each socket's with one write
@@ -40,6 +43,10 @@ func flushLater(c *Conn) {
 func flushDirty() {
 	var batch []*Conn
 	for {
+		// As a writer goroutine did: let whoever is queueing frames (a
+		// commit broadcasting to every socket) queue more first, so a
+		// socket's write carries more of them.
+		runtime.Gosched()
 		flusher.mu.Lock()
 		batch, flusher.dirty = flusher.dirty, batch[:0]
 		if len(batch) == 0 {

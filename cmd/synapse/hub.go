@@ -67,6 +67,7 @@ type hubFlags struct {
 	framesBurst            int
 	heavyRate              float64
 	heavyBurst             int
+	aheadBurst             int
 	closesBurst            int
 	sendQueue              int
 	sendQueueKB            int
@@ -180,7 +181,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		MalformedPerSecond: f.malformedRate, MalformedBurst: f.malformedBurst,
 		ClosesPerHostPerSecond: f.closesRate, ClosesPerHostBurst: f.closesBurst,
 		FramesPerSocket: f.framesRate, FramesPerSocketBurst: f.framesBurst,
-		HeavyLanePerSecond: f.heavyRate, HeavyLaneBurst: f.heavyBurst,
+		HeavyLanePerSecond: f.heavyRate, HeavyLaneBurst: f.heavyBurst, AheadBurst: f.aheadBurst,
 		NoDashboard: *noDashboard, EventBuffer: f.eventBuffer, EventStreams: f.eventStreams, RecentRefusals: f.recentRefusals,
 		Logger: log,
 	}
@@ -382,6 +383,7 @@ func (f *hubFlags) registerLimits(fs *flag.FlagSet) {
 	fs.IntVar(&f.framesBurst, "frames-burst", hub.DefaultFramesPerSocketBurst, "frames a socket may send at once before --frames-per-socket paces its reads")
 	fs.Float64Var(&f.heavyRate, "heavy-lane-rate", hub.DefaultHeavyLanePerSecond, "frames per second, hub-wide, of sockets that send ahead of their answers (floods, pipelining scripts), which are handled one at a time: past --heavy-lane-burst the lane is paced to this while agents that wait for their answers work beside it, and not at all otherwise (docs/security.md), 0 = never paced")
 	fs.IntVar(&f.heavyBurst, "heavy-lane-burst", hub.DefaultHeavyLaneBurst, "heavy-lane frames that may pass at once before the lane's pace engages")
+	fs.IntVar(&f.aheadBurst, "ahead-burst", hub.DefaultAheadBurst, "frames a socket may send ahead of its answers (a registration with its ping) before its frames go through the heavy lane, earned back at 4 a second; -1 = none")
 	fs.Float64Var(&f.closesRate, "closes-per-host", hub.DefaultClosesPerHostPerSecond, "sockets per second one remote host may have closed for cause (oversized frame, wrong token, refused name or takeover, registration timeout, slow consumer) past --closes-burst; beyond, its new sockets wait before the upgrade (docs/security.md), 0 = off")
 	fs.IntVar(&f.closesBurst, "closes-burst", hub.DefaultClosesPerHostBurst, "sockets one remote host may have closed for cause before its new sockets wait")
 	fs.Int64Var(&f.journalMaxKB, "journal-max-kb", 0, "largest the journal file may grow, in KiB, 0 = no cap: past it every mutation is refused as on a full disk until the hub restarts with room (docs/journal.md, Disk faults)")
