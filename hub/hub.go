@@ -150,7 +150,7 @@ type Config struct {
 	// pace engages; 0 = DefaultHeavyLaneBurst (--heavy-lane-burst).
 	HeavyLaneBurst int
 	// AheadBurst is how many frames a socket may send ahead of its answers
-	// (read with more behind them) before it is heavy, earned back at four
+	// (read with more behind them) before it is heavy, earned back at one
 	// a second: a registration written with its ping, a heartbeat with a
 	// call, are not a flood (ratelimit.go). 0 = DefaultAheadBurst, < 0 =
 	// none (--ahead-burst).

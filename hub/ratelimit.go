@@ -125,8 +125,8 @@ const heavyFor = 1.0
 // such agents went through the lane, paced, and took 8.6 s instead of
 // 2.1 s. A flood or a pipelining import spends it within its first frames.
 const (
-	DefaultAheadBurst = 16
-	aheadPerSecond    = 4
+	DefaultAheadBurst = 4
+	aheadPerSecond    = 1
 )
 
 // protectFor is how long, in seconds, after a frame of a socket that waits
