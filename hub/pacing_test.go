@@ -155,15 +155,18 @@ func TestPacing_TheLaneIsPacedOnlyWhileAnAgentWorks(t *testing.T) {
 type pendingSocket struct {
 	*nullSocket
 	pending bool
+	limits  []int // LimitReceiveBuffer's calls
 }
 
-func (p *pendingSocket) Pending() bool { return p.pending }
+func (p *pendingSocket) Pending() bool            { return p.pending }
+func (p *pendingSocket) LimitReceiveBuffer(n int) { p.limits = append(p.limits, n) }
 
 // A socket that sends ahead of its answers now and then — our SDK writes
 // its registration and the ping that acks it at once — stays out of the
 // heavy lane for DefaultAheadBurst such frames, earned back at
 // aheadPerSecond; one that keeps sending ahead, past the allowance, is
-// heavy (a storm of 10,000 SDK agents once went through the lane, paced).
+// heavy (a storm of 10,000 SDK agents once went through the lane, paced)
+// and has its kernel receive buffer capped, once.
 func TestPacing_SendingAheadNowAndThenIsNotHeavy(t *testing.T) {
 	clk := newFakeClock()
 	h := newLocalHub(t, Config{Clock: clk.now})
@@ -174,8 +177,15 @@ func TestPacing_SendingAheadNowAndThenIsNotHeavy(t *testing.T) {
 			t.Fatalf("heavy at the %d-th frame sent ahead, want an allowance of %d", i+1, DefaultAheadBurst)
 		}
 	}
+	if len(ps.limits) != 0 {
+		t.Fatalf("receive buffer capped within the allowance: %v", ps.limits)
+	}
 	if !s.chargeFrame() {
 		t.Fatal("not heavy past the allowance")
+	}
+	// Heavy: what it sends beyond what is read waits in its own host.
+	if s.chargeFrame(); len(ps.limits) != 1 || ps.limits[0] != heavyReceiveBuffer {
+		t.Fatalf("receive buffer caps %v once heavy, want one of %d", ps.limits, heavyReceiveBuffer)
 	}
 	// Waiting for its answers again, it leaves the lane after heavyFor,
 	// and the allowance comes back with time.

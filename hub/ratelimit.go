@@ -117,6 +117,10 @@ const (
 // answers stays in the heavy lane.
 const heavyFor = 1.0
 
+// heavyReceiveBuffer is the kernel receive buffer, in bytes, of a socket
+// once it has been heavy: enough for a pipelining script's next frames.
+const heavyReceiveBuffer = 256 << 10
+
 // A socket may send ahead of its answers now and then without being heavy:
 // DefaultAheadBurst frames read with more behind them (Config.AheadBurst,
 // --ahead-burst), earned back at aheadPerSecond. Our SDK writes its
@@ -420,6 +424,13 @@ func (s *session) chargeFrame() (heavy bool) {
 		}
 	}
 	if s.conn.Pending() && (s.ahead.rate <= 0 || !s.ahead.allow(now)) {
+		if !s.limited {
+			// Sending ahead past its allowance: what it sends beyond
+			// what the hub reads waits in its own host's buffers, not
+			// in ours (200 flooders once queued 544 MiB here).
+			s.limited = true
+			s.conn.LimitReceiveBuffer(heavyReceiveBuffer)
+		}
 		s.heavyAt = now
 	}
 	if now-s.heavyAt < heavyFor {

@@ -47,6 +47,7 @@ func (n *nullSocket) Queued() int              { return 0 }
 func (n *nullSocket) QueuedBytes() int         { return 0 }
 func (n *nullSocket) QueueLen() int            { return 1024 }
 func (n *nullSocket) Pending() bool            { return false }
+func (n *nullSocket) LimitReceiveBuffer(int)   {}
 func (n *nullSocket) Close(int, string)        { n.once.Do(func() { close(n.closing); close(n.done) }) }
 func (n *nullSocket) Kill()                    { n.Close(0, "") }
 func (n *nullSocket) Ping(time.Duration) error { return nil }

@@ -37,6 +37,8 @@ type socket interface {
 	// Pending reports whether the peer's next frames were already read in
 	// with the last message (it sent ahead of the hub's answers).
 	Pending() bool
+	// LimitReceiveBuffer caps the kernel's receive buffer of the socket.
+	LimitReceiveBuffer(n int)
 	// Queued and QueueLen report the send queue's length and capacity,
 	// QueuedBytes the bytes of the frames in it.
 	Queued() int
@@ -68,6 +70,7 @@ type session struct {
 	pace      bucket   // every frame (Config.FramesPerSocket)
 	heavyAt   float64  // when it last sent ahead of its answers past its allowance (chargeFrame); reader only
 	ahead     bucket   // its allowance of frames sent ahead of its answers (chargeFrame); reader only
+	limited   bool     // its kernel receive buffer was capped, once heavy (chargeFrame); reader only
 	inLane    bool     // the frame being handled holds the heavy lane; reader only
 	lane      laneTurn // its place in the heavy lane (lane.go; heavyLane.mu)
 	// waitingAt is the hub clock (float64 bits) of its latest frame

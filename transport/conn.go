@@ -283,6 +283,16 @@ func (c *Conn) Read() ([]byte, error) {
 // the reading goroutine may call it.
 func (c *Conn) Pending() bool { return c.buf.Buffered() > 0 }
 
+// LimitReceiveBuffer caps the kernel's receive buffer for the socket at
+// about n bytes (SO_RCVBUF; Linux doubles it and stops growing it): a peer
+// that sends far ahead of what is read then blocks on its writes instead
+// of queueing megabytes in this host's kernel.
+func (c *Conn) LimitReceiveBuffer(n int) {
+	if tc, ok := c.nc.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(n)
+	}
+}
+
 func (c *Conn) readMessage() ([]byte, error) {
 	for {
 		hdr, err := c.rd.NextFrame()
