@@ -251,37 +251,37 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "synapse hub: cannot create the journal's folder: %v. Choose another with --db PATH.\n", err)
 			return 1
 		}
-		store, cfg.JournalFault, err = openHubJournal(f.db, journal.Options{HubID: f.hubID, MaxBytes: f.journalMaxKB << 10})
-		if err != nil {
-			fmt.Fprintln(stderr, "synapse hub:", journalOpenFailure(f.db, err))
-			return 1
-		}
-		defer store.Close()
-		if cfg.JournalFault != nil {
-			log.Error("the journal cannot be written: serving reads, refusing every mutation until it is writable and the hub restarts",
-				"db", f.db, "err", cfg.JournalFault)
-		}
-		start := time.Now()
 		progress := func(done, total int64) { log.Info("replaying the journal", "rows", done, "of", total) }
-		rec, err := journal.Replay(store, cfg.Limits, float64(time.Now().UnixNano())/1e9, journal.ReplayOptions{Logger: log, Progress: progress})
-		if errors.Is(err, journal.ErrDamaged) {
-			fmt.Fprintln(stderr, "synapse hub:", journalOpenFailure(f.db, err))
+		rec, err := journal.Recover(f.db, journal.RecoverOptions{
+			Open:   journal.Options{HubID: f.hubID, MaxBytes: f.journalMaxKB << 10},
+			Limits: cfg.Limits, Now: float64(time.Now().UnixNano()) / 1e9,
+			Replay: journal.ReplayOptions{Logger: log, Progress: progress},
+		})
+		var replayErr *journal.ReplayError
+		if errors.As(err, &replayErr) {
+			fmt.Fprintf(stderr, "synapse hub: cannot replay the journal %s: %v.\nThe hub did not start, so nothing was changed. Run 'synapse journal check %s' to see what is wrong.\n", f.db, replayErr.Err, f.db)
 			return 1
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "synapse hub: cannot replay the journal %s: %v.\nThe hub did not start, so nothing was changed. Run 'synapse journal check %s' to see what is wrong.\n", f.db, err, f.db)
+			fmt.Fprintln(stderr, "synapse hub:", journalOpenFailure(f.db, err))
 			return 1
+		}
+		store = rec.Store
+		defer store.Close()
+		if cfg.JournalFault = rec.Fault; rec.Fault != nil {
+			log.Error("the journal cannot be written: serving reads, refusing every mutation until it is writable and the hub restarts",
+				"db", f.db, "err", rec.Fault)
 		}
 		cfg.State, cfg.Journal = rec.State, store
 		if cfg.HubID == "" {
-			cfg.HubID = store.HubID() // a journal keeps its hub's identity across restarts
+			cfg.HubID = rec.HubID // a journal keeps its hub's identity across restarts
 		}
-		if rec.Degraded() {
-			cfg.Degraded = fmt.Sprintf("%d journal rows could not be replayed (incomplete history: %v); run 'synapse journal check %s'", rec.QuarantinedCount, rec.Incomplete, f.db)
+		if rec.DegradedReason != "" {
+			cfg.Degraded = rec.DegradedReason + "; run 'synapse journal check " + f.db + "'"
 			log.Warn("journal recovery needed: mutations are refused", "quarantined", rec.QuarantinedCount, "check", "synapse journal check "+f.db)
 		}
 		journalDesc = fmt.Sprintf("%s (seq %d; %d claims restored from snapshot %d + %d events in %s)",
-			f.db, rec.LastSeq, rec.State.ClaimCount(), rec.SnapshotSeq, rec.Events, time.Since(start).Round(time.Millisecond))
+			f.db, rec.LastSeq, rec.State.ClaimCount(), rec.SnapshotSeq, rec.Events, rec.Took.Round(time.Millisecond))
 		if cfg.JournalFault != nil {
 			journalDesc += "; READ-ONLY: every mutation is refused until it is writable and the hub restarts"
 		}
@@ -391,31 +391,6 @@ func (f *hubFlags) registerLimits(fs *flag.FlagSet) {
 	fs.IntVar(&f.eventBuffer, "dashboard-event-buffer", hub.DefaultEventBuffer, "events queued to one /api/events stream before it is dropped as too slow (its browser reconnects and reloads the state)")
 	fs.IntVar(&f.eventStreams, "dashboard-streams", hub.DefaultEventStreams, "/api/events streams open at once (503 beyond)")
 	fs.IntVar(&f.recentRefusals, "dashboard-refusals", hub.DefaultRecentRefusals, "recent refusals /api/state and the dashboard list, 0 = none")
-}
-
-// openHubJournal opens the hub's journal for writing. When the file, its
-// folder or its file system is read-only it opens it read-only instead and
-// returns why as fault: the hub then serves reads and refuses mutations
-// (hub.Config.JournalFault) rather than not starting at all. On a
-// read-only file system after a clean stop there is no -shm and none can
-// be made, so it is then opened immutable (journal refuses that when a WAL
-// holds commits).
-func openHubJournal(path string, opts journal.Options) (store *journal.Store, fault, err error) {
-	store, err = journal.Open(path, opts)
-	if !errors.Is(err, journal.ErrReadOnly) {
-		return store, nil, err
-	}
-	ro := opts
-	ro.ReadOnly = true
-	store, roErr := journal.Open(path, ro)
-	if roErr != nil {
-		ro.Immutable = true
-		store, roErr = journal.Open(path, ro)
-	}
-	if roErr != nil {
-		return nil, nil, err // the first error says why it cannot be written
-	}
-	return store, err, nil
 }
 
 // journalOpenFailure explains why the hub's journal could not be opened
