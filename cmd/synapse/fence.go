@@ -76,92 +76,49 @@ type fenceCheck struct {
 	fileFlag string
 }
 
-// file decides whether me may write rel (INV-EF-2 on the write path):
-//
-//   - a live claim of me's covers rel and its epoch is the one the ledger
-//     recorded: allowed;
-//   - me's covering claim is live under a newer epoch than the recorded one
-//     (the lease lapsed and was re-granted, or renewed or handed back by
-//     another process under this name): refused, superseded;
-//   - another agent's claim covers rel: refused;
-//   - no live claim covers rel but a recorded grant of me's did: refused,
-//     the claim is gone;
-//   - a live claim of me's covers rel and nothing was recorded for it
-//     (claimed by a tool that keeps no ledger): allowed with a warning,
-//     refused under strict;
-//   - nothing covers rel and nothing was recorded: refused when
-//     needClaim (the guard, or strict), else allowed.
+// file decides whether me may write rel by the write-path rule
+// (client.Fence.Check, INV-EF-2 on the write path) and says why in the
+// CLI's words.
 func (fc *fenceCheck) file(rel string) fenceVerdict {
 	me := fc.me
 	claimFile := cmp.Or(fc.fileFlag, "--paths") + " " + rel
-	mine, mineShared, others := covering(fc.claims, rel, fc.worktree, fc.root, me)
-	recorded := func(task string) (client.LeaseRecord, bool) {
-		for _, r := range fc.recs {
-			if r.Agent == me && r.TaskID == task {
-				return r, true
-			}
-		}
-		return client.LeaseRecord{}, false
-	}
-	var stale *client.Claim
-	var staleRec client.LeaseRecord
-	for i, cl := range mine {
-		r, ok := recorded(cl.TaskID)
-		switch {
-		case ok && r.Epoch == cl.Epoch:
-			return fenceVerdict{allowed: true}
-		case ok && stale == nil:
-			stale, staleRec = &mine[i], r
-		}
-	}
-	if stale != nil {
-		return fenceVerdict{short: fmt.Sprintf("superseded: your claim on '%s' is live under epoch %d, you recorded epoch %d", stale.TaskID, stale.Epoch, staleRec.Epoch),
+	f := client.Fence{Claims: fc.claims, Records: fc.recs, Worktree: fc.worktree, Root: fc.root, Agent: me, NeedClaim: fc.needClaim, Strict: fc.strict}
+	d := f.Check(rel)
+	cl, rec := d.Claim, d.Record
+	switch d.Verdict {
+	case client.WriteSuperseded:
+		return fenceVerdict{short: fmt.Sprintf("superseded: your claim on '%s' is live under epoch %d, you recorded epoch %d", cl.TaskID, cl.Epoch, rec.Epoch),
 			reason: fmt.Sprintf("Your claim on '%s' was re-granted since you recorded it: you were granted epoch %d, the live claim is epoch %d. "+
 				"Your lease lapsed or was renewed elsewhere under your name (%s), so someone else may have changed %s meanwhile. "+
 				"Re-claim it (`synapse claim %s%s --name %s`), re-check your work against the current files, then retry.",
-				stale.TaskID, staleRec.Epoch, stale.Epoch, me, rel, stale.TaskID, scopeFlags(stale.Paths, stale.Globs, stale.Files), me)}
-	}
-	if len(mine) > 0 {
-		cl := mine[0]
+				cl.TaskID, rec.Epoch, cl.Epoch, me, rel, cl.TaskID, scopeFlags(cl.Paths, cl.Globs, cl.Files), me)}
+	case client.WriteUnrecorded:
 		msg := fmt.Sprintf("Your claim on '%s' (epoch %d) covers %s but this checkout recorded no grant of it, so a superseded lease cannot be told from a live one. "+
 			"Claim it here with `synapse claim %s%s --name %s` (or the synapse MCP server's claim tool) to fence on its epoch.",
 			cl.TaskID, cl.Epoch, rel, cl.TaskID, scopeFlags(cl.Paths, cl.Globs, cl.Files), me)
-		if fc.strict {
+		if !d.Allowed {
 			return fenceVerdict{reason: msg + " (--strict)", short: fmt.Sprintf("your claim on '%s' (epoch %d) was not recorded in this checkout (--strict)", cl.TaskID, cl.Epoch)}
 		}
 		return fenceVerdict{allowed: true, warn: msg}
-	}
-	var gone *client.LeaseRecord
-	for i, r := range fc.recs {
-		if r.Agent == me && (r.Worktree == fc.worktree || r.Worktree == fc.root) && r.Covers(rel) {
-			gone = &fc.recs[i]
-			break
-		}
-	}
-	if len(others) > 0 {
-		o := others[0]
-		lost, short := "", fmt.Sprintf("claimed by %s (task %s)", o.Owner, o.TaskID)
-		if gone != nil {
-			lost = fmt.Sprintf("Your claim on '%s' (epoch %d) lapsed or was released and ", gone.TaskID, gone.Epoch)
-			short += fmt.Sprintf("; your claim on '%s' (epoch %d) is gone", gone.TaskID, gone.Epoch)
+	case client.WriteClaimed:
+		lost, short := "", fmt.Sprintf("claimed by %s (task %s)", cl.Owner, cl.TaskID)
+		if rec != nil {
+			lost = fmt.Sprintf("Your claim on '%s' (epoch %d) lapsed or was released and ", rec.TaskID, rec.Epoch)
+			short += fmt.Sprintf("; your claim on '%s' (epoch %d) is gone", rec.TaskID, rec.Epoch)
 		}
 		return fenceVerdict{short: short, reason: fmt.Sprintf("%s%s is claimed by %s (task %s), not by you (%s). Ask them with `synapse send %s TEXT` or wait with `synapse wait %s`, then claim it: `synapse claim %s %s`.",
-			lost, rel, o.Owner, o.TaskID, me, o.Owner, o.TaskID, suggestTask(rel), claimFile)}
-	}
-	if len(mineShared) > 0 {
-		cl := mineShared[0]
+			lost, rel, cl.Owner, cl.TaskID, me, cl.Owner, cl.TaskID, suggestTask(rel), claimFile)}
+	case client.WriteShared:
 		return fenceVerdict{short: fmt.Sprintf("your claim on '%s' is shared (read only)", cl.TaskID),
 			reason: fmt.Sprintf("Your claim on '%s' (epoch %d) covering %s is shared: it lets you read, and others read beside you, but not write. "+
 				"Release it and claim the files exclusively (`synapse claim %s%s --name %s`, without --shared), then edit.",
 				cl.TaskID, cl.Epoch, rel, cl.TaskID, scopeFlags(cl.Paths, cl.Globs, cl.Files), me)}
-	}
-	if gone != nil {
-		return fenceVerdict{short: fmt.Sprintf("your claim on '%s' (epoch %d) is gone: expired or released", gone.TaskID, gone.Epoch),
+	case client.WriteGone:
+		return fenceVerdict{short: fmt.Sprintf("your claim on '%s' (epoch %d) is gone: expired or released", rec.TaskID, rec.Epoch),
 			reason: fmt.Sprintf("Your claim on '%s' (epoch %d) is gone: its lease expired or it was released. Someone may have changed %s since. "+
 				"Re-claim it (`synapse claim %s%s --name %s`), re-check your work against the current files, then retry; or, if you are done with it, drop the record with `synapse release %s --name %s`.",
-				gone.TaskID, gone.Epoch, rel, gone.TaskID, scopeFlags(gone.Paths, gone.Globs, gone.Files), me, gone.TaskID, me)}
-	}
-	if fc.needClaim || fc.strict {
+				rec.TaskID, rec.Epoch, rel, rec.TaskID, scopeFlags(rec.Paths, rec.Globs, rec.Files), me, rec.TaskID, me)}
+	case client.WriteUnclaimed:
 		return fenceVerdict{short: "no claim of yours covers it",
 			reason: fmt.Sprintf("You (%s) hold no claim covering %s. Claim it first: `synapse claim %s %s --name %s` (or the claim tool of the synapse MCP server), then edit.",
 				me, rel, suggestTask(rel), claimFile, me)}

@@ -189,35 +189,6 @@ func liveClaims(f *clientFlags) (*client.State, bool, error) {
 	return st, c.HasFeature("file_scopes"), err
 }
 
-// covering splits the claims covering rel into the agent's exclusive ones
-// (which let it write), its shared ones (which let it read only) and
-// others' of either mode (which forbid the write: a writer beside readers
-// breaks a shared claim as surely as one beside another writer). A claim
-// applies to this checkout when its worktree is the guard's label or the
-// repository's absolute root (git-claim's form); it covers rel by the hub's
-// rule (client.Claim.Covers, scopes as sets of files: no paths, globs or
-// files is the whole worktree, a path covers itself and what is below it, a
-// glob its matches, a file itself).
-func covering(claims []client.Claim, rel, worktree, root, me string) (mine, mineShared, others []client.Claim) {
-	for _, cl := range claims {
-		if cl.Worktree != worktree && cl.Worktree != root {
-			continue
-		}
-		if !cl.Covers(rel) {
-			continue
-		}
-		switch {
-		case cl.Owner != me:
-			others = append(others, cl)
-		case cl.Mode == "shared":
-			mineShared = append(mineShared, cl)
-		default:
-			mine = append(mine, cl)
-		}
-	}
-	return mine, mineShared, others
-}
-
 // suggestTask is a task id to suggest for claiming rel.
 func suggestTask(rel string) string {
 	t := strings.NewReplacer("/", "-", ".", "-", " ", "-").Replace(rel)
