@@ -197,7 +197,7 @@ func (h *Hub) State(ctx context.Context) (APIState, error) {
 		return APIState{}, err
 	}
 	r := v.(refs)
-	out := APIState{HubID: h.cfg.HubID, Version: Version, GeneratedAt: r.at, Secured: h.cfg.Token != "",
+	out := APIState{HubID: h.cfg.HubID, Version: h.cfg.Version, GeneratedAt: r.at, Secured: h.cfg.Token != "",
 		EventID: r.eventID, Refusals: r.refusals}
 
 	owned := map[string]int{}

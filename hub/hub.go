@@ -48,10 +48,8 @@ import (
 	"github.com/synapse-hub/synapse/wire"
 )
 
-// Version is the release of this hub and of the synapse binary, reported
-// as hub_version and in /health; set it with
-// -ldflags "-X github.com/synapse-hub/synapse/hub.Version=…".
-var Version = "0.1.0-dev"
+// DefaultVersion is the hub_version of a hub whose Config gives none.
+const DefaultVersion = "dev"
 
 // Features are the additive protocol features announced in welcome.
 var Features = []string{"wait_ready", "error_code", "scoped_fanout", "leave", "namespaces", "presence_delta", "task_bound_claims", "glob_scopes", "shared_claims", "file_scopes", "ping", "own_fanout"}
@@ -60,6 +58,7 @@ var Features = []string{"wait_ready", "error_code", "scoped_fanout", "leave", "n
 // with the reference's defaults.
 type Config struct {
 	HubID                 string // default "syn-" + 8 random hex
+	Version               string // the release, reported as hub_version and in /health; default DefaultVersion
 	Token                 string // "" = open hub; else the first frame must carry it
 	MaxClients            int    // 256 (--max-clients) → close 4013 "hub at capacity"
 	MaxConnectionsPerHost int    // 32, 0 = unlimited (--max-connections-per-host) → close 4015
@@ -297,6 +296,9 @@ func New(cfg Config) (*Hub, error) {
 			return nil, fmt.Errorf("hub: hub id: %w", err)
 		}
 		cfg.HubID = "syn-" + hex.EncodeToString(b[:])
+	}
+	if cfg.Version == "" {
+		cfg.Version = DefaultVersion
 	}
 	if cfg.MaxClients <= 0 {
 		cfg.MaxClients = DefaultMaxClients

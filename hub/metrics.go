@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/transport"
+	"github.com/synapse-hub/synapse/wire"
 )
 
 // metrics are the hub's Prometheus series, on a private registry. Names
@@ -239,9 +240,9 @@ func (h *Hub) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	}
 	body := map[string]any{
 		"status":                   status,
-		"protocol_version":         2,
+		"protocol_version":         wire.ProtocolVersion,
 		"hub_id":                   h.cfg.HubID,
-		"version":                  Version,
+		"version":                  h.cfg.Version,
 		"uptime_seconds":           h.now() - h.started,
 		"online_agents":            online,
 		"active_claims":            h.activeClaims.Load(),

@@ -134,7 +134,7 @@ func (s *session) whoRequest(sender string) {
 	clients := h.liveSocketsLocked()
 	h.mu.Unlock()
 	f := s.frame("who_snapshot", sender, "Who snapshot").Raw("online_agents", onlineJSON).Raw("agent_roles", roles.Bytes()).
-		Int("connected_clients", int64(clients)).Str("hub_version", Version).Str("config_epoch", h.epoch)
+		Int("connected_clients", int64(clients)).Str("hub_version", h.cfg.Version).Str("config_epoch", h.epoch)
 	if h.cfg.Journal != nil {
 		f.Raw("mailbox_pending", h.mailboxPending())
 	} else {

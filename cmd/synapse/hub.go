@@ -171,7 +171,8 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	f.framesRate = framesPerSocket(f, set)
 
 	cfg := hub.Config{
-		HubID: f.hubID, Token: f.token,
+		Version: version,
+		HubID:   f.hubID, Token: f.token,
 		MaxClients: f.maxClients, MaxConnectionsPerHost: f.maxPerHost, MaxUnauthClients: f.maxUnauth,
 		MaxFrameBytes: f.maxMsgKB << 10, MaxHistory: f.maxHistory,
 		Limits:          f.limits,
@@ -299,7 +300,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	srv := &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stdout, "synapse hub %s listening on ws://%s (hub_id %s, protocol v%d)\njournal: %s\n", hub.Version, ln.Addr(), h.HubID(), WireProtocolVersion, journalDesc)
+	fmt.Fprintf(stdout, "synapse hub %s listening on ws://%s (hub_id %s, protocol v%d)\njournal: %s\n", version, ln.Addr(), h.HubID(), WireProtocolVersion, journalDesc)
 	fmt.Fprintln(stdout, describeRequestPolicy(cfg.AllowHosts, cfg.AllowOrigins))
 	if !*noMCP {
 		selfURI = loopbackURI(f.host, ln.Addr())

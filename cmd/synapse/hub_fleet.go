@@ -65,7 +65,7 @@ func joinFleet(f *hubFlags, cfg *hub.Config, listen net.Addr, log *slog.Logger) 
 	defer cancel()
 	m, err := cluster.Join(ctx, cluster.Config{
 		Endpoints: strings.Split(f.etcd, ","), HubID: f.hubID, Advertise: adv, LeaseTTL: f.etcdLeaseTTL,
-		Prefix: f.etcdPrefix, Version: hub.Version, Logger: log,
+		Prefix: f.etcdPrefix, Version: version, Logger: log,
 		Fence: func(budget time.Duration) { fm.owners.Fence(budget) },
 	})
 	if err != nil {

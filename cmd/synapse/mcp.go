@@ -88,7 +88,7 @@ func runMCP(args []string, stdout, stderr io.Writer) int {
 	}
 	defer c.Close()
 	wd, _ := os.Getwd()
-	s := mcpserver.New(mcpserver.Options{Client: c, Profile: profile, Version: hub.Version, Logger: log, Ledger: ledgerFor(wd), Checkout: projectRoot(wd)})
+	s := mcpserver.New(mcpserver.Options{Client: c, Profile: profile, Version: version, Logger: log, Ledger: ledgerFor(wd), Checkout: projectRoot(wd)})
 	defer s.Close()
 	// stdout carries the protocol: nothing else may be written there.
 	// Every request read before stdin ends is answered before the exit.
@@ -126,7 +126,7 @@ func mcpRequestPolicy(addr string, allowHosts, allowOrigins []string) (*hub.Requ
 func serveMCPHTTP(ctx context.Context, f *clientFlags, profile mcpserver.Profile, addr string, policy *hub.RequestPolicy, stdout, stderr io.Writer, log *slog.Logger) int {
 	h := mcpserver.NewHTTPHandler(mcpserver.HTTPOptions{
 		Dial:        mcpDialer(f.uri, f.token, func() time.Duration { return f.timeout }),
-		DefaultName: f.name, Token: f.token, Profile: profile, Version: hub.Version, Logger: log,
+		DefaultName: f.name, Token: f.token, Profile: profile, Version: version, Logger: log,
 		HostChecked: true, // policy, below, checks Host and Origin as the hub does
 	})
 	defer h.Close()
@@ -162,7 +162,7 @@ func hubMCP(token string, self func() string, log *slog.Logger) *mcpserver.HTTPH
 		Dial: func(ctx context.Context, name string) (*client.Client, error) {
 			return mcpDialer(self(), token, func() time.Duration { return 10 * time.Second })(ctx, name)
 		},
-		Token: token, Version: hub.Version, Logger: log,
+		Token: token, Version: version, Logger: log,
 		HostChecked: true, // the hub's Handler checks Host and Origin first
 	})
 }
