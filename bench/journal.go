@@ -11,22 +11,6 @@ import (
 	"github.com/synapse-hub/synapse/journal"
 )
 
-// JournalResult holds the figures `synapse bench journal` reports: the
-// journal's own append, replay and restart costs (bench.Sequencer measures
-// mutations through the sequencer on top of it).
-type JournalResult struct {
-	AppendPerSecBatch1   float64 `json:"append_records_per_s_batch1_full"`
-	AppendPerSecBatch64  float64 `json:"append_records_per_s_batch64_full"`
-	AppendPerSecBatch512 float64 `json:"append_records_per_s_batch512_full"`
-	ReplayEventsPerSec   float64 `json:"replay_events_per_s"`
-	RestartMsNoSnapshot  float64 `json:"restart_ms_1m_no_snapshot"`
-	RestartMsSnapshot    float64 `json:"restart_ms_1m_snapshot"`
-	SnapshotBytes        int     `json:"snapshot_bytes"`
-	SnapshotClaims       int     `json:"snapshot_claims"`
-	JournalEvents        int     `json:"journal_events"`
-	FileBytes            int64   `json:"file_bytes"`
-}
-
 // JournalRecord is the i-th fixture record: a full claim dict, the most
 // common and the largest durable payload.
 func JournalRecord(i int) journal.Record {
@@ -174,68 +158,4 @@ func Restart(path string, now float64, useSnapshot bool) (time.Duration, *journa
 		return 0, nil, err
 	}
 	return time.Since(start), rec, nil
-}
-
-// Journal runs the storage benchmarks in dir (a temporary directory when
-// empty): append throughput at FULL for batches of 1, 64 and 512, then a
-// 1M-event journal (100k claims) replayed in full and restarted from a
-// snapshot taken 10,000 events before its end.
-func Journal(dir string, progress func(string)) (JournalResult, error) {
-	var res JournalResult
-	if progress == nil {
-		progress = func(string) {}
-	}
-	if dir == "" {
-		d, err := os.MkdirTemp("", "synapse-bench-journal-")
-		if err != nil {
-			return res, err
-		}
-		defer os.RemoveAll(d)
-		dir = d
-	}
-	var err error
-	for _, c := range []struct {
-		size, records int
-		out           *float64
-	}{{1, 2000, &res.AppendPerSecBatch1}, {64, 64 * 500, &res.AppendPerSecBatch64}, {512, 512 * 200, &res.AppendPerSecBatch512}} {
-		progress(fmt.Sprintf("append batch %d", c.size))
-		if *c.out, err = AppendRate(dir, c.size, c.records); err != nil {
-			return res, err
-		}
-	}
-	const events, claims = 1_000_000, 100_000
-	path := filepath.Join(dir, "replay.db")
-	defer removeJournal(path)
-	progress("fill 1M events")
-	_, now, err := FillJournal(path, events, claims, 10_000)
-	if err != nil {
-		return res, err
-	}
-	progress("restart without snapshot")
-	d, rec, err := Restart(path, now, false)
-	if err != nil {
-		return res, err
-	}
-	res.RestartMsNoSnapshot = float64(d.Microseconds()) / 1000
-	res.ReplayEventsPerSec = float64(rec.Events) / d.Seconds()
-	res.JournalEvents = rec.Events
-	progress("restart from snapshot")
-	if d, rec, err = Restart(path, now, true); err != nil {
-		return res, err
-	}
-	res.RestartMsSnapshot = float64(d.Microseconds()) / 1000
-	res.SnapshotClaims = rec.State.ClaimCount()
-	if fi, err := os.Stat(path); err == nil {
-		res.FileBytes = fi.Size()
-	}
-	st, err := journal.Open(path, journal.Options{ReadOnly: true})
-	if err != nil {
-		return res, err
-	}
-	defer st.Close()
-	snaps, err := st.Snapshots()
-	if err == nil && len(snaps) > 0 {
-		res.SnapshotBytes = snaps[0].Size
-	}
-	return res, err
 }
