@@ -112,11 +112,11 @@ func (f fedHost) ServeForward(peer, agent string, frame []byte, recipientHere bo
 	h := f.h
 	var out [][]byte
 	p := &session{
-		h: h, id: h.nextID.Add(1), host: "federation-peer:" + peer,
+		h: h, id: h.nextID.Add(1), kind: forwardedVerb, host: "federation-peer:" + peer,
 		authed: true, name: agent, receiptsFlushed: true,
-		relay:     func(b []byte) { out = append(out, b) },
-		viaPeer:   peer,
-		recipient: recipientHere,
+		relay:            func(b []byte) { out = append(out, b) },
+		viaPeer:          peer,
+		recipientViaPeer: recipientHere,
 	}
 	in, err := wire.Decode(frame, h.cfg.MaxFrameBytes, wire.DefaultMaxDepth)
 	if err != nil {
@@ -350,7 +350,7 @@ func (s *session) acceptPeer(data []byte) {
 		return
 	}
 	h.mu.Lock()
-	s.peer = pc
+	s.kind, s.peer = peerSocket, pc
 	h.authLocked(s)
 	h.mu.Unlock()
 }

@@ -55,12 +55,31 @@ type socket interface {
 	Done() <-chan struct{}
 }
 
-// session is one socket. Fields under "registry" are guarded by Hub.mu; the
-// rest are set at creation or owned as noted.
+// sessionKind says what a session serves. Every session starts as the
+// kind it is created with, except that an agentSocket whose first frame is
+// a peer hub's hello becomes a peerSocket (acceptPeer, under Hub.mu).
+type sessionKind uint8
+
+const (
+	// agentSocket is a socket an agent (or a script, or a browser)
+	// opened: it binds a name with its first frame and runs the verbs.
+	agentSocket sessionKind = iota
+	// peerSocket is a socket a peer hub opened: it speaks the hub-to-hub
+	// protocol through peer (federation.PeerConn) and never binds a name.
+	peerSocket
+	// forwardedVerb has no socket: it runs one verb a peer hub forwarded
+	// for its agent (fedHost.ServeForward), its private replies collected
+	// by relay, its quota principal the peer's.
+	forwardedVerb
+)
+
+// session is one socket, or one forwarded verb. Fields under "registry"
+// are guarded by Hub.mu; the rest are set at creation or owned as noted.
 type session struct {
 	h    *Hub
 	id   int64
-	conn socket // nil on a proxy session (relay)
+	kind sessionKind // written under Hub.mu by the session's own reader (acceptPeer)
+	conn socket      // nil when kind == forwardedVerb
 	host string
 	rate bucket // per-socket frame limiter (ratelimit.go); read goroutine only
 	// Malformed-frame pacing (ratelimit.go), read goroutine only: the
@@ -107,17 +126,17 @@ type session struct {
 	// letter; the same goroutine journals the clear (chat.go).
 	deadCleared int64
 
-	// A socket a peer hub opened speaks the hub-to-hub protocol through
-	// peer (federation.go) and never binds a name. Set under Hub.mu.
+	// peer is a peerSocket's end of the hub-to-hub protocol
+	// (federation.go). Set under Hub.mu, with kind.
 	peer *federation.PeerConn
 
-	// A proxy session runs a verb a peer forwarded (fedHost.ServeForward):
-	// relay collects its private replies instead of a socket, its quota
-	// principal is the peer's, and recipient says a handoff's recipient is
-	// an agent of that peer. Set at creation.
-	relay     func([]byte)
-	viaPeer   string
-	recipient bool
+	// A forwardedVerb session (fedHost.ServeForward): relay collects its
+	// private replies instead of a socket, viaPeer is the forwarding hub
+	// (its quota principal), and recipientViaPeer says a handoff's
+	// recipient is an agent of that peer. Set at creation.
+	relay            func([]byte)
+	viaPeer          string
+	recipientViaPeer bool
 }
 
 func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {
@@ -191,7 +210,7 @@ func (s *session) serve(c *transport.Conn) {
 	h.keeper.Add(c)
 	s.readLoop()
 	h.keeper.Remove(c)
-	if s.peer != nil {
+	if s.kind == peerSocket {
 		s.peer.Close()
 	}
 	h.leave(s)
@@ -204,7 +223,7 @@ func (s *session) serve(c *transport.Conn) {
 func (s *session) readLoop() {
 	authTimer := time.AfterFunc(s.h.cfg.AuthTimeout, func() {
 		s.h.mu.Lock()
-		bound := s.name != "" || s.peer != nil
+		bound := s.name != "" || s.kind == peerSocket
 		s.h.mu.Unlock()
 		if !bound {
 			reason := "registration timeout"
@@ -265,7 +284,7 @@ func (h *Hub) reaped(c *transport.Conn) {
 // send queues a frame without ever blocking. A full queue means the peer
 // reads slower than the hub writes: it is disconnected (slow consumer).
 func (s *session) send(b []byte) bool {
-	if s.relay != nil {
+	if s.kind == forwardedVerb {
 		s.relay(b)
 		return true
 	}
@@ -284,7 +303,7 @@ func (s *session) send(b []byte) bool {
 // something slow (another hub, etcd): frames for this socket must not
 // wait for that.
 func (s *session) letGo() {
-	if s.conn != nil {
+	if s.kind != forwardedVerb {
 		s.conn.Release()
 	}
 	s.leaveLane()
@@ -326,11 +345,11 @@ func (s *session) leaveLane() {
 }
 
 // closeWith asks the writer to send what is queued, then close the socket
-// with code and reason. Only the first call counts. A proxy session has
+// with code and reason. Only the first call counts. A forwarded verb has
 // no socket to close.
 func (s *session) closeWith(code int, reason string) {
 	s.uncount()
-	if s.conn != nil {
+	if s.kind != forwardedVerb {
 		s.conn.Close(code, reason)
 	}
 }
@@ -338,14 +357,14 @@ func (s *session) closeWith(code int, reason string) {
 // kill drops the connection at once, without a close handshake.
 func (s *session) kill() {
 	s.uncount()
-	if s.conn != nil {
+	if s.kind != forwardedVerb {
 		s.conn.Kill()
 	}
 }
 
 // queuedBytes is how many bytes wait in the send queue.
 func (s *session) queuedBytes() int {
-	if s.conn == nil {
+	if s.kind == forwardedVerb {
 		return 0
 	}
 	return s.conn.QueuedBytes()
@@ -353,14 +372,14 @@ func (s *session) queuedBytes() int {
 
 // queued is how many frames wait in the send queue.
 func (s *session) queued() int {
-	if s.conn == nil {
+	if s.kind == forwardedVerb {
 		return 0
 	}
 	return s.conn.Queued()
 }
 
 func (s *session) isClosing() bool {
-	if s.conn == nil {
+	if s.kind == forwardedVerb {
 		return false
 	}
 	select {
@@ -410,7 +429,7 @@ const principalDomain = "synapse-channel:claim-quota-principal:v1\x00"
 // rotate to multiply its budget. A loopback fleet on an open hub therefore
 // shares one budget (raise --max-claims-per-agent, or give agents tokens).
 func (s *session) principal() string {
-	if s.viaPeer != "" {
+	if s.kind == forwardedVerb {
 		return "federation-peer:" + s.viaPeer // INV-ME-5: the forwarding hub's budget
 	}
 	if tok := s.h.cfg.Token; tok != "" {

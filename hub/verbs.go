@@ -60,7 +60,7 @@ func (s *session) handle(data []byte) {
 		return
 	}
 	typ := in.Type()
-	if s.peer != nil {
+	if s.kind == peerSocket {
 		s.peer.Handle(data)
 		return
 	}
@@ -475,7 +475,7 @@ func (s *session) handoff(sender string, in *wire.Inbound) {
 	switch peer := s.h.fed.RemotePeer(to); {
 	case recipient != nil:
 		cmd.ToPrincipal = recipient.principal() // INV-ME-5: the cap gates the recipient's principal
-	case s.recipient: // forwarded: the recipient is an agent of the forwarding hub
+	case s.recipientViaPeer: // forwarded: the recipient is an agent of the forwarding hub
 		cmd.ToOnline, cmd.ToPrincipal = true, "federation-peer:"+s.viaPeer
 	case peer != "": // an agent of a peer that forwarded for it
 		cmd.ToOnline, cmd.ToPrincipal = true, "federation-peer:"+peer
