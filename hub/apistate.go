@@ -181,7 +181,7 @@ func (h *Hub) State(ctx context.Context) (APIState, error) {
 			a := APIAgent{Name: n, LastSeen: seen}
 			if s := h.reg.byName[n]; s != nil {
 				a.Online, a.Roles, a.LastReaction = true, s.roles, s.lastReaction
-				a.HasLiveWaiter = h.reg.byName[n+"-rx"] != nil || h.reg.byName[n+"-pane-rx"] != nil
+				a.HasLiveWaiter = h.reg.hasLiveSidecar(n)
 				a.ProvenLive = r.at-s.lastReaction <= livenessWindow || a.HasLiveWaiter
 			}
 			r.agents = append(r.agents, a)

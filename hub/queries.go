@@ -126,7 +126,7 @@ func (s *session) whoRequest(sender string) {
 		if identity(n) != n {
 			continue // sidecars are not seats
 		}
-		waiter := h.reg.byName[n+"-rx"] != nil || h.reg.byName[n+"-pane-rx"] != nil
+		waiter := h.reg.hasLiveSidecar(n)
 		age := now - rs.lastReaction
 		live.Raw(n, wire.Object().Bool("proven_live", age <= livenessWindow || waiter).
 			Bool("has_live_waiter", waiter).Float("last_reaction_age", age).Bytes())

@@ -188,8 +188,9 @@ func (h *Hub) recipientsLocked(t, sender string, reached func(rs *session)) {
 	}
 	seat := func(name string) { // the name and its sidecars
 		try(h.reg.byName[name])
-		try(h.reg.byName[name+"-rx"])
-		try(h.reg.byName[name+"-pane-rx"])
+		for _, sc := range wire.Sidecars(name) {
+			try(h.reg.byName[sc])
+		}
 	}
 	for part := range strings.SplitSeq(t, ",") {
 		p := strings.TrimSpace(part)
@@ -251,7 +252,8 @@ func (r *registry) audienceLocked(aud audience, f func(*session)) {
 	}
 	for _, id := range aud.names {
 		scoped(id)
-		scoped(id + "-rx")
-		scoped(id + "-pane-rx")
+		for _, sc := range wire.Sidecars(id) {
+			scoped(sc)
+		}
 	}
 }

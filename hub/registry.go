@@ -1,7 +1,6 @@
 package hub
 
 import (
-	"crypto/subtle"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -133,14 +132,17 @@ func reserved(name string) bool {
 }
 
 // identity maps a sidecar name (X-rx, X-pane-rx) to the identity it serves.
-func identity(name string) string {
-	if s, ok := strings.CutSuffix(name, "-pane-rx"); ok && s != "" {
-		return s
+func identity(name string) string { return wire.Identity(name) }
+
+// hasLiveSidecar reports whether a sidecar of identity id is connected
+// (Hub.mu).
+func (r *registry) hasLiveSidecar(id string) bool {
+	for _, n := range wire.Sidecars(id) {
+		if r.byName[n] != nil {
+			return true
+		}
 	}
-	if s, ok := strings.CutSuffix(name, "-rx"); ok && s != "" {
-		return s
-	}
-	return name
+	return false
 }
 
 // admit applies the admission limits to a new socket and, on an open hub,
@@ -208,7 +210,7 @@ func (s *session) uncount() {
 }
 
 // register runs the identity gates of one frame (PROTOCOL.md §1.4 steps
-// 4–11): reserved names, the token, binding or takeover, and the per-frame
+// 4 and 6–11; step 5, the token, is tokenGate's): reserved names, binding or takeover, and the per-frame
 // presence bookkeeping. It reports false when the socket is being closed.
 func (s *session) register(sender string, in *wire.Inbound, typ string) bool {
 	h := s.h
@@ -219,22 +221,7 @@ func (s *session) register(sender string, in *wire.Inbound, typ string) bool {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !s.authed {
-		tok, _ := in.Value("token").(string)
-		switch {
-		case tok == "":
-			h.m.authFailures.Inc()
-			s.reply(s.frame("auth_denied", sender, "Authentication token required.").Bytes())
-			s.closeWith(4010, "auth denied")
-			return false
-		case subtle.ConstantTimeCompare([]byte(tok), []byte(h.cfg.Token)) != 1:
-			h.m.authFailures.Inc()
-			s.reply(s.frame("auth_denied", sender, "Invalid authentication token.").Bytes())
-			s.closeWith(4010, "auth denied")
-			return false
-		}
-	}
-	in.Delete("token")
+	in.Delete("token") // checked by tokenGate, which every frame passed first
 	now := h.now()
 	first := s.name == ""
 	if !first && s.name != sender {
