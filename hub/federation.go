@@ -192,7 +192,7 @@ func (s *session) forward(sender, typ string, in *wire.Inbound, r federation.Res
 		s.fail(sender, "malformed_frame", "Frame could not be forwarded: "+err.Error())
 		return
 	}
-	s.letGo()
+	s.releaseBeforeWait()
 	t0 := h.now()
 	frames, err := h.fed.Forward(context.Background(), r.Owner, sender, typ, frame, recipientHere, retryable)
 	h.m.fedForwardSeconds.WithLabelValues(typ).Observe(h.now() - t0)

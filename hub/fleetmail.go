@@ -51,7 +51,7 @@ func (s *session) fleetChat(sender string, c *chatMsg, in *wire.Inbound) bool {
 	if h.cfg.Mail == nil || to == "" {
 		return false
 	}
-	s.letGo() // the letter goes through etcd
+	s.releaseBeforeWait() // the letter goes through etcd
 	r := h.fed.Resolve(coord.NamespaceOf(to))
 	switch r.Outcome {
 	case federation.Local:
@@ -98,7 +98,7 @@ func (h *Hub) deliverLetter(to string, seq int64, frame []byte) {
 // cursor and watermark, read from the store, each marked replayed.
 func (s *session) fleetReplay(sender string, in *wire.Inbound) {
 	h := s.h
-	s.letGo() // pages are read from etcd
+	s.releaseBeforeWait() // pages are read from etcd
 	id := mailboxIdentity(sender, in.Str("mailbox_for"))
 	since, _ := in.LenientInt("since_seq")
 	cursor := max(since, 0)
@@ -126,7 +126,7 @@ func (s *session) fleetReplay(sender string, in *wire.Inbound) {
 // identity's namespace (forwarded there when that is another hub).
 func (s *session) fleetAck(sender string, in *wire.Inbound) {
 	h := s.h
-	s.letGo() // the watermark moves in etcd
+	s.releaseBeforeWait() // the watermark moves in etcd
 	seq, ok := jsonInt(in.Value("seq"))
 	if !ok || seq <= 0 {
 		return

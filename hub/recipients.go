@@ -169,13 +169,13 @@ func literalTarget(t string) bool {
 // recipientsLocked calls reached once for every bound socket that chat
 // target t (trimmed) reaches, except the sockets bound to sender.
 func (h *Hub) recipientsLocked(t, sender string, reached func(rs *session)) {
-	h.reg.visit++
-	mark := h.reg.visit
+	h.reg.chatMark++
+	mark := h.reg.chatMark
 	try := func(rs *session) {
-		if rs == nil || rs.visit == mark {
+		if rs == nil || rs.chatMark == mark {
 			return
 		}
-		rs.visit = mark
+		rs.chatMark = mark
 		if rs.name != sender && h.addressedLocked(t, rs) {
 			reached(rs)
 		}
@@ -238,10 +238,10 @@ func (r *registry) audienceLocked(aud audience, f func(*session)) {
 	for s := range r.fullFanout {
 		f(s)
 	}
-	r.bcastSeq++
+	r.broadcastMark++
 	scoped := func(name string) {
-		if s := r.byName[name]; s != nil && s.scoped && s.bcast != r.bcastSeq && aud.reaches(s) {
-			s.bcast = r.bcastSeq
+		if s := r.byName[name]; s != nil && s.scoped && s.broadcastMark != r.broadcastMark && aud.reaches(s) {
+			s.broadcastMark = r.broadcastMark
 			f(s)
 		}
 	}

@@ -24,24 +24,24 @@ const (
 
 // registry is the hub's connection-side state, guarded by Hub.mu.
 type registry struct {
-	sessions    map[*session]struct{}
-	unauthed    int // sessions not yet authenticated (a secured hub\'s pre-auth window)
-	perHost     map[string]int
-	byName      map[string]*session
-	byProject   map[string]map[string]struct{} // project → bound names in it (recipients.go)
-	byRole      map[string]map[string]struct{} // role → bound names holding it (recipients.go)
-	roleKeys    []string                       // byRole's keys, sorted (recipients.go)
-	fullFanout  map[*session]struct{}          // bound sockets with the full fan-out (recipients.go)
-	refPresence map[*session]struct{}          // bound sockets with the reference's presence form (presence.go)
-	bcastSeq    uint64                         // numbers broadcasts, to mark a socket reached once
-	visit       uint64                         // the last recipient resolution's mark (recipients.go)
-	lastSeen    map[string]float64
-	offline     []offlineName // names in the order they went offline (touchLocked)
-	takeovers   map[string]*damping
-	deadLetters map[string]*deadLetter
-	cards       map[string]*card
-	leases      map[string]*nameLease // name-ownership leases (namelease.go)
-	history     []chatEntry           // oldest first, at most MaxHistory
+	sessions      map[*session]struct{}
+	unauthed      int // sessions not yet authenticated (a secured hub\'s pre-auth window)
+	perHost       map[string]int
+	byName        map[string]*session
+	byProject     map[string]map[string]struct{} // project → bound names in it (recipients.go)
+	byRole        map[string]map[string]struct{} // role → bound names holding it (recipients.go)
+	roleKeys      []string                       // byRole's keys, sorted (recipients.go)
+	fullFanout    map[*session]struct{}          // bound sockets with the full fan-out (recipients.go)
+	refPresence   map[*session]struct{}          // bound sockets with the reference's presence form (presence.go)
+	broadcastMark uint64                         // numbers scoped broadcasts, to mark a socket reached once (recipients.go)
+	chatMark      uint64                         // numbers recipient resolutions of chats, to mark a socket reached once (recipients.go)
+	lastSeen      map[string]float64
+	offline       []offlineName // names in the order they went offline (touchLocked)
+	takeovers     map[string]*damping
+	deadLetters   map[string]*deadLetter
+	cards         map[string]*card
+	leases        map[string]*nameLease // name-ownership leases (namelease.go)
+	history       []chatEntry           // oldest first, at most MaxHistory
 	// msgID is the last chat msg_id. It is atomic because a journalled
 	// chat takes its msg_id inside the journal's append, in commit order,
 	// which is the order chats are delivered in, without h.mu (chatRecords).

@@ -112,12 +112,12 @@ type session struct {
 	wake         string
 	lastReaction float64
 	shownAt      float64 // the last reaction the dashboard's streams were told of (activityStep)
-	visit        uint64  // recipient resolution mark: reached once per chat (recipients.go)
+	chatMark     uint64  // registry.chatMark when a chat last reached it: once per chat (recipients.go)
 
 	// presence (Hub.mu; presence.go)
 	presenceAsk   string // the upgrade's Synapse-Presence header, then the registration's presence field: "full", "compact", "none" or ""
 	presenceSeq   uint64 // the compact batch's seq when this socket last knew the whole list
-	bcast         uint64 // the last broadcast that reached it (registry.audienceLocked)
+	broadcastMark uint64 // registry.broadcastMark when a scoped broadcast last reached it (registry.audienceLocked)
 	presenceKnown uint64 // presenceChanges when it was told the whole list alone, on its join
 
 	receiptsFlushed bool // read goroutine only: the outbox was flushed on bind
@@ -299,10 +299,10 @@ func (s *session) send(b []byte) bool {
 	return false
 }
 
-// letGo ends the read goroutine's hold on the socket before it waits on
-// something slow (another hub, etcd): frames for this socket must not
-// wait for that.
-func (s *session) letGo() {
+// releaseBeforeWait ends the read goroutine's hold on the socket (and on
+// the heavy lane) before it waits on something slow (another hub, etcd):
+// frames for this socket must not wait for that.
+func (s *session) releaseBeforeWait() {
 	if s.kind != forwardedVerb {
 		s.conn.Release()
 	}
@@ -336,7 +336,7 @@ func (s *session) enterLane() {
 }
 
 // leaveLane gives the heavy lane back, if this frame took it; before a
-// network wait too (letGo), so one slow forward does not stall the lane.
+// network wait too (releaseBeforeWait), so one slow forward does not stall the lane.
 func (s *session) leaveLane() {
 	if s.inLane {
 		s.inLane = false
