@@ -8,9 +8,9 @@ import (
 	"github.com/synapse-hub/synapse/wire"
 )
 
-// out is one frame an event produces: a broadcast (to == "") with the
+// eventFrame is one frame an event produces: a broadcast (to == "") with the
 // audience scoped sockets filter on, or a private frame to one name.
-type out struct {
+type eventFrame struct {
 	b   []byte
 	typ string
 	to  string
@@ -31,19 +31,19 @@ func (h *Hub) onCommit(evs []coord.Event) {
 		if _, ok := ev.(coord.ClaimGranted); ok {
 			h.m.claimsGranted.Inc()
 		}
-		var outs []out
+		var frames []eventFrame
 		if k := renderKey(ev); k != nil {
 			if b, ok := h.rendered[k]; ok {
-				outs = h.framesFor(ev, now)
-				if len(outs) == 1 {
-					outs[0].b = b
+				frames = h.framesFor(ev, now)
+				if len(frames) == 1 {
+					frames[0].b = b
 				}
 			}
 		}
-		if outs == nil {
-			outs = h.framesFor(ev, now)
+		if frames == nil {
+			frames = h.framesFor(ev, now)
 		}
-		for _, o := range outs {
+		for _, o := range frames {
 			if o.to != "" {
 				h.sendToLocked(o.to, o.b, o.typ)
 			} else {
@@ -66,17 +66,17 @@ func (h *Hub) render(o coord.Outcome) []byte {
 		if k == nil {
 			continue
 		}
-		outs := h.framesFor(ev, now)
-		if len(outs) != 1 {
+		frames := h.framesFor(ev, now)
+		if len(frames) != 1 {
 			continue
 		}
-		h.rendered[k] = outs[0].b
+		h.rendered[k] = frames[0].b
 		if _, isNote := ev.(coord.ProgressPosted); isNote {
 			if progress == nil {
-				progress = outs[0].b
+				progress = frames[0].b
 			}
 		} else if primary == nil {
-			primary = outs[0].b
+			primary = frames[0].b
 		}
 	}
 	if primary == nil {
@@ -130,7 +130,7 @@ func claimAudience(task string, agents ...string) audience {
 
 // framesFor encodes the frames of one event (PROTOCOL.md §2.4–2.11; texts
 // as the traces show them).
-func (h *Hub) framesFor(ev coord.Event, now float64) []out {
+func (h *Hub) framesFor(ev coord.Event, now float64) []eventFrame {
 	id := h.cfg.HubID
 	switch e := ev.(type) {
 	case coord.ClaimGranted:
@@ -146,14 +146,14 @@ func (h *Hub) framesFor(ev coord.Event, now float64) []out {
 		if c.BoardTask != "" {
 			f.Str("board_task", c.BoardTask) // additive: a task-bound claim
 		}
-		return []out{{b: f.Bytes(), typ: "claim_granted", aud: claimAudience(c.TaskID, c.Owner)}}
+		return []eventFrame{{b: f.Bytes(), typ: "claim_granted", aud: claimAudience(c.TaskID, c.Owner)}}
 	case coord.Released:
 		f := wire.NewFrame("release_granted", "all", "Task '"+e.TaskID+"' released by "+e.Owner+".", now, id).
 			Str("task_id", e.TaskID).Str("owner", e.Owner)
 		if e.Receipt != nil {
 			f.Append("receipt", func(b []byte) []byte { return appendReceipt(b, e.Receipt) })
 		}
-		return []out{{b: f.Bytes(), typ: "release_granted", aud: claimAudience(e.TaskID, e.Owner)}}
+		return []eventFrame{{b: f.Bytes(), typ: "release_granted", aud: claimAudience(e.TaskID, e.Owner)}}
 	case coord.ProgressPosted:
 		n := e.Note
 		payload := "Progress from " + n.Author
@@ -162,7 +162,7 @@ func (h *Hub) framesFor(ev coord.Event, now float64) []out {
 		}
 		b := wire.NewFrame("ledger_progress_posted", "all", payload, now, id).
 			Append("note", func(b []byte) []byte { return wire.AppendNote(b, n) }).Bytes()
-		return []out{{b: b, typ: "ledger_progress_posted", aud: claimAudience(n.TaskID, n.Author)}}
+		return []eventFrame{{b: b, typ: "ledger_progress_posted", aud: claimAudience(n.TaskID, n.Author)}}
 	case coord.HandedOff:
 		c := e.Claim
 		f := wire.NewFrame("handoff_granted", "all", "Task '"+c.TaskID+"' handed from "+e.From+" to "+c.Owner+".", now, id).
@@ -173,35 +173,35 @@ func (h *Hub) framesFor(ev coord.Event, now float64) []out {
 		scopeExtras(f, c)
 		f.Int("epoch", c.Epoch).Int("version", c.Version).Float("lease_expires_at", c.ExpiresAt).
 			Str("checkpoint", c.Checkpoint)
-		return []out{{b: f.Bytes(), typ: "handoff_granted", aud: claimAudience(c.TaskID, c.Owner, e.From)}}
+		return []eventFrame{{b: f.Bytes(), typ: "handoff_granted", aud: claimAudience(c.TaskID, c.Owner, e.From)}}
 	case coord.TaskUpdated:
 		c := e.Claim
 		b := wire.NewFrame("task_updated", "all", "Task '"+c.TaskID+"' updated by "+c.Owner+".", now, id).
 			Str("task_id", c.TaskID).Str("owner", c.Owner).Str("status", c.Status.String()).
 			Str("data_ref", c.DataRef).Int("version", c.Version).Bytes()
-		return []out{{b: b, typ: "task_updated", aud: claimAudience(c.TaskID, c.Owner)}}
+		return []eventFrame{{b: b, typ: "task_updated", aud: claimAudience(c.TaskID, c.Owner)}}
 	case coord.CheckpointSaved:
 		c := e.Claim
 		b := wire.NewFrame("checkpoint_saved", c.Owner, "Checkpoint saved for '"+c.TaskID+"' by "+c.Owner+".", now, id).
 			Str("task_id", c.TaskID).Int("version", c.Version).Bytes()
-		return []out{{b: b, typ: "checkpoint_saved", to: c.Owner}}
+		return []eventFrame{{b: b, typ: "checkpoint_saved", to: c.Owner}}
 	case coord.WaitAdded:
 		b := wire.NewFrame("wait_granted", e.Waiter, "Waiting for '"+e.TaskID+"' held by "+e.Holder+".", now, id).
 			Str("task_id", e.TaskID).Str("holder", e.Holder).Bytes()
-		return []out{{b: b, typ: "wait_granted", to: e.Waiter}}
+		return []eventFrame{{b: b, typ: "wait_granted", to: e.Waiter}}
 	case coord.WaitReady:
-		outs := make([]out, 0, len(e.Waiters))
+		frames := make([]eventFrame, 0, len(e.Waiters))
 		for _, w := range e.Waiters {
 			b := wire.NewFrame("wait_ready", w, "Task '"+e.TaskID+"' is free ("+e.Reason+").", now, id).
 				Str("task_id", e.TaskID).Str("reason", e.Reason).Bytes()
-			outs = append(outs, out{b: b, typ: "wait_ready", to: w})
+			frames = append(frames, eventFrame{b: b, typ: "wait_ready", to: w})
 		}
-		return outs
+		return frames
 	case coord.ResourceOffered:
 		o := e.Offer
 		b := wire.NewFrame("resource_offered", "all", "Resource offered by "+o.Agent, now, id).
 			Str("agent", o.Agent).Str("kind", o.Kind).Str("name", o.Name).Str("key", o.Key()).Bytes()
-		return []out{{b: b, typ: "resource_offered", aud: claimAudience("", o.Agent)}}
+		return []eventFrame{{b: b, typ: "resource_offered", aud: claimAudience("", o.Agent)}}
 	case coord.TaskPosted:
 		t := e.Task
 		typ, payload := "ledger_task_posted", "Task '"+t.TaskID+"' declared by "+e.By+"."
@@ -220,7 +220,7 @@ func (h *Hub) framesFor(ev coord.Event, now float64) []out {
 		if t.SuggestedOwner != "" {
 			aud.names = append(aud.names, t.SuggestedOwner)
 		}
-		return []out{{b: b, typ: typ, aud: aud}}
+		return []eventFrame{{b: b, typ: typ, aud: aud}}
 	}
 	// Expiries, dropped waits, denials' audit records: nothing on the wire
 	// (the reference expires leases silently).
