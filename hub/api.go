@@ -142,12 +142,12 @@ func (h *Hub) tokenGood(tok string) bool {
 // lockedOut reports whether the request's host has spent its failed-token
 // allowance; failed spends one.
 func (h *Hub) lockedOut(r *http.Request) bool {
-	return h.authFails.empty(remoteHost(r), h.now())
+	return h.authFails.Empty(remoteHost(r), h.now())
 }
 
 func (h *Hub) failedAuth(r *http.Request) {
 	h.m.dashboardAuthFailed.Inc()
-	h.authFails.allow(remoteHost(r), h.now())
+	h.authFails.Allow(remoteHost(r), h.now())
 }
 
 // apiAuthed admits an /api request or answers it 401 (429 when the host is

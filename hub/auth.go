@@ -1,184 +1,22 @@
 package hub
 
 import (
-	"container/heap"
-	"crypto/hmac"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"os"
-	"strings"
-	"sync"
 
-	"github.com/synapse-hub/synapse/pyjson"
+	"github.com/synapse-hub/synapse/gate"
 	"github.com/synapse-hub/synapse/wire"
 )
 
-// Authentication (PROTOCOL.md §5; docs/security.md says what each part
-// protects against and what it does not).
+// Authentication on a socket (PROTOCOL.md §5; docs/security.md says what
+// each part protects against and what it does not). The decisions are
+// package gate's; here the session applies them.
 //
 //   - The connect token is checked on a socket's first frame by its read
 //     goroutine (tokenGate); failures are counted per remote host in
 //     Hub.authFails, and a host out of tokens is refused unchecked.
 //   - Per-message HMAC (verifyMessage) runs on the read goroutine for the
-//     signed verbs; its replay cache is shared by every socket and guarded
-//     by its own mutex.
-
-// Per-message authentication constants (INV-CK-2; spec constants
-// DEFAULT_MESSAGE_AUTH_WINDOW_SECONDS and …_FUTURE_SKEW_SECONDS).
-const (
-	MessageAuthWindow     = 10.0 // seconds a signed frame's auth.timestamp may lag the hub's clock
-	MessageAuthFutureSkew = 1.0  // seconds it may lead it
-	messageAuthAlg        = "hmac-sha256"
-)
-
-// Replay-cache bounds. The reference keeps one global pool of 4096 that a
-// few senders can fill, refusing everyone (PROTOCOL.md §8.1); here each
-// (key, sender) pair has its own bound, so a sender that floods only
-// refuses itself, and the total is bounded by the configured pairs too.
-var (
-	replayPerSender = 4096    // live nonces per (kid, sender): 100/s × 11 s fits 3.7 times
-	replayTotal     = 1 << 18 // live nonces in all
-	maxNonceBytes   = 256     // longer nonces are refused, so entries stay small
-)
-
-// Verification results: the reference's verification_result strings
-// (PROTOCOL.md §5.2).
-const (
-	VerifyOK                = "ok"
-	VerifyMissing           = "missing"
-	VerifyUnknownKey        = "unknown_key"
-	VerifySenderMismatch    = "sender_mismatch"
-	VerifyBadAuthentication = "bad_authentication"
-	VerifySequenceMismatch  = "sequence_mismatch"
-	VerifyExpired           = "expired"
-	VerifyReplayed          = "replayed"
-)
-
-// signedTypes are the verbs per-message authentication covers (§5.2).
-// Chat, heartbeat, queries and board verbs are not signed.
-var signedTypes = map[string]bool{
-	"claim": true, "release": true, "task_update": true, "handoff": true, "checkpoint": true,
-	"resource": true, "resource_offer": true, "offer_resource": true,
-}
-
-// MessageAuthKey is one HMAC key and the senders it may sign for
-// (--message-auth-key KEY_ID:SECRET:SENDER[,SENDER…]).
-type MessageAuthKey struct {
-	ID      string
-	Secret  []byte
-	Senders []string
-}
-
-// ErrKeySpec is wrapped by every refusal of a key spec or key file.
-var ErrKeySpec = errors.New("message auth key")
-
-// ParseMessageAuthKey reads KEY_ID:SECRET:SENDER[,SENDER…]. The key id runs
-// to the first colon and the senders follow the last, so a secret may
-// contain colons but a sender name may not.
-func ParseMessageAuthKey(spec string) (MessageAuthKey, error) {
-	spec = strings.TrimSpace(spec)
-	i, j := strings.IndexByte(spec, ':'), strings.LastIndexByte(spec, ':')
-	if i < 0 || i == j {
-		return MessageAuthKey{}, fmt.Errorf("%w: want KEY_ID:SECRET:SENDER[,SENDER…], got %d colon-separated part(s)", ErrKeySpec, strings.Count(spec, ":")+1)
-	}
-	k := MessageAuthKey{ID: spec[:i], Secret: []byte(spec[i+1 : j])}
-	for _, s := range strings.Split(spec[j+1:], ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			k.Senders = append(k.Senders, s)
-		}
-	}
-	switch {
-	case k.ID == "":
-		return MessageAuthKey{}, fmt.Errorf("%w: empty key id", ErrKeySpec)
-	case len(k.Secret) == 0:
-		return MessageAuthKey{}, fmt.Errorf("%w %q: empty secret", ErrKeySpec, k.ID)
-	case len(k.Senders) == 0:
-		// The reference accepts it and then denies every frame; a key
-		// that can sign for no one is a typo here.
-		return MessageAuthKey{}, fmt.Errorf("%w %q: no sender: name the agents this key signs for after the last ':'", ErrKeySpec, k.ID)
-	}
-	return k, nil
-}
-
-// ReadMessageAuthKeyFile reads one key spec per line (--message-auth-key-file);
-// blank lines and lines starting with '#' are skipped. Like a token file it
-// must not be readable by everyone.
-func ReadMessageAuthKeyFile(path string) ([]MessageAuthKey, error) {
-	text, err := readSecretFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var keys []MessageAuthKey
-	for n, line := range strings.Split(text, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, err := ParseMessageAuthKey(line)
-		if err != nil {
-			return nil, fmt.Errorf("%s line %d: %w", path, n+1, err)
-		}
-		keys = append(keys, k)
-	}
-	if len(keys) == 0 {
-		return nil, fmt.Errorf("%w: %s holds no key", ErrKeySpec, path)
-	}
-	return keys, nil
-}
-
-// ReadTokenFile returns the first line of path, trimmed (--token-file). A
-// file everyone may read is refused: the token is the hub's only secret.
-func ReadTokenFile(path string) (string, error) {
-	text, err := readSecretFile(path)
-	if err != nil {
-		return "", err
-	}
-	line, _, _ := strings.Cut(text, "\n")
-	if tok := strings.TrimSpace(line); tok != "" {
-		return tok, nil
-	}
-	return "", fmt.Errorf("token file %s: the first line is empty", path)
-}
-
-// readSecretFile reads a file holding secrets, refusing one whose mode lets
-// every local user read it.
-func readSecretFile(path string) (string, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return "", fmt.Errorf("secret file: %w", err)
-	}
-	if fi.Mode().Perm()&0o004 != 0 {
-		return "", fmt.Errorf("secret file %s is readable by every user (mode %04o): run 'chmod 600 %s'", path, fi.Mode().Perm(), path)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("secret file: %w", err)
-	}
-	return string(b), nil
-}
-
-// checkMessageAuthKeys validates the configured keys for New.
-func checkMessageAuthKeys(cfg Config) (map[string]*MessageAuthKey, error) {
-	if cfg.RequireMessageAuth && len(cfg.MessageAuthKeys) == 0 {
-		return nil, fmt.Errorf("hub: --require-message-auth needs at least one --message-auth-key: every signed verb would be refused")
-	}
-	keys := make(map[string]*MessageAuthKey, len(cfg.MessageAuthKeys))
-	for i := range cfg.MessageAuthKeys {
-		k := &cfg.MessageAuthKeys[i]
-		if k.ID == "" || len(k.Secret) == 0 || len(k.Senders) == 0 {
-			return nil, fmt.Errorf("hub: %w %q: id, secret and at least one sender are required", ErrKeySpec, k.ID)
-		}
-		if keys[k.ID] != nil {
-			return nil, fmt.Errorf("hub: %w %q is configured twice", ErrKeySpec, k.ID)
-		}
-		keys[k.ID] = k
-	}
-	return keys, nil
-}
+//     signed verbs; the verifier's replay cache is shared by every socket
+//     and guarded by its own mutex.
 
 // tokenGate checks the connect token on a socket's first frame (PROTOCOL.md
 // §1.4 step 5): constant-time comparison, "auth_denied" and close 4010 on a
@@ -198,17 +36,17 @@ func (s *session) tokenGate(sender string, in *wire.Inbound) bool {
 		s.closeWith(4010, "auth denied")
 		return false
 	}
-	if h.authFails.empty(s.host, now) {
+	if h.authFails.Empty(s.host, now) {
 		h.m.authLockouts.Inc()
 		return deny("Too many failed authentication attempts from this host; try again later.")
 	}
 	tok, _ := in.Value("token").(string)
 	switch {
 	case tok == "":
-		h.authFails.allow(s.host, now)
+		h.authFails.Allow(s.host, now)
 		return deny("Authentication token required.")
 	case subtle.ConstantTimeCompare([]byte(tok), []byte(h.cfg.Token)) != 1:
-		h.authFails.allow(s.host, now)
+		h.authFails.Allow(s.host, now)
 		return deny("Invalid authentication token.")
 	}
 	return true
@@ -221,11 +59,11 @@ func (s *session) tokenGate(sender string, in *wire.Inbound) bool {
 // RequireMessageAuth.
 func (s *session) verifyMessage(sender, typ string, in *wire.Inbound) bool {
 	h := s.h
-	if h.verifier == nil || !signedTypes[typ] || (in.Value("auth") == nil && !h.cfg.RequireMessageAuth) {
+	if h.verifier == nil || !gate.Signed(typ) || (in.Value("auth") == nil && !h.cfg.RequireMessageAuth) {
 		return true
 	}
-	result := h.verifier.verify(sender, in, h.now())
-	if result == VerifyOK {
+	result := h.verifier.Verify(sender, in, h.now())
+	if result == gate.VerifyOK {
 		return true
 	}
 	h.m.messageAuthFailures.WithLabelValues(result).Inc()
@@ -233,214 +71,4 @@ func (s *session) verifyMessage(sender, typ string, in *wire.Inbound) bool {
 	s.reply(s.frame("error", sender, "per-message authentication failed: "+result).
 		Str("verification_result", result).Str("error_code", "message_auth_failed").Bytes())
 	return false
-}
-
-// verifier checks signed frames against the configured keys.
-type verifier struct {
-	keys   map[string]*MessageAuthKey
-	replay *replayCache
-	// horizon is the boot horizon: a frame whose auth.timestamp is not
-	// after it is refused as expired. The replay cache lives in memory, so
-	// a restart forgets the nonces the previous process admitted; every
-	// one of those carried a timestamp at most MessageAuthFutureSkew past
-	// that process's last instant, which came before this one started
-	// (docs/security.md, "Replay across a restart").
-	horizon float64
-}
-
-// newVerifier returns nil without keys. started is the hub's start time.
-func newVerifier(keys map[string]*MessageAuthKey, started float64) *verifier {
-	if len(keys) == 0 {
-		return nil
-	}
-	return &verifier{keys: keys, replay: newReplayCache(replayPerSender, replayTotal),
-		horizon: started + MessageAuthFutureSkew}
-}
-
-// verify checks one frame bound to boundSender at hub time now, in the
-// reference's order (§5.2), and admits its nonce if everything else holds.
-func (v *verifier) verify(boundSender string, in *wire.Inbound, now float64) string {
-	auth, ok := in.Value("auth").(map[string]any)
-	if !ok {
-		return VerifyMissing
-	}
-	kid, _ := auth["kid"].(string)
-	key := v.keys[kid]
-	if key == nil {
-		return VerifyUnknownKey
-	}
-	if sender, _ := in.Value("sender").(string); sender != boundSender || !contains(key.Senders, boundSender) {
-		return VerifySenderMismatch
-	}
-	if alg, _ := auth["alg"].(string); alg != messageAuthAlg {
-		return VerifyBadAuthentication
-	}
-	if seq, ok := jsonInt(auth["sequence"]); !ok || seq < 1 {
-		return VerifySequenceMismatch
-	}
-	ts, ok := jsonFloat(auth["timestamp"])
-	if !ok {
-		return VerifyBadAuthentication
-	}
-	// INV-CK-2: [now − window, now + future skew], both ends included,
-	// and after the boot horizon.
-	if ts < now-MessageAuthWindow || ts > now+MessageAuthFutureSkew || ts <= v.horizon {
-		return VerifyExpired
-	}
-	nonce, _ := auth["nonce"].(string)
-	value, _ := auth["value"].(string)
-	if nonce == "" || value == "" || len(nonce) > maxNonceBytes {
-		return VerifyBadAuthentication
-	}
-	want, err := signature(key.Secret, in.Map())
-	if err != nil || !hmac.Equal([]byte(want), []byte(value)) {
-		return VerifyBadAuthentication
-	}
-	// Only a frame whose HMAC holds reaches the cache, so forgeries
-	// cannot fill it.
-	if !v.replay.admit(kid+"\x00"+boundSender, nonce, ts+MessageAuthWindow, now) {
-		return VerifyReplayed
-	}
-	return VerifyOK
-}
-
-// SignMessage returns the lowercase hex HMAC-SHA256 a client puts in
-// auth.value: over the canonical JSON (sorted keys, ensure_ascii=False) of
-// frame with auth.value removed. frame is a decoded JSON object (numbers as
-// json.Number keep Python's int/float split); it is not modified.
-func SignMessage(secret []byte, frame map[string]any) (string, error) {
-	return signature(secret, frame)
-}
-
-func signature(secret []byte, frame map[string]any) (string, error) {
-	c := make(map[string]any, len(frame))
-	for k, v := range frame {
-		c[k] = v
-	}
-	if auth, ok := frame["auth"].(map[string]any); ok {
-		a := make(map[string]any, len(auth))
-		for k, v := range auth {
-			if k != "value" {
-				a[k] = v
-			}
-		}
-		c["auth"] = a
-	}
-	b, err := pyjson.AppendCanonical(nil, c, false)
-	if err != nil {
-		return "", err
-	}
-	mac := hmac.New(sha256.New, secret)
-	mac.Write(b)
-	return hex.EncodeToString(mac.Sum(nil)), nil
-}
-
-// jsonFloat reads a decoded JSON number of either kind.
-func jsonFloat(v any) (float64, bool) {
-	n, ok := v.(json.Number)
-	if !ok {
-		return 0, false
-	}
-	f, err := n.Float64()
-	return f, err == nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// replayCache remembers the nonces of verified frames until their auth
-// timestamp leaves the window (§5.3), bounded per sender and in total.
-// When a bound is reached it fails closed — the frame is refused as
-// replayed — rather than forget a live nonce, which would reopen it to
-// replay. Expiry is heap-driven per sender. Safe for concurrent use.
-type replayCache struct {
-	perSender, total int
-
-	mu      sync.Mutex
-	senders map[string]*nonceSet
-	live    int
-}
-
-func newReplayCache(perSender, total int) *replayCache {
-	return &replayCache{perSender: perSender, total: total, senders: make(map[string]*nonceSet)}
-}
-
-// admit records nonce for sender until expires; false means it was seen
-// within the window, or the cache cannot hold it.
-func (c *replayCache) admit(sender, nonce string, expires, now float64) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	set := c.senders[sender]
-	if set == nil {
-		set = &nonceSet{at: make(map[string]float64)}
-		c.senders[sender] = set
-	}
-	c.live -= set.expire(now)
-	if _, seen := set.at[nonce]; seen {
-		return false
-	}
-	if len(set.at) >= c.perSender {
-		return false // this sender is flooding; only it is refused
-	}
-	if c.live >= c.total {
-		c.sweep(now)
-		if c.live >= c.total {
-			return false
-		}
-	}
-	set.at[nonce] = expires
-	heap.Push(&set.byExpiry, nonceEntry{nonce, expires})
-	c.live++
-	return true
-}
-
-// sweep expires every sender's due nonces and forgets empty senders.
-func (c *replayCache) sweep(now float64) {
-	for s, set := range c.senders {
-		c.live -= set.expire(now)
-		if len(set.at) == 0 {
-			delete(c.senders, s)
-		}
-	}
-}
-
-// nonceSet is one sender's live nonces.
-type nonceSet struct {
-	at       map[string]float64 // nonce → when it may be forgotten
-	byExpiry nonceHeap
-}
-
-// expire forgets the nonces due by now and returns how many.
-func (s *nonceSet) expire(now float64) int {
-	n := 0
-	for len(s.byExpiry) > 0 && s.byExpiry[0].expires < now {
-		e := heap.Pop(&s.byExpiry).(nonceEntry)
-		delete(s.at, e.nonce)
-		n++
-	}
-	return n
-}
-
-type nonceEntry struct {
-	nonce   string
-	expires float64
-}
-
-type nonceHeap []nonceEntry
-
-func (h nonceHeap) Len() int           { return len(h) }
-func (h nonceHeap) Less(i, j int) bool { return h[i].expires < h[j].expires }
-func (h nonceHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *nonceHeap) Push(x any)        { *h = append(*h, x.(nonceEntry)) }
-func (h *nonceHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
 }

@@ -1,20 +1,16 @@
 package hub
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"io"
-	"math"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/gate"
 	"github.com/synapse-hub/synapse/wire"
 )
 
@@ -138,88 +134,15 @@ func TestAuth_TokenIsTheQuotaPrincipal_INV_ME_5(t *testing.T) {
 	}
 }
 
-func TestReadTokenFile_FirstLineTrimmedAndNotWorldReadable(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "token")
-	if err := os.WriteFile(p, []byte("  s3cret \nsecond line\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if tok, err := ReadTokenFile(p); err != nil || tok != "s3cret" {
-		t.Fatalf("got %q, %v", tok, err)
-	}
-	if err := os.Chmod(p, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ReadTokenFile(p); err == nil || !strings.Contains(err.Error(), "readable by every user") || !strings.Contains(err.Error(), "chmod 600") {
-		t.Fatalf("world-readable token file: err %v", err)
-	}
-	empty := filepath.Join(dir, "empty")
-	_ = os.WriteFile(empty, []byte("\n"), 0o600)
-	if _, err := ReadTokenFile(empty); err == nil {
-		t.Fatal("an empty first line was accepted")
-	}
-	if _, err := ReadTokenFile(filepath.Join(dir, "missing")); err == nil {
-		t.Fatal("a missing file was accepted")
-	}
-}
-
-func TestParseMessageAuthKey(t *testing.T) {
-	k, err := ParseMessageAuthKey("main:se:cr:et:p/a, p/b ,")
-	if err != nil || k.ID != "main" || string(k.Secret) != "se:cr:et" || strings.Join(k.Senders, "|") != "p/a|p/b" {
-		t.Fatalf("got %+v, %v", k, err)
-	}
-	for _, bad := range []string{"", "main", "main:secret", ":s:p/a", "main::p/a", "main:secret:", "main:secret: , "} {
-		if _, err := ParseMessageAuthKey(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-	dir := t.TempDir()
-	p := filepath.Join(dir, "keys")
-	_ = os.WriteFile(p, []byte("# fleet keys\nmain:s1:p/a\n\nci:s2:p/ci,p/b\n"), 0o600)
-	keys, err := ReadMessageAuthKeyFile(p)
-	if err != nil || len(keys) != 2 || keys[1].ID != "ci" || len(keys[1].Senders) != 2 {
-		t.Fatalf("got %+v, %v", keys, err)
-	}
-	_ = os.WriteFile(p, []byte("main:s1:p/a\nbroken\n"), 0o600)
-	if _, err := ReadMessageAuthKeyFile(p); err == nil || !strings.Contains(err.Error(), "line 2") {
-		t.Fatalf("bad line: err %v", err)
-	}
-	_ = os.Chmod(p, 0o604)
-	if _, err := ReadMessageAuthKeyFile(p); err == nil {
-		t.Fatal("world-readable key file accepted")
-	}
-}
-
 func TestNew_RefusesBadMessageAuthConfig(t *testing.T) {
 	for _, cfg := range []Config{
 		{RequireMessageAuth: true},
-		{MessageAuthKeys: []MessageAuthKey{{ID: "k", Secret: []byte("s"), Senders: []string{"a"}}, {ID: "k", Secret: []byte("t"), Senders: []string{"b"}}}},
-		{MessageAuthKeys: []MessageAuthKey{{ID: "k", Secret: []byte("s")}}},
+		{MessageAuthKeys: []gate.MessageAuthKey{{ID: "k", Secret: []byte("s"), Senders: []string{"a"}}, {ID: "k", Secret: []byte("t"), Senders: []string{"b"}}}},
+		{MessageAuthKeys: []gate.MessageAuthKey{{ID: "k", Secret: []byte("s")}}},
 	} {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("New(%+v) accepted", cfg)
 		}
-	}
-}
-
-// The signed bytes are the canonical JSON (sorted keys, ensure_ascii=False)
-// of the frame with only auth.value removed (PROTOCOL.md §5.2). The
-// expected text is written by hand.
-func TestSignMessage_SignsTheCanonicalFrameWithoutValue(t *testing.T) {
-	frame := decodeFrame(t, `{"type":"claim","sender":"proj/a","target":"System","payload":"T","timestamp":1782648000.0,
-		"task_id":"T","note":"café <ok>","idem_key":"k1",
-		"auth":{"alg":"hmac-sha256","kid":"main","nonce":"n1","sequence":1,"timestamp":1782648000.5,"value":"ignored"}}`)
-	want := `{"auth":{"alg":"hmac-sha256","kid":"main","nonce":"n1","sequence":1,"timestamp":1782648000.5},` +
-		`"idem_key":"k1","note":"café <ok>","payload":"T","sender":"proj/a","target":"System","task_id":"T",` +
-		`"timestamp":1782648000.0,"type":"claim"}`
-	mac := hmac.New(sha256.New, []byte("s3cret"))
-	mac.Write([]byte(want))
-	got, err := SignMessage([]byte("s3cret"), frame)
-	if err != nil || got != hex.EncodeToString(mac.Sum(nil)) {
-		t.Fatalf("SignMessage = %s, %v; want the HMAC of %s", got, err, want)
-	}
-	if frame["auth"].(map[string]any)["value"] != "ignored" {
-		t.Fatal("SignMessage changed the frame")
 	}
 }
 
@@ -251,7 +174,7 @@ func (s *signer) sign(frame map[string]any, ts float64, nonce string) map[string
 		s.t.Fatal(err)
 	}
 	m := decodeFrame(s.t, string(b))
-	v, err := SignMessage([]byte(s.secret), m)
+	v, err := gate.SignMessage([]byte(s.secret), m)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -259,8 +182,8 @@ func (s *signer) sign(frame map[string]any, ts float64, nonce string) map[string
 	return m
 }
 
-func authKeys() []MessageAuthKey {
-	return []MessageAuthKey{
+func authKeys() []gate.MessageAuthKey {
+	return []gate.MessageAuthKey{
 		{ID: "main", Secret: []byte("s3cret"), Senders: []string{"p/a"}},
 		{ID: "other", Secret: []byte("0ther"), Senders: []string{"p/b"}},
 	}
@@ -296,47 +219,47 @@ func TestMessageAuth_SignedFrameAcceptedAndRefusals(t *testing.T) {
 
 	t.Run("replayed", func(t *testing.T) {
 		a.send(ok) // the very same frame again, inside the window
-		expectAuthRefusal(t, a, VerifyReplayed)
+		expectAuthRefusal(t, a, gate.VerifyReplayed)
 	})
 	t.Run("tampered", func(t *testing.T) {
 		m := sg.sign(f("claim", "task_id", "T2", "paths", []string{"b.go"}), now, "nonce-2")
 		m["task_id"] = "T3"
 		a.send(m)
-		expectAuthRefusal(t, a, VerifyBadAuthentication)
+		expectAuthRefusal(t, a, gate.VerifyBadAuthentication)
 	})
 	t.Run("tampered auth field", func(t *testing.T) {
 		m := sg.sign(f("claim", "task_id", "T2", "paths", []string{"b.go"}), now, "nonce-3")
 		m["auth"].(map[string]any)["sequence"] = json.Number("99")
 		a.send(m)
-		expectAuthRefusal(t, a, VerifyBadAuthentication)
+		expectAuthRefusal(t, a, gate.VerifyBadAuthentication)
 	})
 	t.Run("key not bound to the sender", func(t *testing.T) {
 		other := &signer{t: t, kid: "other", secret: "0ther"}
 		a.send(other.sign(f("claim", "task_id", "T2"), now, "nonce-4"))
-		expectAuthRefusal(t, a, VerifySenderMismatch)
+		expectAuthRefusal(t, a, gate.VerifySenderMismatch)
 	})
 	t.Run("unknown key", func(t *testing.T) {
 		ghost := &signer{t: t, kid: "ghost", secret: "s3cret"}
 		a.send(ghost.sign(f("claim", "task_id", "T2"), now, "nonce-5"))
-		expectAuthRefusal(t, a, VerifyUnknownKey)
+		expectAuthRefusal(t, a, gate.VerifyUnknownKey)
 	})
 	t.Run("wrong algorithm", func(t *testing.T) {
 		m := f("claim", "task_id", "T2")
 		m["auth"] = map[string]any{"alg": "hmac-sha1", "kid": "main", "nonce": "n", "sequence": 1, "timestamp": now, "value": "00"}
 		a.send(m)
-		expectAuthRefusal(t, a, VerifyBadAuthentication)
+		expectAuthRefusal(t, a, gate.VerifyBadAuthentication)
 	})
 	t.Run("sequence not a positive int", func(t *testing.T) {
 		for _, seq := range []any{0, 1.5, true, "1"} {
 			m := f("claim", "task_id", "T2")
 			m["auth"] = map[string]any{"alg": "hmac-sha256", "kid": "main", "nonce": "n", "sequence": seq, "timestamp": now, "value": "00"}
 			a.send(m)
-			expectAuthRefusal(t, a, VerifySequenceMismatch)
+			expectAuthRefusal(t, a, gate.VerifySequenceMismatch)
 		}
 	})
 	t.Run("missing", func(t *testing.T) {
 		a.send(f("release", "task_id", "T1"))
-		expectAuthRefusal(t, a, VerifyMissing)
+		expectAuthRefusal(t, a, gate.VerifyMissing)
 	})
 	t.Run("unsigned verbs pass", func(t *testing.T) {
 		a.send(f("chat", "target", "all", "payload", "hi"))
@@ -373,7 +296,7 @@ func TestMessageAuth_SkewWindow_INV_CK_2(t *testing.T) {
 		if c.ok {
 			a.expectWhere("claim_granted", func(m map[string]any) bool { return m["task_id"] == task })
 		} else {
-			expectAuthRefusal(t, a, VerifyExpired)
+			expectAuthRefusal(t, a, gate.VerifyExpired)
 		}
 	}
 }
@@ -391,95 +314,7 @@ func TestMessageAuth_OptionalModeVerifiesWhatIsSigned(t *testing.T) {
 	a.expectWhere("claim_granted", func(m map[string]any) bool { return m["task_id"] == "T0" })
 	sg := &signer{t: t, kid: "main", secret: "wrong"}
 	a.send(sg.sign(f("claim", "task_id", "T2"), clk.now(), "n"))
-	expectAuthRefusal(t, a, VerifyBadAuthentication)
-}
-
-// The verifier's window is exact at both ends (INV-CK-2) and the nonce is
-// admitted only once the HMAC holds.
-func TestVerifier_WindowEdgesAndNonceAfterHMAC_INV_CK_2(t *testing.T) {
-	keys, _ := checkMessageAuthKeys(Config{MessageAuthKeys: authKeys()})
-	v := newVerifier(keys, 0)
-	sg := &signer{t: t, kid: "main", secret: "s3cret"}
-	const now = 1782648000.0
-	verify := func(ts float64, nonce string) string {
-		m := sg.sign(map[string]any{"sender": "p/a", "type": "claim", "task_id": "T"}, ts, nonce)
-		return v.verify("p/a", inbound(t, m), now)
-	}
-	for _, c := range []struct {
-		ts   float64
-		want string
-	}{
-		{now - MessageAuthWindow, VerifyOK},
-		{math.Nextafter(now-MessageAuthWindow, 0), VerifyExpired},
-		{now + MessageAuthFutureSkew, VerifyOK},
-		{math.Nextafter(now+MessageAuthFutureSkew, math.Inf(1)), VerifyExpired},
-	} {
-		if got := verify(c.ts, "n"+itoa(int64(c.ts*1000))); got != c.want {
-			t.Errorf("ts now%+g: %s, want %s", c.ts-now, got, c.want)
-		}
-	}
-	// A forged frame does not burn its nonce: the genuine one still passes.
-	m := sg.sign(map[string]any{"sender": "p/a", "type": "claim", "task_id": "T"}, now, "fresh")
-	m["task_id"] = "forged"
-	if got := v.verify("p/a", inbound(t, m), now); got != VerifyBadAuthentication {
-		t.Fatalf("forged: %s", got)
-	}
-	if got := verify(now, "fresh"); got != VerifyOK {
-		t.Fatalf("genuine after forgery: %s", got)
-	}
-	// The frame's sender must be the bound one.
-	if got := v.verify("p/b", inbound(t, sg.sign(map[string]any{"sender": "p/a", "type": "claim"}, now, "x")), now); got != VerifySenderMismatch {
-		t.Fatalf("bound to another name: %s", got)
-	}
-}
-
-// inbound re-encodes a frame and decodes it as the hub does.
-func inbound(t *testing.T, m map[string]any) *wire.Inbound {
-	t.Helper()
-	b, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := wire.Decode(b, 0, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return in
-}
-
-// The replay cache is bounded per sender: a sender that floods refuses
-// only itself, never another sender; nonces are forgotten once their
-// timestamp leaves the window, and not before.
-func TestReplayCache_PerSenderBoundAndExpiry(t *testing.T) {
-	c := newReplayCache(3, 5)
-	const now = 100.0
-	for i := 0; i < 3; i++ {
-		if !c.admit("k\x00flood", "n"+itoa(int64(i)), now+10, now) {
-			t.Fatalf("nonce %d refused", i)
-		}
-	}
-	if c.admit("k\x00flood", "n3", now+10, now) {
-		t.Fatal("a full sender admitted a 4th live nonce")
-	}
-	if !c.admit("k\x00quiet", "n0", now+10, now) || !c.admit("k\x00quiet", "n1", now+10, now) {
-		t.Fatal("the flood refused another sender")
-	}
-	if c.admit("k\x00third", "n0", now+10, now) {
-		t.Fatal("the total bound (5) was exceeded")
-	}
-	if c.admit("k\x00quiet", "n0", now+10, now) {
-		t.Fatal("a replayed nonce was admitted")
-	}
-	if c.admit("k\x00quiet", "n0", now+10, now+10) {
-		t.Fatal("a nonce was forgotten while its frame was still inside the window")
-	}
-	later := now + 10.5
-	if !c.admit("k\x00quiet", "n0", later+10, later) {
-		t.Fatal("an expired nonce was not forgotten")
-	}
-	if !c.admit("k\x00flood", "n9", later+10, later) || !c.admit("k\x00third", "n0", later+10, later) {
-		t.Fatal("expired entries did not free their sender's or the total's room")
-	}
+	expectAuthRefusal(t, a, gate.VerifyBadAuthentication)
 }
 
 // PROTOCOL.md §5.3, INV-CK-2 across a restart: the replay cache is in
@@ -512,20 +347,20 @@ func TestMessageAuth_ReplayRefusedAfterRestart_INV_CK_2(t *testing.T) {
 			a.send(claim)
 			a.expectWhere("claim_granted", func(m map[string]any) bool { return m["task_id"] == "T1" })
 			// Signed as far ahead as the skew allows: the worst case.
-			release := sg.sign(f("release", "task_id", "T1"), clk.now()+MessageAuthFutureSkew, "n-release")
+			release := sg.sign(f("release", "task_id", "T1"), clk.now()+gate.MessageAuthFutureSkew, "n-release")
 			a.send(release)
 			a.expectWhere("release_granted", func(m map[string]any) bool { return m["task_id"] == "T1" })
 			a.send(claim)
-			expectAuthRefusal(t, a, VerifyReplayed) // the same process remembers
+			expectAuthRefusal(t, a, gate.VerifyReplayed) // the same process remembers
 
 			clk.advance(0.2) // a quick restart, well inside the window
 			th2 := start()
 			a2 := th2.join("p/a")
 			for _, m := range []map[string]any{claim, release} {
 				a2.send(m)
-				expectAuthRefusal(t, a2, VerifyExpired)
+				expectAuthRefusal(t, a2, gate.VerifyExpired)
 			}
-			clk.advance(MessageAuthFutureSkew + 0.1)
+			clk.advance(gate.MessageAuthFutureSkew + 0.1)
 			a2.send(sg.sign(f("claim", "task_id", "T2", "paths", []string{"b.go"}), clk.now(), "n-fresh"))
 			a2.expectWhere("claim_granted", func(m map[string]any) bool { return m["task_id"] == "T2" })
 		})

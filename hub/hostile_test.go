@@ -20,6 +20,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
+	"github.com/synapse-hub/synapse/gate"
 )
 
 // hostileFrames are what a flood sends: garbage and nesting past the
@@ -301,8 +302,8 @@ func TestHostile_TokenBruteForceIsLockedOutToItsHost(t *testing.T) {
 	if n := counterValue(t, th.h.m.authLockouts); n != 3 {
 		t.Fatalf("lockout refusals %v, want 3", n)
 	}
-	eventually(t, "the guessing host owes for its closed sockets", func() bool { return th.h.closes.debt("127.0.0.2", th.h.now()) > 0 })
-	if d := th.h.closes.debt("127.0.0.3", th.h.now()); d != 0 {
+	eventually(t, "the guessing host owes for its closed sockets", func() bool { return th.h.closes.Debt("127.0.0.2", th.h.now()) > 0 })
+	if d := th.h.closes.Debt("127.0.0.3", th.h.now()); d != 0 {
 		t.Fatalf("another host owes %v s", d)
 	}
 	late := th.dialFrom("127.0.0.2") // waits its debt out (at most the auth timeout), then is locked out
@@ -374,7 +375,7 @@ func TestHostile_TakeoverStormLeavesOneHolderPerName(t *testing.T) {
 // agent's claims are granted meanwhile.
 func TestHostile_ValidFloodIsRefusedThenPaced(t *testing.T) {
 	clk := newFakeClock()
-	th := startHub(t, Config{RateLimits: RateLimits{AgentPerSecond: 0.001, AgentBurst: 3}, Clock: clk.now})
+	th := startHub(t, Config{RateLimits: gate.RateLimits{AgentPerSecond: 0.001, AgentBurst: 3}, Clock: clk.now})
 	good := th.join("p/good")
 	flood := th.join("p/flood")
 	for range 20 {

@@ -42,6 +42,7 @@ import (
 
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/federation"
+	"github.com/synapse-hub/synapse/gate"
 	"github.com/synapse-hub/synapse/journal"
 	"github.com/synapse-hub/synapse/sequencer"
 	"github.com/synapse-hub/synapse/transport"
@@ -98,17 +99,17 @@ type Config struct {
 	Clock        func() float64 // unix seconds; default time.Now
 	Logger       *slog.Logger
 
-	// Security (auth.go, ratelimit.go, docs/security.md).
+	// Security (package gate; auth.go, ratelimit.go; docs/security.md).
 
 	// MessageAuthKeys are the per-message HMAC keys (--message-auth-key).
 	// With any configured, a signed verb carrying auth is verified.
-	MessageAuthKeys []MessageAuthKey
+	MessageAuthKeys []gate.MessageAuthKey
 	// RequireMessageAuth refuses signed verbs without a valid auth
 	// (--require-message-auth); it needs MessageAuthKeys.
 	RequireMessageAuth bool
 	// RateLimits are the per-socket and per-host frame limits; the zero
 	// value is off (--rate-*, --secure).
-	RateLimits RateLimits
+	RateLimits gate.RateLimits
 	// AuthFailuresPerMinute is how many failed first frames a remote host
 	// may send per minute (as a burst) before its attempts are refused
 	// unchecked; 0 = DefaultAuthFailuresPerMinute, < 0 = unlimited
@@ -175,7 +176,7 @@ type Config struct {
 	PresenceWindow time.Duration
 
 	// AllowHosts are the Host authorities answered besides loopback ones
-	// (origin.go): "NAME" or an IP for any port, "NAME:PORT" for that
+	// (gate.RequestPolicy): "NAME" or an IP for any port, "NAME:PORT" for that
 	// port, "*" for any Host (--allow-host; the CLI adds the listen
 	// address and --advertise).
 	AllowHosts []string
@@ -241,7 +242,7 @@ type Hub struct {
 	// answers are handled, one at a time (lane.go, session.enterLane);
 	// heavyPace, touched only by the lane's holder, paces it hub-wide.
 	lane      heavyLane
-	heavyPace bucket
+	heavyPace gate.Bucket
 	// lastWaiting and prevWaiting are the two sockets last served outside
 	// the lane (session.noteWaiting), the latest first: the lane is paced
 	// while they work (Hub.protecting).
@@ -279,12 +280,12 @@ type Hub struct {
 	stopMail context.CancelFunc     // ends the fleet mail watch (fleetmail.go)
 	features []string               // welcome.features: Features and the federation's
 
-	policy    *RequestPolicy // Host and Origin of every HTTP request (origin.go)
-	verifier  *verifier      // per-message HMAC; nil without keys
-	hostRates *hostBuckets   // per-host frame limiter; nil when off
-	authFails *hostBuckets   // failed first frames per host; nil when unlimited
-	closes    *hostBuckets   // sockets closed for cause per host (closeCharged); nil when off
-	quit      chan struct{}  // closed by Close: paced upgrades stop waiting
+	policy    *gate.RequestPolicy // Host and Origin of every HTTP request
+	verifier  *gate.Verifier      // per-message HMAC; nil without keys
+	hostRates *gate.HostBuckets   // per-host frame limiter; nil when off
+	authFails *gate.HostBuckets   // failed first frames per host; nil when unlimited
+	closes    *gate.HostBuckets   // sockets closed for cause per host (closeCharged); nil when off
+	quit      chan struct{}       // closed by Close: paced upgrades stop waiting
 }
 
 // New builds a hub and starts its sequencer. The caller serves Handler and
@@ -351,9 +352,10 @@ func New(cfg Config) (*Hub, error) {
 	if cfg.State == nil {
 		cfg.State = coord.New(cfg.Limits)
 	}
-	keys, err := checkMessageAuthKeys(cfg)
+	started := cfg.Clock()
+	verifier, err := gate.NewVerifier(cfg.MessageAuthKeys, cfg.RequireMessageAuth, started)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("hub: %w", err)
 	}
 	if cfg.MalformedPerSecond == 0 {
 		cfg.MalformedPerSecond = DefaultMalformedPerSecond
@@ -361,7 +363,7 @@ func New(cfg Config) (*Hub, error) {
 	if cfg.MalformedBurst <= 0 {
 		cfg.MalformedBurst = DefaultMalformedBurst
 	}
-	policy, err := NewRequestPolicy(cfg.AllowHosts, cfg.AllowOrigins)
+	policy, err := gate.NewRequestPolicy(cfg.AllowHosts, cfg.AllowOrigins)
 	if err != nil {
 		return nil, fmt.Errorf("hub: %w", err)
 	}
@@ -399,18 +401,18 @@ func New(cfg Config) (*Hub, error) {
 		cfg:      cfg,
 		log:      cfg.Logger.With("hub_id", cfg.HubID),
 		state:    cfg.State,
-		started:  cfg.Clock(),
+		started:  started,
 		rendered: make(map[any][]byte),
 	}
 	if cfg.HeavyLanePerSecond > 0 {
-		h.heavyPace = newBucket(cfg.HeavyLanePerSecond, cfg.HeavyLaneBurst, h.started)
+		h.heavyPace = gate.NewBucket(cfg.HeavyLanePerSecond, cfg.HeavyLaneBurst, h.started)
 	}
 	h.epoch = configEpoch(cfg)
 	h.policy = policy
-	h.verifier = newVerifier(keys, h.started)
-	h.hostRates = newHostBuckets(cfg.RateLimits.HostPerSecond, cfg.RateLimits.HostBurst)
-	h.authFails = newHostBuckets(float64(cfg.AuthFailuresPerMinute)/60, cfg.AuthFailuresPerMinute)
-	h.closes = newHostBuckets(cfg.ClosesPerHostPerSecond, cfg.ClosesPerHostBurst)
+	h.verifier = verifier
+	h.hostRates = gate.NewHostBuckets(cfg.RateLimits.HostPerSecond, cfg.RateLimits.HostBurst)
+	h.authFails = gate.NewHostBuckets(float64(cfg.AuthFailuresPerMinute)/60, cfg.AuthFailuresPerMinute)
+	h.closes = gate.NewHostBuckets(cfg.ClosesPerHostPerSecond, cfg.ClosesPerHostBurst)
 	h.quit = make(chan struct{})
 	h.reg.init()
 	h.mb.init()
@@ -473,7 +475,7 @@ func (h *Hub) HubID() string { return h.cfg.HubID }
 // /metrics as plain HTTP on the same port (and /mcp with Config.MCP, and
 // the dashboard at / with its JSON API under /api/, api.go). Every
 // request, whatever its route, passes the Host and Origin policy first
-// (origin.go) or gets 403.
+// (gate.RequestPolicy) or gets 403.
 func (h *Hub) Handler() http.Handler {
 	metricsHandler := h.m.handler()
 	refused := func(header string) { h.m.httpRefused.WithLabelValues(header).Inc() }
@@ -503,7 +505,7 @@ func (h *Hub) Handler() http.Handler {
 
 // RequestPolicy is the Host and Origin policy Handler applies, for other
 // listeners of the same process to apply too.
-func (h *Hub) RequestPolicy() *RequestPolicy { return h.policy }
+func (h *Hub) RequestPolicy() *gate.RequestPolicy { return h.policy }
 
 // Close stops accepting sockets and frames, lets the requests already
 // submitted commit and their replies reach the send queues, closes every

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/synapse-hub/synapse/federation"
+	"github.com/synapse-hub/synapse/gate"
 	"github.com/synapse-hub/synapse/transport"
 	"github.com/synapse-hub/synapse/wire"
 )
@@ -288,7 +289,7 @@ func configEpoch(cfg Config) string {
 	s := fmt.Sprintf("v1|token=%t|max_clients=%d|per_host=%d|frame=%d|history=%d|claims=%d|journal=%t",
 		cfg.Token != "", cfg.MaxClients, cfg.MaxConnectionsPerHost, cfg.MaxFrameBytes, cfg.MaxHistory,
 		cfg.Limits.MaxClaimsPerPrincipal, cfg.Journal != nil)
-	if len(cfg.MessageAuthKeys) > 0 || cfg.RateLimits != (RateLimits{}) {
+	if len(cfg.MessageAuthKeys) > 0 || cfg.RateLimits != (gate.RateLimits{}) {
 		// Appended only when set, so an unchanged posture keeps its epoch.
 		s += fmt.Sprintf("|message_auth=%d/%t|rates=%g/%d/%g/%d", len(cfg.MessageAuthKeys), cfg.RequireMessageAuth,
 			cfg.RateLimits.AgentPerSecond, cfg.RateLimits.AgentBurst, cfg.RateLimits.HostPerSecond, cfg.RateLimits.HostBurst)

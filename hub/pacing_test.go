@@ -10,6 +10,8 @@ package hub
 import (
 	"testing"
 	"time"
+
+	"github.com/synapse-hub/synapse/gate"
 )
 
 // strictLane is a hub as `synapse hub` runs on loopback without a token
@@ -171,7 +173,7 @@ func TestPacing_SendingAheadNowAndThenIsNotHeavy(t *testing.T) {
 	clk := newFakeClock()
 	h := newLocalHub(t, Config{Clock: clk.now})
 	ps := &pendingSocket{nullSocket: newNullSocket(), pending: true}
-	s := &session{h: h, id: 1, conn: ps, ahead: newBucket(aheadPerSecond, DefaultAheadBurst, h.now())}
+	s := &session{h: h, id: 1, conn: ps, ahead: gate.NewBucket(aheadPerSecond, DefaultAheadBurst, h.now())}
 	for i := range DefaultAheadBurst {
 		if s.chargeFrame() {
 			t.Fatalf("heavy at the %d-th frame sent ahead, want an allowance of %d", i+1, DefaultAheadBurst)

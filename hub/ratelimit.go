@@ -2,45 +2,21 @@ package hub
 
 import (
 	"math"
-	"sync"
 	"time"
 
 	"github.com/synapse-hub/synapse/transport"
 )
 
-// Rate limits bound how fast one socket or one remote host can make the
-// hub work (PROTOCOL.md §1.4 steps 2 and 12). They bound abuse; they
-// authenticate nobody (docs/security.md).
+// Rate limits and pacing on a socket bound how fast one socket or one
+// remote host can make the hub work (PROTOCOL.md §1.4 steps 2 and 12).
+// They bound abuse; they authenticate nobody (docs/security.md). The
+// buckets are package gate's; here the session charges them and acts on
+// the answer (refuses, pauses its reads, sends it through the heavy lane).
 //
-// Who owns what: a session's own bucket (session.rate) belongs to its read
-// goroutine and needs no lock; the per-host tables are shared and carry
-// their own mutex. Time is the hub's clock, so tests can hold it still.
-
-// RateLimits are the ingress frame limits. A zero rate turns that limiter
-// off; the zero value turns both off, as the reference does without a
-// token.
-type RateLimits struct {
-	// AgentPerSecond is the sustained rate of non-heartbeat frames one
-	// socket may send (--rate-per-agent); beyond it the frame is refused
-	// with "Rate limit exceeded.". Heartbeats are exempt, so keepalives
-	// and registration never starve.
-	AgentPerSecond float64
-	// AgentBurst is how many frames above the rate a socket may send at
-	// once (--rate-burst-agent); < 1 means one second's worth.
-	AgentBurst int
-	// HostPerSecond is the sustained rate of frames of any kind from one
-	// remote host, all its sockets together (--rate-per-host); beyond it
-	// the frame is refused with "Host rate limit exceeded.".
-	HostPerSecond float64
-	// HostBurst is the per-host burst (--rate-burst-host); < 1 means one
-	// second's worth.
-	HostBurst int
-}
-
-// SecureRateLimits are the limits --secure turns on: the reference's with
-// --token (PROTOCOL.md §10): per agent 100/s burst 20, per host 500/s
-// burst 100.
-var SecureRateLimits = RateLimits{AgentPerSecond: 100, AgentBurst: 20, HostPerSecond: 500, HostBurst: 100}
+// Who owns what: a session's own buckets (session.rate, malformed, pace,
+// ahead) belong to its read goroutine and need no lock; the per-host
+// tables (gate.HostBuckets) are shared and carry their own mutex. Time is
+// the hub's clock, so tests can hold it still.
 
 // Malformed frames are paced per socket by default, unlike the reference
 // (which answers each one): a socket past DefaultMalformedBurst frames that
@@ -153,209 +129,29 @@ const (
 	DefaultClosesPerHostBurst     = 100
 )
 
-// maxCloseDebt bounds how far a host's close bucket goes into debt, in
-// seconds: a host that stops misbehaving is trusted again within a minute.
-const maxCloseDebt = 60
-
-// maxHostBuckets bounds each per-host table; idle (refilled) buckets are
-// swept when it is exceeded, so a host that stops sending costs nothing.
-var maxHostBuckets = 4096
-
-// bucket is a token bucket: it holds up to burst tokens and gains rate per
-// second; each admitted event spends one. The zero bucket (rate 0) admits
-// everything.
-type bucket struct {
-	rate, burst float64
-	tokens      float64
-	last        float64 // hub clock of the last refill
-}
-
-func newBucket(rate float64, burst int, now float64) bucket {
-	b := float64(burst)
-	if b < 1 {
-		b = max(1, rate)
-	}
-	return bucket{rate: rate, burst: b, tokens: b, last: now}
-}
-
-// refill adds what the elapsed time earned. A clock that steps backwards
-// earns nothing rather than draining the bucket.
-func (b *bucket) refill(now float64) {
-	if dt := now - b.last; dt > 0 {
-		b.tokens = min(b.burst, b.tokens+dt*b.rate)
-	}
-	b.last = now
-}
-
-// allow spends a token if there is one.
-func (b *bucket) allow(now float64) bool {
-	if b.rate <= 0 {
-		return true
-	}
-	b.refill(now)
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
-}
-
-// reserve spends a token even if there is none, and returns how long,
-// in seconds, until the debt is earned back: 0 while the bucket holds one.
-func (b *bucket) reserve(now float64) float64 {
-	return b.reserveN(now, 1)
-}
-
-// reserveN is reserve for n tokens.
-func (b *bucket) reserveN(now float64, n int) float64 {
-	if b.rate <= 0 {
-		return 0
-	}
-	b.refill(now)
-	b.tokens -= float64(n)
-	if b.tokens >= 0 {
-		return 0
-	}
-	return -b.tokens / b.rate
-}
-
-// wait is how long, in seconds, until the bucket holds a token again; 0
-// while it holds one.
-func (b *bucket) wait(now float64) float64 {
-	if b.rate <= 0 {
-		return 0
-	}
-	b.refill(now)
-	if b.tokens >= 1 {
-		return 0
-	}
-	return (1 - b.tokens) / b.rate
-}
-
-// full reports whether the bucket has refilled to its burst by now, i.e.
-// forgetting it changes nothing.
-func (b *bucket) full(now float64) bool {
-	b.refill(now)
-	return b.tokens >= b.burst
-}
-
-// hostBuckets is one token bucket per remote host, safe for concurrent use.
-type hostBuckets struct {
-	rate  float64
-	burst int
-
-	mu sync.Mutex
-	m  map[string]*bucket
-}
-
-// newHostBuckets returns nil (every call admits) when rate is not positive.
-func newHostBuckets(rate float64, burst int) *hostBuckets {
-	if rate <= 0 {
-		return nil
-	}
-	return &hostBuckets{rate: rate, burst: burst, m: make(map[string]*bucket)}
-}
-
-// allow spends one of host's tokens; false means it has none left.
-func (hb *hostBuckets) allow(host string, now float64) bool {
-	if hb == nil {
-		return true
-	}
-	hb.mu.Lock()
-	defer hb.mu.Unlock()
-	return hb.bucketLocked(host, now).allow(now)
-}
-
-// bucketLocked is host's bucket, made full if it has none.
-func (hb *hostBuckets) bucketLocked(host string, now float64) *bucket {
-	b := hb.m[host]
-	if b == nil {
-		hb.sweepLocked(now)
-		nb := newBucket(hb.rate, hb.burst, now)
-		b = &nb
-		hb.m[host] = b
-	}
-	return b
-}
-
-// empty reports, without spending, whether host has no token left.
-func (hb *hostBuckets) empty(host string, now float64) bool {
-	if hb == nil {
-		return false
-	}
-	hb.mu.Lock()
-	defer hb.mu.Unlock()
-	b := hb.m[host]
-	if b == nil {
-		return false
-	}
-	b.refill(now)
-	return b.tokens < 1
-}
-
-// owe spends one of host's tokens even if it has none: the host owes the
-// time until it is earned back (at most maxCloseDebt seconds).
-func (hb *hostBuckets) owe(host string, now float64) {
-	if hb == nil {
-		return
-	}
-	hb.mu.Lock()
-	defer hb.mu.Unlock()
-	b := hb.bucketLocked(host, now)
-	b.reserve(now)
-	b.tokens = max(b.tokens, -maxCloseDebt*b.rate)
-}
-
-// debt is how long, in seconds, until host's bucket holds a token again;
-// 0 while it holds one.
-func (hb *hostBuckets) debt(host string, now float64) float64 {
-	if hb == nil {
-		return 0
-	}
-	hb.mu.Lock()
-	defer hb.mu.Unlock()
-	b := hb.m[host]
-	if b == nil {
-		return 0
-	}
-	return b.wait(now)
-}
-
-// sweepLocked forgets refilled buckets once the table is over its bound.
-func (hb *hostBuckets) sweepLocked(now float64) {
-	if len(hb.m) < maxHostBuckets {
-		return
-	}
-	for h, b := range hb.m {
-		if b.full(now) {
-			delete(hb.m, h)
-		}
-	}
-}
-
 // allowFrame charges a frame to the per-host limiter (§1.4 step 2); a
 // refused frame gets "Host rate limit exceeded.". It reports false when
 // the frame must not be handled.
 func (s *session) allowFrame() bool {
 	h := s.h
-	if h.hostRates.allow(s.host, h.now()) {
+	if h.hostRates.Allow(s.host, h.now()) {
 		return true
 	}
 	h.m.rateLimited.WithLabelValues("host").Inc()
 	s.fail(s.replyTarget(), "host_rate_limited", "Host rate limit exceeded.")
-	s.owePause(h.hostRates.debt(s.host, h.now()))
+	s.owePause(h.hostRates.Debt(s.host, h.now()))
 	return false
 }
 
 // allowAgentFrame charges a non-heartbeat frame to the socket's own
 // limiter (§1.4 step 12); a refused frame gets "Rate limit exceeded.".
 func (s *session) allowAgentFrame(sender, typ string) bool {
-	if typ == "heartbeat" || s.rate.allow(s.h.now()) {
+	if typ == "heartbeat" || s.rate.Allow(s.h.now()) {
 		return true
 	}
 	s.h.m.rateLimited.WithLabelValues("agent").Inc()
 	s.fail(sender, "rate_limited", "Rate limit exceeded.")
-	s.owePause(s.rate.wait(s.h.now()))
+	s.owePause(s.rate.Wait(s.h.now()))
 	return false
 }
 
@@ -380,13 +176,13 @@ const malformedUnit = 16 << 10
 // the socket's malformed bucket; past the burst it sets the pause the
 // reader owes before its next read (the frame itself is still answered).
 func (s *session) chargeMalformed(size int) {
-	d := s.malformed.reserveN(s.h.now(), 1+size/malformedUnit)
+	d := s.malformed.ReserveN(s.h.now(), 1+size/malformedUnit)
 	if d <= 0 {
 		return
 	}
 	if !s.paced {
 		s.paced = true
-		s.h.log.Warn("hub: socket floods malformed frames; its reads are paced", "session", s.id, "remote", s.host, "per_second", s.malformed.rate)
+		s.h.log.Warn("hub: socket floods malformed frames; its reads are paced", "session", s.id, "remote", s.host, "per_second", s.malformed.Rate())
 	}
 	s.h.m.malformedPaced.Inc()
 	s.pause = time.Duration(d * float64(time.Second))
@@ -417,13 +213,13 @@ func (s *session) chargeFrame() (heavy bool) {
 		return false
 	}
 	now := s.h.now()
-	if s.pace.rate > 0 {
-		if d := s.pace.reserve(now); d > 0 {
+	if s.pace.Rate() > 0 {
+		if d := s.pace.Reserve(now); d > 0 {
 			s.h.m.framesPaced.Inc()
 			s.owePause(d)
 		}
 	}
-	if s.conn.Pending() && (s.ahead.rate <= 0 || !s.ahead.allow(now)) {
+	if s.conn.Pending() && (s.ahead.Rate() <= 0 || !s.ahead.Allow(now)) {
 		if !s.limited {
 			// Sending ahead past its allowance: what it sends beyond
 			// what the hub reads waits in its own host's buffers, not
@@ -477,12 +273,7 @@ func (h *Hub) protecting(s *session, now float64) bool {
 
 // flooding reports whether the socket's malformed burst is spent now.
 func (s *session) flooding() bool {
-	b := &s.malformed
-	if b.rate <= 0 {
-		return false
-	}
-	b.refill(s.h.now())
-	return b.tokens < 1
+	return s.malformed.Rate() > 0 && s.malformed.Wait(s.h.now()) > 0
 }
 
 // closeCharged reports whether a socket closed with code was closed for
@@ -508,7 +299,7 @@ func closeCharged(code int, superseded bool) bool {
 // upgrades it: the wait costs a parked goroutine, not a handshake. It
 // reports false if the hub closed meanwhile.
 func (h *Hub) paceUpgrade(host string) bool {
-	d := h.closes.debt(host, h.now())
+	d := h.closes.Debt(host, h.now())
 	if d <= 0 {
 		return true
 	}

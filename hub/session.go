@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/synapse-hub/synapse/federation"
+	"github.com/synapse-hub/synapse/gate"
 	"github.com/synapse-hub/synapse/transport"
 	"github.com/synapse-hub/synapse/wire"
 )
@@ -81,17 +82,17 @@ type session struct {
 	kind sessionKind // written under Hub.mu by the session's own reader (acceptPeer)
 	conn socket      // nil when kind == forwardedVerb
 	host string
-	rate bucket // per-socket frame limiter (ratelimit.go); read goroutine only
+	rate gate.Bucket // per-socket frame limiter (ratelimit.go); read goroutine only
 	// Malformed-frame pacing (ratelimit.go), read goroutine only: the
 	// bucket, the pause owed before the next read, and whether the
 	// pacing was logged (once per socket).
-	malformed bucket
-	pace      bucket   // every frame (Config.FramesPerSocket)
-	heavyAt   float64  // when it last sent ahead of its answers past its allowance (chargeFrame); reader only
-	ahead     bucket   // its allowance of frames sent ahead of its answers (chargeFrame); reader only
-	limited   bool     // its kernel receive buffer was capped, once heavy (chargeFrame); reader only
-	inLane    bool     // the frame being handled holds the heavy lane; reader only
-	lane      laneTurn // its place in the heavy lane (lane.go; heavyLane.mu)
+	malformed gate.Bucket
+	pace      gate.Bucket // every frame (Config.FramesPerSocket)
+	heavyAt   float64     // when it last sent ahead of its answers past its allowance (chargeFrame); reader only
+	ahead     gate.Bucket // its allowance of frames sent ahead of its answers (chargeFrame); reader only
+	limited   bool        // its kernel receive buffer was capped, once heavy (chargeFrame); reader only
+	inLane    bool        // the frame being handled holds the heavy lane; reader only
+	lane      laneTurn    // its place in the heavy lane (lane.go; heavyLane.mu)
 	// waitingAt is the hub clock (float64 bits) of its latest frame
 	// handled outside the lane, noted at most every noteEvery (notedAt,
 	// reader only): written by its reader, read by the heavy lane's holder
@@ -164,19 +165,19 @@ func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {
 		conn:   c,
 		host:   host,
 		authed: h.cfg.Token == "",
-		rate:   newBucket(h.cfg.RateLimits.AgentPerSecond, h.cfg.RateLimits.AgentBurst, h.now()),
+		rate:   gate.NewBucket(h.cfg.RateLimits.AgentPerSecond, h.cfg.RateLimits.AgentBurst, h.now()),
 	}
 	if p := r.Header.Get(wire.PresenceHeader); validPresence(p) {
 		s.presenceAsk = p // before the welcome (presence.go)
 	}
 	if h.cfg.MalformedPerSecond > 0 {
-		s.malformed = newBucket(h.cfg.MalformedPerSecond, h.cfg.MalformedBurst, h.now())
+		s.malformed = gate.NewBucket(h.cfg.MalformedPerSecond, h.cfg.MalformedBurst, h.now())
 	}
 	if h.cfg.FramesPerSocket > 0 {
-		s.pace = newBucket(h.cfg.FramesPerSocket, h.cfg.FramesPerSocketBurst, h.now())
+		s.pace = gate.NewBucket(h.cfg.FramesPerSocket, h.cfg.FramesPerSocketBurst, h.now())
 	}
 	if h.cfg.AheadBurst > 0 {
-		s.ahead = newBucket(aheadPerSecond, h.cfg.AheadBurst, h.now())
+		s.ahead = gate.NewBucket(aheadPerSecond, h.cfg.AheadBurst, h.now())
 	}
 	h.conns.Add(1)
 	// The socket is served on a goroutine of its own and the HTTP handler
@@ -196,7 +197,7 @@ func (s *session) serve(c *transport.Conn) {
 		superseded := s.superseded
 		h.mu.Unlock()
 		if code, _ := c.CloseStatus(); closeCharged(code, superseded) {
-			h.closes.owe(s.host, h.now())
+			h.closes.Owe(s.host, h.now())
 		}
 	}()
 	if code, reason, ok := h.admit(s); !ok {
@@ -325,9 +326,9 @@ func (s *session) enterLane() {
 	h.lane.enter(s)
 	s.inLane = true
 	h.m.heavyLane.Inc()
-	if p := &h.heavyPace; p.rate > 0 {
+	if p := &h.heavyPace; p.Rate() > 0 {
 		if now := h.now(); h.protecting(s, now) {
-			if d := p.reserve(now); d > 0 {
+			if d := p.Reserve(now); d > 0 {
 				h.m.heavyLanePaced.Inc()
 				s.wait(time.Duration(d * float64(time.Second)))
 			}

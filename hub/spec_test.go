@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/synapse-hub/synapse/gate"
 	"github.com/synapse-hub/synapse/wire"
 )
 
@@ -35,8 +36,8 @@ func TestSpecConstants_MatchTheHub_DriftGuard(t *testing.T) {
 		"DEFAULT_LEASE_OFFLINE_TTL":                DefaultLeaseOfflineTTL.Seconds(), // namelease.go
 		"NAME_OWNED_CLOSE_CODE":                    NameOwnedCloseCode,
 		"WIRE_PROTOCOL_VERSION":                    wire.ProtocolVersion,
-		"DEFAULT_MESSAGE_AUTH_WINDOW_SECONDS":      MessageAuthWindow, // INV-CK-2
-		"DEFAULT_MESSAGE_AUTH_FUTURE_SKEW_SECONDS": MessageAuthFutureSkew,
+		"DEFAULT_MESSAGE_AUTH_WINDOW_SECONDS":      gate.MessageAuthWindow, // INV-CK-2
+		"DEFAULT_MESSAGE_AUTH_FUTURE_SKEW_SECONDS": gate.MessageAuthFutureSkew,
 	}
 	for name, code := range owned {
 		spec, ok := consts[name]

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/gate"
 	"github.com/synapse-hub/synapse/hub"
 	"github.com/synapse-hub/synapse/journal"
 )
@@ -210,7 +211,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	cfg.AllowHosts, err = f.allowedHosts()
 	if err == nil {
 		cfg.AllowOrigins = f.allowOrigins
-		_, err = hub.NewRequestPolicy(cfg.AllowHosts, cfg.AllowOrigins) // a typo is a usage error, before the journal opens
+		_, err = gate.NewRequestPolicy(cfg.AllowHosts, cfg.AllowOrigins) // a typo is a usage error, before the journal opens
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "synapse hub:", err)
@@ -457,21 +458,21 @@ func resolveSecurity(f *hubFlags, set map[string]bool) (hub.Config, error) {
 		if set["token"] {
 			return sec, errors.New("give the connect token once: --token or --token-file, not both")
 		}
-		tok, err := hub.ReadTokenFile(f.tokenFile)
+		tok, err := gate.ReadTokenFile(f.tokenFile)
 		if err != nil {
 			return sec, fmt.Errorf("--token-file: %w", err)
 		}
 		f.token = tok // the file beats SYNAPSE_TOKEN: it was asked for explicitly
 	}
 	for _, spec := range f.keySpecs {
-		k, err := hub.ParseMessageAuthKey(spec)
+		k, err := gate.ParseMessageAuthKey(spec)
 		if err != nil {
 			return sec, fmt.Errorf("--message-auth-key: %w", err)
 		}
 		sec.MessageAuthKeys = append(sec.MessageAuthKeys, k)
 	}
 	if f.keyFile != "" {
-		keys, err := hub.ReadMessageAuthKeyFile(f.keyFile)
+		keys, err := gate.ReadMessageAuthKeyFile(f.keyFile)
 		if err != nil {
 			return sec, fmt.Errorf("--message-auth-key-file: %w", err)
 		}
@@ -482,7 +483,7 @@ func resolveSecurity(f *hubFlags, set map[string]bool) (hub.Config, error) {
 	}
 	sec.RequireMessageAuth = f.requireMsgAuth
 	if f.secure {
-		sec.RateLimits = hub.SecureRateLimits
+		sec.RateLimits = gate.SecureRateLimits
 	}
 	r := &sec.RateLimits
 	for name, v := range map[string]float64{"rate-per-agent": f.ratePerAgent, "rate-per-host": f.ratePerHost} {

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/synapse-hub/synapse/federation"
-	"github.com/synapse-hub/synapse/hub"
+	"github.com/synapse-hub/synapse/gate"
 )
 
 // registerFederation adds the multi-hub flags (docs/federation.md).
@@ -66,7 +66,7 @@ func (f *hubFlags) federationConfig() (federation.Config, error) {
 		if f.claimPeerToken != "" {
 			return c, errors.New("give the peer token once: --claim-peer-token or --claim-peer-token-file, not both")
 		}
-		if c.ClaimPeerToken, err = hub.ReadTokenFile(f.claimPeerTokenFile); err != nil {
+		if c.ClaimPeerToken, err = gate.ReadTokenFile(f.claimPeerTokenFile); err != nil {
 			return c, fmt.Errorf("--claim-peer-token-file: %w", err)
 		}
 	}
@@ -104,6 +104,6 @@ func pairs(flagName, shape string, specs []string) (map[string]string, error) {
 
 // checkSecretFile refuses a secrets file others can read.
 func checkSecretFile(path string) error {
-	_, err := hub.ReadTokenFile(path) // the same permission rule as the connect token's file
+	_, err := gate.ReadTokenFile(path) // the same permission rule as the connect token's file
 	return err
 }

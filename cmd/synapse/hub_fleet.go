@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/synapse-hub/synapse/cluster"
+	"github.com/synapse-hub/synapse/gate"
 	"github.com/synapse-hub/synapse/hub"
 )
 
@@ -43,7 +44,7 @@ func joinFleet(f *hubFlags, cfg *hub.Config, listen net.Addr, log *slog.Logger) 
 			return nil, errors.New("give the cluster token once: --cluster-token or --cluster-token-file")
 		}
 		var err error
-		if tok, err = hub.ReadTokenFile(f.clusterTokenFile); err != nil {
+		if tok, err = gate.ReadTokenFile(f.clusterTokenFile); err != nil {
 			return nil, fmt.Errorf("--cluster-token-file: %w", err)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synapse-hub/synapse/hub"
+	"github.com/synapse-hub/synapse/gate"
 )
 
 func secretFile(t *testing.T, text string, mode os.FileMode) string {
@@ -34,26 +34,26 @@ func runHubErr(t *testing.T, args ...string) string {
 
 func TestHubSecurity_SecureTurnsOnTheReferenceRates(t *testing.T) {
 	sec, err := resolveSecurity(&hubFlags{secure: true}, map[string]bool{"secure": true})
-	if err != nil || sec.RateLimits != hub.SecureRateLimits {
-		t.Fatalf("--secure: %+v, %v; want %+v", sec.RateLimits, err, hub.SecureRateLimits)
+	if err != nil || sec.RateLimits != gate.SecureRateLimits {
+		t.Fatalf("--secure: %+v, %v; want %+v", sec.RateLimits, err, gate.SecureRateLimits)
 	}
-	if hub.SecureRateLimits != (hub.RateLimits{AgentPerSecond: 100, AgentBurst: 20, HostPerSecond: 500, HostBurst: 100}) {
-		t.Fatalf("secure limits drifted from the reference's: %+v", hub.SecureRateLimits)
+	if gate.SecureRateLimits != (gate.RateLimits{AgentPerSecond: 100, AgentBurst: 20, HostPerSecond: 500, HostBurst: 100}) {
+		t.Fatalf("secure limits drifted from the reference's: %+v", gate.SecureRateLimits)
 	}
 	// An explicit --rate-* flag wins over --secure, 0 included (off).
 	sec, _ = resolveSecurity(&hubFlags{secure: true, ratePerAgent: 0, burstHost: 7},
 		map[string]bool{"secure": true, "rate-per-agent": true, "rate-burst-host": true})
-	want := hub.RateLimits{AgentPerSecond: 0, AgentBurst: 20, HostPerSecond: 500, HostBurst: 7}
+	want := gate.RateLimits{AgentPerSecond: 0, AgentBurst: 20, HostPerSecond: 500, HostBurst: 7}
 	if sec.RateLimits != want {
 		t.Fatalf("--secure with overrides: %+v, want %+v", sec.RateLimits, want)
 	}
 	// Without --secure the limits are the flags', off by default.
 	sec, _ = resolveSecurity(&hubFlags{}, map[string]bool{})
-	if sec.RateLimits != (hub.RateLimits{}) {
+	if sec.RateLimits != (gate.RateLimits{}) {
 		t.Fatalf("default limits %+v, want off", sec.RateLimits)
 	}
 	sec, _ = resolveSecurity(&hubFlags{ratePerHost: 50, burstHost: 10}, map[string]bool{"rate-per-host": true, "rate-burst-host": true})
-	if sec.RateLimits != (hub.RateLimits{HostPerSecond: 50, HostBurst: 10}) {
+	if sec.RateLimits != (gate.RateLimits{HostPerSecond: 50, HostBurst: 10}) {
 		t.Fatalf("explicit host limit %+v", sec.RateLimits)
 	}
 	if out := runHubErr(t, "--rate-per-agent", "-1"); !strings.Contains(out, "--rate-per-agent") {

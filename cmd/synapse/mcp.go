@@ -20,7 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/synapse-hub/synapse/client"
-	"github.com/synapse-hub/synapse/hub"
+	"github.com/synapse-hub/synapse/gate"
 	"github.com/synapse-hub/synapse/mcpserver"
 )
 
@@ -110,7 +110,7 @@ func mcpDialer(uri, token string, timeout func() time.Duration) func(context.Con
 
 // mcpRequestPolicy is the hub's Host and Origin policy for `synapse mcp
 // --http ADDR` (docs/security.md, "Host and Origin").
-func mcpRequestPolicy(addr string, allowHosts, allowOrigins []string) (*hub.RequestPolicy, []string, error) {
+func mcpRequestPolicy(addr string, allowHosts, allowOrigins []string) (*gate.RequestPolicy, []string, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--http %q: want HOST:PORT, e.g. 127.0.0.1:8877", addr)
@@ -119,11 +119,11 @@ func mcpRequestPolicy(addr string, allowHosts, allowOrigins []string) (*hub.Requ
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := hub.NewRequestPolicy(hosts, allowOrigins)
+	p, err := gate.NewRequestPolicy(hosts, allowOrigins)
 	return p, hosts, err
 }
 
-func serveMCPHTTP(ctx context.Context, f *clientFlags, profile mcpserver.Profile, addr string, policy *hub.RequestPolicy, stdout, stderr io.Writer, log *slog.Logger) int {
+func serveMCPHTTP(ctx context.Context, f *clientFlags, profile mcpserver.Profile, addr string, policy *gate.RequestPolicy, stdout, stderr io.Writer, log *slog.Logger) int {
 	h := mcpserver.NewHTTPHandler(mcpserver.HTTPOptions{
 		Dial:        mcpDialer(f.uri, f.token, func() time.Duration { return f.timeout }),
 		DefaultName: f.name, Token: f.token, Profile: profile, Version: version, Logger: log,

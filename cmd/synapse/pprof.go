@@ -7,7 +7,7 @@ import (
 	"net/http/pprof"
 	"time"
 
-	"github.com/synapse-hub/synapse/hub"
+	"github.com/synapse-hub/synapse/gate"
 )
 
 // servePprof serves Go's profiler on a listener of its own, so profiling a
@@ -16,7 +16,7 @@ import (
 // profile shows memory contents and costs CPU while it runs. It answers
 // the hub's Host and Origin policy, so a DNS-rebinding page cannot read
 // /debug/pprof/cmdline (which shows --token) either.
-func servePprof(addr string, policy *hub.RequestPolicy) (stop func(), err error) {
+func servePprof(addr string, policy *gate.RequestPolicy) (stop func(), err error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("--pprof %q: want HOST:PORT, e.g. 127.0.0.1:6060", addr)

@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synapse-hub/synapse/hub"
+	"github.com/synapse-hub/synapse/gate"
 )
 
 // --pprof listens on loopback only: a profile exposes memory contents.
 func TestPprof_LoopbackOnly(t *testing.T) {
-	policy, err := hub.NewRequestPolicy(nil, nil)
+	policy, err := gate.NewRequestPolicy(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

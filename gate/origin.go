@@ -1,15 +1,16 @@
-package hub
+package gate
 
-// The Host and Origin policy: one decision, taken in Handler before any
-// route, for the WebSocket upgrade, /mcp, /health and /metrics alike
+// The Host and Origin policy: one decision, taken before any route, for
+// the hub's WebSocket upgrade, /mcp, /health and /metrics alike
 // (docs/security.md, "Host and Origin"). It stops DNS rebinding (a page
 // from evil.example whose name resolves to 127.0.0.1 sends Host:
 // evil.example) and cross-site browser requests (a page sends its own
 // Origin), as the MCP specification asks of every server.
 //
 // The policy is immutable once built; every request goroutine reads it.
-// The CLI also puts it in front of the hub's profiler listener (--pprof)
-// and of `synapse mcp --http`, so every HTTP page it serves follows one rule.
+// The hub's Handler applies it, and the CLI puts it in front of the
+// profiler listener (--pprof) and of `synapse mcp --http`, so every HTTP
+// page synapse serves follows one rule.
 
 import (
 	"errors"
@@ -25,7 +26,7 @@ import (
 var ErrAllowSpec = errors.New("allow list")
 
 // RequestPolicy is which Host and Origin headers an HTTP server answers;
-// the hub's Handler applies Config.AllowHosts and Config.AllowOrigins.
+// the hub's Handler applies hub.Config.AllowHosts and AllowOrigins.
 //
 //   - Host must name a loopback authority (localhost, 127.0.0.0/8, [::1],
 //     any port) or one of the allowed hosts; a request without a Host is
@@ -43,8 +44,10 @@ type RequestPolicy struct {
 }
 
 // NewRequestPolicy checks and indexes the allow lists (entries as
-// Config.AllowHosts and Config.AllowOrigins); nil lists answer loopback
-// hosts and same-origin or Origin-less requests only.
+// --allow-host and --allow-origin take them: "NAME", "NAME:PORT" or "*";
+// "SCHEME://HOST[:PORT]" or "*"); nil lists answer loopback hosts and
+// same-origin or Origin-less requests only. A malformed entry is refused
+// with an error wrapping ErrAllowSpec.
 func NewRequestPolicy(hosts, origins []string) (*RequestPolicy, error) {
 	p := &RequestPolicy{hosts: map[string][]string{}, origins: map[string]bool{}}
 	for _, h := range hosts {
@@ -159,7 +162,7 @@ func schemeOf(origin string) string {
 	return origin[:i+3]
 }
 
-// hostAllowed reports whether a Host header names this hub.
+// hostAllowed reports whether a Host header names this server.
 func (p *RequestPolicy) hostAllowed(host string) bool {
 	name, port := splitAuthority(host)
 	if isLoopbackName(name) {

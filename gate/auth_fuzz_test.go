@@ -1,4 +1,4 @@
-package hub
+package gate
 
 import (
 	"encoding/json"
@@ -89,7 +89,7 @@ func FuzzSignMessage(f *testing.F) {
 	} {
 		f.Add(s, uint8(0), uint8(0))
 	}
-	keys, _ := checkMessageAuthKeys(Config{MessageAuthKeys: []MessageAuthKey{{ID: "main", Secret: []byte("s3cret"), Senders: []string{"p/a"}}}})
+	keys := []MessageAuthKey{{ID: "main", Secret: []byte("s3cret"), Senders: []string{"p/a"}}}
 	const now = 1782648000.0
 	f.Fuzz(func(t *testing.T, text string, pick, variant uint8) {
 		in, err := wire.Decode([]byte(text), 0, 64)
@@ -122,7 +122,7 @@ func FuzzSignMessage(f *testing.F) {
 		}
 
 		m["auth"].(map[string]any)["value"] = sig
-		v := newVerifier(keys, 0) // started long before the frame: no restart horizon in play
+		v, _ := NewVerifier(keys, false, 0) // started long before the frame: no restart horizon in play
 		verify := func(frame map[string]any) string {
 			var sb strings.Builder
 			writeOrderedJSON(&sb, frame, slices.Sort[[]string])
@@ -130,7 +130,7 @@ func FuzzSignMessage(f *testing.F) {
 			if err != nil {
 				t.Fatalf("a signed frame does not decode: %v\n%s", err, sb.String())
 			}
-			return v.verify("p/a", in, now)
+			return v.Verify("p/a", in, now)
 		}
 		if got := verify(m); got != VerifyOK {
 			t.Fatalf("a frame signed by SignMessage verifies as %s", got)
