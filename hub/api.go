@@ -2,7 +2,7 @@ package hub
 
 // The dashboard at / and its read-only JSON API under /api/ (docs/api.md,
 // docs/dashboard.md). Every route is reached through Handler, so the Host
-// and Origin policy (origin.go) has already admitted the request.
+// and Origin policy (gate.RequestPolicy) has already admitted the request.
 //
 // On a hub with a token, the page and every /api route need it: as
 // "Authorization: Bearer TOKEN" (scripts), or as the session cookie the

@@ -47,7 +47,7 @@ type HTTPOptions struct {
 	// keepers) outlive its last request; default DefaultIdleTimeout.
 	IdleTimeout time.Duration
 	// HostChecked says the server in front already applies a Host and
-	// Origin policy (the hub's, hub/origin.go), which may allow names the
+	// Origin policy (the hub's, gate.RequestPolicy), which may allow names the
 	// SDK's own check (loopback listener ⇒ loopback Host only) would
 	// refuse; that check is then off. Leave it false when serving alone.
 	HostChecked bool

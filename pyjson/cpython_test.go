@@ -12,7 +12,7 @@ import (
 // TestAppendCanonical_AgreesWithCPython checks AppendCanonical against what
 // CPython's json.dumps(sort_keys=True, separators=(",", ":"), allow_nan=False)
 // printed for the same texts, in both ensure_ascii modes: the fuzz corpora of
-// FuzzCanonical and of the per-message signer (hub.FuzzSignMessage), run
+// FuzzCanonical and of the per-message signer (gate.FuzzSignMessage), run
 // through testdata/cpython_dumps.py (CPython 3.11). A null is a value
 // CPython refuses to print (a float out of range), which must be
 // ErrNotCanonical here. The hand-written vectors pin the rules; these pin

@@ -190,7 +190,7 @@ type outFrame struct {
 // its writer. On a refused handshake it has written the HTTP error.
 // Compression is never negotiated. Host and Origin are the caller's to
 // check before Accept: the hub decides them for every route at once
-// (hub/origin.go), so Accept looks only at the WebSocket handshake.
+// (gate.RequestPolicy), so Accept looks only at the WebSocket handshake.
 func Accept(w http.ResponseWriter, r *http.Request, opts Options) (*Conn, error) {
 	if code, err := checkHandshake(r); err != nil {
 		if code == http.StatusUpgradeRequired || code == http.StatusBadRequest {

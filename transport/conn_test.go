@@ -285,7 +285,7 @@ func TestConn_PeerCloseIsEchoed(t *testing.T) {
 }
 
 // Host and Origin are the hub's decision, taken once for every route
-// (hub/origin.go, TestPolicy_* there); Accept checks only the handshake.
+// (gate.RequestPolicy, TestPolicy_* in gate); Accept checks only the handshake.
 func TestAccept_LeavesOriginToTheCaller(t *testing.T) {
 	url := serve(t, testOpts, func(c *Conn) { c.Kill() })
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
