@@ -17,7 +17,8 @@
 //     (ratelimit.go).
 //
 // What it never does: it holds no socket, writes no frame, closes
-// nothing, counts no metric and reads no clock. Its callers pass the time
+// nothing, counts no metric and reads no clock; its only I/O is reading
+// the key and token files it is named. Its callers pass the time
 // (the hub's clock, unix seconds) and act on the answer: package hub's
 // sessions refuse, pause or close, and count what they did. It knows
 // nothing of names, claims or the registry, and imports only the standard
