@@ -359,9 +359,10 @@ func (h *Hub) deadLetters() []APIDeadLetter {
 // deadLettersLocked copies the dead-letter ledger (at most maxDeadLetters
 // entries), unsorted.
 func (h *Hub) deadLettersLocked() []APIDeadLetter {
-	out := make([]APIDeadLetter, 0, len(h.reg.deadLetters))
-	for t, d := range h.reg.deadLetters {
-		out = append(out, APIDeadLetter{Target: t, Count: d.count, LastTS: d.lastTS, LastSender: d.lastSender})
+	dls := h.dead.ListLocked()
+	out := make([]APIDeadLetter, 0, len(dls))
+	for _, d := range dls {
+		out = append(out, APIDeadLetter{Target: d.Target, Count: d.Count, LastTS: d.LastTS, LastSender: d.LastSender})
 	}
 	return out
 }

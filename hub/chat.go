@@ -10,29 +10,12 @@ import (
 	"unicode"
 
 	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/delivery"
+	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/journal"
 	"github.com/synapse-hub/synapse/pyjson"
 	"github.com/synapse-hub/synapse/wire"
 )
-
-// chatEntry is one relayed chat kept for history_request/resume_request.
-type chatEntry struct {
-	msgID  int64
-	seq    int64 // journal seq, 0 without a journal
-	sender string
-	target string
-	public bool   // a broadcast: everyone may read it
-	frame  []byte // as relayed (seq stamped)
-}
-
-// deadLetter counts directed chats that reached no live recipient
-// (PROTOCOL.md §4.6). The chats themselves are in the journal (when there
-// is one), and the ledger is rebuilt from it on restart (mailbox.go).
-type deadLetter struct {
-	count      int64
-	lastTS     float64
-	lastSender string
-}
 
 // chatEnvelope are the fields the hub writes itself; every other field of
 // a chat is carried verbatim (PROTOCOL.md §2.2).
@@ -42,41 +25,21 @@ var chatEnvelope = map[string]bool{
 	"client_msg_id": true, "token": true, "replayed": true,
 }
 
-// chatMsg is one chat between its stamping and its fan-out.
+// chatMsg is one chat between its stamping and its fan-out, with the
+// socket it came in on (its echo).
 type chatMsg struct {
-	s         *session // the sender's socket (its echo)
-	msgID     int64
-	sender    string
-	target    string // as sent
-	t         string // trimmed
-	broadcast bool
-	directed  bool                     // journal.IsDirected: dead-letters and is replayed
-	frame     []byte                   // as relayed, once stamp has run
-	build     func(msgID int64) []byte // encodes the frame with its msg_id
-	cmid      string
-	hasCMID   bool
-	now       float64
-	receipt   bool // receipt_requested
-	part      partition
+	s *session
+	delivery.Chat
 }
-
-// partition is the liveness partition of a chat's matched recipients
-// (PROTOCOL.md §2.2 step 8), identities sorted.
-type partition struct {
-	matched, live, stale []string
-	caps                 map[string]string
-}
-
-func (p *partition) delivered() bool { return len(p.live) > 0 }
 
 // chat relays a chat (PROTOCOL.md §2.2) with the hub clock (INV-CK-1),
 // at least once (INV-DG-1: idem_key is never consumed, client_msg_id is
 // echoed on every copy). With a journal it is committed first, through the
 // sequencer, and every copy carries its durable seq; a receipt-requested
 // directed chat commits with its receipt aggregate in one FULL transaction
-// (receipts.go). A directed chat goes to its recipients, their sidecars
-// and the sender only, and is readable in history by them only (the
-// reference relays it to every socket and every history reader).
+// (delivery/receipts.go). A directed chat goes to its recipients, their
+// sidecars and the sender only, and is readable in history by them only
+// (the reference relays it to every socket and every history reader).
 func (s *session) chat(sender string, in *wire.Inbound) {
 	h := s.h
 	if c := in.Str("channel"); c != "" {
@@ -92,12 +55,12 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 		target = "all"
 	}
 	t := strings.TrimSpace(target)
-	c := &chatMsg{s: s, sender: sender, target: target, t: t, receipt: in.Truthy("receipt_requested")}
-	c.broadcast = t == "" || t == "all"
-	c.directed = journal.IsDirected(t)
+	c := &chatMsg{s: s, Chat: delivery.Chat{Sender: sender, Target: target, To: t, Receipt: in.Truthy("receipt_requested")}}
+	c.Broadcast = t == "" || t == "all"
+	c.Directed = journal.IsDirected(t)
 
 	ct, hasCT := clientTimestamp(in.Value("timestamp"))
-	c.cmid, c.hasCMID = clientMsgID(in.Value("client_msg_id"))
+	c.ClientMsgID, c.HasClientMsgID = clientMsgID(in.Value("client_msg_id"))
 	m := in.Map()
 	extra := make([]string, 0, len(m))
 	for k := range m {
@@ -106,16 +69,16 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 		}
 	}
 	sort.Strings(extra)
-	c.build = func(msgID int64) []byte {
+	c.Build = func(msgID int64) []byte {
 		f := wire.Object().Str("sender", sender).Str("target", target).Str("type", "chat")
 		f.Append("payload", func(b []byte) []byte { return appendAny(b, in.Value("payload"), "") })
-		f.Float("timestamp", c.now)
+		f.Float("timestamp", c.Now)
 		if hasCT {
 			f.Float("client_timestamp", ct)
 		}
 		f.Str("hub_id", h.cfg.HubID).Int("msg_id", msgID)
-		if c.hasCMID {
-			f.Str("client_msg_id", c.cmid)
+		if c.HasClientMsgID {
+			f.Str("client_msg_id", c.ClientMsgID)
 		}
 		for _, k := range extra {
 			v := m[k]
@@ -124,69 +87,52 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 		return f.Bytes()
 	}
 	h.mu.Lock()
-	c.now = h.now()
-	fleet := h.cfg.Mail != nil && fleetAddressee(c.t) != ""
-	if h.cfg.Journal == nil || fleet {
+	c.Now = h.now()
+	to := h.mail.Carries(c.To) // the fleet's mail carries it, not the fan-out
+	if h.cfg.Journal == nil || to != "" {
 		// Stamped and fanned out under h.mu: msg_ids reach every socket in
 		// order. A journalled chat takes its msg_id in the journal's append
-		// instead (chatRecords), in the order it is delivered.
-		c.stamp(h.reg.msgID.Add(1))
+		// instead (Receipts.ChatRecords), in the order it is delivered.
+		c.Stamp(h.history.NextMsgID())
 	}
-	if fleet {
+	if to != "" {
 		h.mu.Unlock()
-		s.fleetChat(sender, c, in)
+		s.fleetChat(sender, to, c, in)
 		return
 	}
-	if c.broadcast {
-		if c.receipt {
+	if c.Broadcast {
+		if c.Receipt {
 			seen := map[string]bool{}
 			for _, n := range h.onlineLocked() {
 				if id := identity(n); n != sender && !seen[id] {
 					seen[id] = true
-					c.part.matched = append(c.part.matched, id)
+					c.Part.Matched = append(c.Part.Matched, id)
 				}
 			}
-			c.part.live = c.part.matched
+			c.Part.Live = c.Part.Matched
 		}
 	} else {
-		c.part = h.partitionLocked(t, sender, c.now)
+		c.Part = h.partitionLocked(t, sender, c.Now)
 	}
 	st := h.cfg.Journal
 	if st == nil {
 		h.deliverLocked(c, 0)
 		h.mu.Unlock()
-		if c.receipt {
-			s.sendReceipt(h.immediateReceipt(c, 0, ""))
+		if c.Receipt {
+			h.receipts.SendImmediate(sessionConn{s}, &c.Chat)
 		}
 		return
 	}
 	h.mu.Unlock()
 
-	recs, rcpt := h.chatRecords(c)
+	recs, rcpt := h.receipts.ChatRecords(&c.Chat)
 	if _, ok := s.submitRecords(sender, recs, func(seq int64) {
-		h.mu.Lock()
 		h.deliverLocked(c, seq)
-		h.mu.Unlock()
 	}); !ok {
-		h.chatFailed(rcpt)
+		h.receipts.Failed(rcpt)
 		return
 	}
-	switch {
-	case rcpt.frame != nil: // the journal-backed directed receipt, through the outbox
-		ok := s.sendReceipt(rcpt.frame)
-		h.markOutbox(rcpt.id, ok)
-	case c.receipt:
-		s.sendReceipt(h.immediateReceipt(c, rcpt.chatSeq, ""))
-	}
-	if rcpt.expired != nil { // the receipt this one evicted from the pending window
-		h.m.receiptsExpired.Inc()
-		h.deliverReceipt(rcpt.expired, rcpt.evicted.Sender)
-	}
-}
-
-// stamp gives the chat its msg_id and encodes its frame.
-func (c *chatMsg) stamp(msgID int64) {
-	c.msgID, c.frame = msgID, c.build(msgID)
+	h.receipts.Committed(sessionConn{s}, &c.Chat, rcpt)
 }
 
 // deliverLocked stamps seq (when journalled), keeps the chat in history
@@ -194,22 +140,19 @@ func (c *chatMsg) stamp(msgID int64) {
 // sockets it addresses and the sender's own. A directed chat that reached
 // no live recipient is a dead letter; the mailbox projection counts it.
 func (h *Hub) deliverLocked(c *chatMsg, seq int64) {
-	frame := c.frame
+	frame := c.Frame
 	if seq > 0 {
-		frame = withSeq(frame, seq)
+		frame = delivery.WithSeq(frame, seq)
 	}
-	h.reg.history = append(h.reg.history, chatEntry{msgID: c.msgID, seq: seq, sender: c.sender, target: c.target, public: c.broadcast, frame: frame})
-	if n := len(h.reg.history); n > h.cfg.MaxHistory+h.cfg.MaxHistory/4 {
-		h.reg.history = slices.Clone(h.reg.history[n-h.cfg.MaxHistory:])
-	}
-	if c.broadcast {
+	h.history.AppendLocked(delivery.Entry{MsgID: c.MsgID, Seq: seq, Sender: c.Sender, Target: c.Target, Public: c.Broadcast, Frame: frame})
+	if c.Broadcast {
 		h.m.chatBroadcast.Inc()
 		h.broadcastLocked(frame, audience{everyone: true}, "chat")
 		return
 	}
 	h.m.chatDirected.Inc()
 	sent := 0
-	h.recipientsLocked(c.t, c.sender, func(rs *session) {
+	h.recipientsLocked(c.To, c.Sender, func(rs *session) {
 		if rs != c.s && rs.send(frame) {
 			sent++
 		}
@@ -218,21 +161,12 @@ func (h *Hub) deliverLocked(c *chatMsg, seq int64) {
 		sent++
 	}
 	h.m.framesOut.WithLabelValues("chat").Add(float64(sent))
-	if c.directed && !c.part.delivered() {
-		h.deadLetterLocked(c.t, c.sender, c.now)
+	if c.Directed && !c.Part.Delivered() {
+		h.dead.CountLocked(c.To, c.Sender, c.Now)
 	}
-	if c.directed && seq > 0 {
-		h.mb.onChatLocked(h, seq, c.sender, c.t)
+	if c.Directed && seq > 0 {
+		h.mb.OnChatLocked(seq, c.Sender, c.To)
 	}
-}
-
-// withSeq appends "seq" to an encoded JSON object.
-func withSeq(frame []byte, seq int64) []byte {
-	b := make([]byte, 0, len(frame)+24)
-	b = append(b, frame[:len(frame)-1]...)
-	b = append(b, `,"seq":`...)
-	b = pyjson.AppendInt(b, seq)
-	return append(b, '}')
 }
 
 // partitionLocked splits the identities a chat target reaches (the
@@ -240,7 +174,7 @@ func withSeq(frame []byte, seq int64) []byte {
 // live when a sidecar of the identity was seen within 20 s or the seat
 // reacted (a non-heartbeat frame, or its bind) within 90 s. Presence alone
 // never makes a chat "delivered" (INV-DG-3).
-func (h *Hub) partitionLocked(t, sender string, now float64) partition {
+func (h *Hub) partitionLocked(t, sender string, now float64) delivery.Partition {
 	matched := map[string]bool{}
 	h.recipientsLocked(t, sender, func(rs *session) {
 		id := identity(rs.name)
@@ -250,23 +184,23 @@ func (h *Hub) partitionLocked(t, sender string, now float64) partition {
 		}
 		matched[id] = matched[id] || live
 	})
-	p := partition{caps: map[string]string{}}
+	p := delivery.Partition{Caps: map[string]string{}}
 	for id, live := range matched {
-		p.matched = append(p.matched, id)
+		p.Matched = append(p.Matched, id)
 		if live {
-			p.live = append(p.live, id)
+			p.Live = append(p.Live, id)
 		} else {
-			p.stale = append(p.stale, id)
+			p.Stale = append(p.Stale, id)
 		}
 		c := "unknown"
 		if rs := h.reg.byName[id]; rs != nil && rs.wake != "" {
 			c = rs.wake
 		}
-		p.caps[id] = c
+		p.Caps[id] = c
 	}
-	sort.Strings(p.matched)
-	sort.Strings(p.live)
-	sort.Strings(p.stale)
+	sort.Strings(p.Matched)
+	sort.Strings(p.Live)
+	sort.Strings(p.Stale)
 	return p
 }
 
@@ -284,78 +218,67 @@ func (h *Hub) addressedLocked(target string, rs *session) bool {
 			roles = append(slices.Clip(roles), owner.roles...)
 		}
 	}
-	return isRecipient(target, []string{rs.name, id}, roles)
-}
-
-// isRecipient matches a target (a name, comma list, fnmatch glob, project
-// or role) against a reader's names and roles (PROTOCOL.md §2.2 step 7).
-func isRecipient(target string, names, roles []string) bool {
-	for _, part := range strings.Split(target, ",") {
-		p := strings.TrimSpace(part)
-		if p == "" {
-			continue
-		}
-		for _, n := range names {
-			if wire.Fnmatch(n, p) {
-				return true
-			}
-			if ns := coord.NamespaceOf(n); ns != "" && wire.Fnmatch(ns, p) {
-				return true
-			}
-		}
-		for _, r := range roles {
-			if wire.Fnmatch(r, p) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// deadLetterLocked counts a dead letter for target (bounded: the stalest
-// target is evicted beyond maxDeadLetters).
-func (h *Hub) deadLetterLocked(target, sender string, now float64) {
-	d := h.reg.deadLetters[target]
-	if d == nil {
-		if len(h.reg.deadLetters) >= maxDeadLetters {
-			stalest, at := "", math.Inf(1)
-			for k, v := range h.reg.deadLetters {
-				if v.lastTS < at {
-					stalest, at = k, v.lastTS
-				}
-			}
-			delete(h.reg.deadLetters, stalest)
-		}
-		d = &deadLetter{}
-		h.reg.deadLetters[target] = d
-	}
-	d.count++
-	d.lastTS, d.lastSender = now, sender
-	if h.feed.listening() {
-		h.feed.publish("dead_letter", APIDeadLetter{Target: target, Count: d.count, LastTS: now, LastSender: sender})
-	}
+	return delivery.IsRecipient(target, []string{rs.name, id}, roles)
 }
 
 // journalDeadLetterClear makes a dead letter cleared by sender's frame
-// stay cleared after a restart (loadDelivery rebuilds the ledger from the
-// directed chats still marked dead): a dead_letter_cleared row, whose
-// transaction unmarks the name's dead chats up to the newest directed chat
-// the ledger had counted when it was cleared. It commits at NORMAL, which
-// a SIGKILL does not lose, before the frame is served. Read goroutine.
+// stay cleared after a restart (delivery.ClearedRecord). It commits at
+// NORMAL, which a SIGKILL does not lose, before the frame is served. Read
+// goroutine.
 func (s *session) journalDeadLetterClear(sender string) {
 	through := s.deadCleared
 	s.deadCleared = 0
 	if s.h.cfg.Journal == nil {
 		return
 	}
-	p, _ := pyjson.AppendValue(nil, map[string]any{"target": sender, "through_seq": through})
-	rec := journal.Record{Kind: journal.KindDeadLetterCleared, Payload: p,
-		Stamp: func(int64) ([]byte, []journal.Statement) {
-			return nil, []journal.Statement{journal.ClearDeadLetters(sender, through)}
-		}}
-	if _, err := s.h.commitRecords([]journal.Record{rec}, nil); err != nil && err != errClosing {
+	if _, err := s.h.commitRecords([]journal.Record{delivery.ClearedRecord(sender, through)}, nil); err != nil && err != errClosing {
 		s.h.log.Warn("hub: dead-letter clear not journalled", "target", sender, "err", err)
 	}
+}
+
+// fleetChat carries a directed chat to to on a fleet: the owner of the
+// addressee's namespace stores it (forwarded there when that is another
+// hub), every hub's watch hands it to the addressee's sockets
+// (deliverLetter), and the sender gets its echo with the letter's seq.
+func (s *session) fleetChat(sender, to string, c *chatMsg, in *wire.Inbound) {
+	h := s.h
+	s.releaseBeforeWait() // the letter goes through etcd
+	r := h.fed.Resolve(coord.NamespaceOf(to))
+	switch r.Outcome {
+	case federation.Local:
+		seq, err := h.mail.Post(to, c.Frame)
+		if err != nil {
+			s.refuseCode(sender, "chat", in, "NAMESPACE_MOVING", "The message was not stored: "+err.Error()+". Retry shortly.", func(f *wire.Frame) {
+				f.Int("retry_after_ms", 250)
+			})
+			return
+		}
+		frame := delivery.WithSeq(c.Frame, seq)
+		h.mu.Lock()
+		h.history.AppendLocked(delivery.Entry{MsgID: c.MsgID, Seq: seq, Sender: c.Sender, Target: c.Target, Frame: frame})
+		h.mu.Unlock()
+		h.m.chatDirected.Inc()
+		s.send(frame) // the sender's echo; the addressee gets it from the watch
+	case federation.Remote:
+		s.forward(sender, "chat", in, r, false, false) // chat is at-least-once: never re-sent on its own (INV-DG-1)
+	default:
+		s.refuseFederated(sender, "chat", in, r, nil)
+	}
+}
+
+// deliverLetter hands a letter from the fleet's mail to the sockets of its
+// addressee on this hub (and its sidecars).
+func (h *Hub) deliverLetter(to string, seq int64, frame []byte) {
+	b := delivery.WithSeq(frame, seq)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	h.recipientsLocked(to, "", func(rs *session) {
+		if rs.send(b) {
+			n++
+		}
+	})
+	h.m.framesOut.WithLabelValues("chat").Add(float64(n))
 }
 
 // clientTimestamp keeps a finite, non-zero numeric client stamp as advisory
@@ -402,11 +325,11 @@ func appendAny(b []byte, v any, def any) []byte {
 // visibleLocked reports whether s may read chat e: broadcasts, its own
 // chats and chats addressed to it (by name, sidecar identity, project or
 // role, judged now).
-func (h *Hub) visibleLocked(e *chatEntry, s *session) bool {
-	if e.public || e.sender == s.name || identity(e.sender) == identity(s.name) {
+func (h *Hub) visibleLocked(e *delivery.Entry, s *session) bool {
+	if e.Public || e.Sender == s.name || identity(e.Sender) == identity(s.name) {
 		return true
 	}
-	return h.addressedLocked(strings.TrimSpace(e.target), s)
+	return h.addressedLocked(strings.TrimSpace(e.Target), s)
 }
 
 func (s *session) historyRequest(sender string, in *wire.Inbound) {
@@ -415,16 +338,13 @@ func (s *session) historyRequest(sender string, in *wire.Inbound) {
 	if ok && limit < 1 {
 		limit = 1
 	}
-	h.mu.Lock()
-	start := max(0, len(h.reg.history)-h.cfg.MaxHistory)
-	var picked [][]byte
-	for i := len(h.reg.history) - 1; i >= start && (!ok || int64(len(picked)) < limit); i-- {
-		if e := &h.reg.history[i]; h.visibleLocked(e, s) {
-			picked = append(picked, e.frame)
-		}
+	all := int64(-1)
+	if ok {
+		all = limit
 	}
+	h.mu.Lock()
+	picked := h.history.NewestLocked(all, func(e *delivery.Entry) bool { return h.visibleLocked(e, s) })
 	h.mu.Unlock()
-	slices.Reverse(picked)
 	f := s.frame("history_snapshot", sender, "History snapshot").Append("history", func(b []byte) []byte {
 		return wire.List(b, picked, func(b, fr []byte) []byte { return append(b, fr...) })
 	})
@@ -441,14 +361,7 @@ func (s *session) resumeRequest(sender string, in *wire.Inbound) {
 	h := s.h
 	since, _ := in.LenientInt("since")
 	h.mu.Lock()
-	start := max(0, len(h.reg.history)-h.cfg.MaxHistory)
-	// Concurrent senders may commit msg_ids slightly out of order: filter.
-	var picked [][]byte
-	for i := start; i < len(h.reg.history); i++ {
-		if e := &h.reg.history[i]; e.msgID > since && h.visibleLocked(e, s) {
-			picked = append(picked, e.frame)
-		}
-	}
+	picked := h.history.SinceLocked(since, func(e *delivery.Entry) bool { return h.visibleLocked(e, s) })
 	h.mu.Unlock()
 	f := s.frame("resume_snapshot", sender, "Resume snapshot").Int("since", since).Append("messages", func(b []byte) []byte {
 		return wire.List(b, picked, func(b, fr []byte) []byte { return append(b, fr...) })

@@ -675,52 +675,11 @@ func TestReceipt_PendingWindowNeverExceeded_Concurrent_PROTOCOL_4_4(t *testing.T
 	if n, err := j.st.ReceiptCount("pending"); err != nil || n != window {
 		t.Fatalf("pending receipts = %d %v, want %d", n, err, window)
 	}
-	if got := j.h.pending.len(); got != window {
+	if got := j.h.receipts.Pending(); got != window {
 		t.Fatalf("pending window holds %d, want %d", got, window)
 	}
 	if expired, err := j.st.ReceiptCount("expired"); err != nil || expired != senders*each-window {
 		t.Fatalf("expired receipts = %d, want %d", expired, senders*each-window)
-	}
-}
-
-// The pending window's bound holds under every interleaving of reserve,
-// add, abort and take (members plus reservations never exceed the limit;
-// an eviction takes the oldest member).
-func TestPendingWindow_BoundAndOldestFirst(t *testing.T) {
-	w := newPendingWindow(3)
-	row := func(seq int64) journal.ReceiptRow { return journal.ReceiptRow{MessageSeq: seq, MessageID: seq} }
-	for seq := int64(1); seq <= 3; seq++ {
-		if _, ev := w.reserve(); ev {
-			t.Fatalf("evicted with room left (seq %d)", seq)
-		}
-		w.add(row(seq))
-	}
-	if _, ok := w.take(2); !ok {
-		t.Fatal("take 2")
-	}
-	if _, ev := w.reserve(); ev { // 2 members + 1 reserved: room
-		t.Fatal("evicted with room left")
-	}
-	ev, ok := w.reserve() // full: the oldest (1) goes
-	if !ok || ev.MessageSeq != 1 {
-		t.Fatalf("evicted %v %v, want 1", ev, ok)
-	}
-	w.abort(false, journal.ReceiptRow{}, ev, true) // its append failed: 1 is back
-	w.add(row(4))
-	if ev, ok := w.reserve(); !ok || ev.MessageSeq != 1 {
-		t.Fatalf("evicted %v %v, want 1 again", ev, ok)
-	}
-	w.add(row(5))
-	if w.len() != 3 {
-		t.Fatalf("len %d", w.len())
-	}
-	for _, seq := range []int64{3, 4, 5} {
-		if _, ok := w.take(seq); !ok {
-			t.Fatalf("take %d", seq)
-		}
-	}
-	if w.len() != 0 || w.reserved != 0 {
-		t.Fatalf("left %d members, %d reserved", w.len(), w.reserved)
 	}
 }
 
@@ -747,18 +706,18 @@ func TestMailbox_ReconnectReadsOnlyWhatItMissed_INV_DG_3(t *testing.T) {
 		if got := pendingCount(t, pendingOf(t, a, "p/a"), "q/c"); got != named {
 			t.Fatalf("round %d, q/c away: mailbox_pending %d, want %d (named only)", round, got, named)
 		}
-		before := j.h.mb.read.Load()
+		before := j.h.mb.Read()
 		c = j.join("q/c", reviewer)
 		if got := pendingCount(t, pendingOf(t, a, "p/a"), "q/c"); got != named+group {
 			t.Fatalf("round %d, q/c back: mailbox_pending %d, want %d", round, got, named+group)
 		}
-		if read := j.h.mb.read.Load() - before; read > 3 {
+		if read := j.h.mb.Read() - before; read > 3 {
 			t.Errorf("round %d: the recount read %d directed chats, want at most the 3 sent while q/c was away", round, read)
 		}
 	}
 	// Visits nobody asks `who` about (a one-shot CLI command): each keeps
 	// its gap to catch up on, the chats counted live meanwhile dropped.
-	before := j.h.mb.read.Load()
+	before := j.h.mb.Read()
 	for visit := range 3 {
 		c.close()
 		sendAll(t, a, "p/a", "q/reviewer", 1, fmt.Sprintf("visit%d", visit))
@@ -769,7 +728,7 @@ func TestMailbox_ReconnectReadsOnlyWhatItMissed_INV_DG_3(t *testing.T) {
 	if got := pendingCount(t, pendingOf(t, a, "p/a"), "q/c"); got != named+group {
 		t.Fatalf("after visits: mailbox_pending %d, want %d", got, named+group)
 	}
-	if read := j.h.mb.read.Load() - before; read > 5 {
+	if read := j.h.mb.Read() - before; read > 5 {
 		t.Errorf("after visits: the recount read %d directed chats, want at most the 5 sent since q/c first left", read)
 	}
 	c.close()
@@ -826,7 +785,7 @@ func TestMailbox_PendingMatchesAFullRecount_RandomWalk_INV_DG_3(t *testing.T) {
 				err := j.st.ScanDirected(0, func(d journal.DirectedChat) error {
 					j.h.mu.Lock()
 					defer j.h.mu.Unlock()
-					if j.h.countsLocked(d.Target, d.Sender, id) {
+					if j.h.mb.CountsLocked(d.Target, d.Sender, id) {
 						want++
 					}
 					return nil

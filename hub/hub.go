@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/delivery"
 	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/gate"
 	"github.com/synapse-hub/synapse/journal"
@@ -85,8 +86,8 @@ type Config struct {
 	// there. Chats and mailboxes are then kept in memory only.
 	Store sequencer.Journal
 	// Mail, with a Store, carries directed chats across the fleet and keeps
-	// them, and the mailbox watermarks, in etcd (fleetmail.go).
-	Mail MailStore
+	// them, and the mailbox watermarks, in etcd (delivery/fleet.go).
+	Mail delivery.MailStore
 	// Degraded, when not "", is why replay quarantined rows: gated
 	// mutations are refused (PROTOCOL.md §1.4 step 14) and /health says
 	// degraded.
@@ -268,16 +269,17 @@ type Hub struct {
 
 	feed feed // the dashboard's event streams and recent refusals (apifeed.go)
 
-	mu  sync.Mutex // guards the registry below
-	reg registry
-	mb  mailboxes // the mailbox pending projection (mailbox.go), under mu
+	mu      sync.Mutex // guards the registry below, and delivery's Locked state
+	reg     registry
+	history *delivery.History     // the chat history (package delivery), under mu
+	dead    *delivery.DeadLetters // the dead-letter ledger, under mu
+	mb      *delivery.Projection  // the mailbox pending projection, under mu
 
-	pending *pendingWindow // the receipts awaiting an ack (receipts.go); its own mutex
-
-	ackMu sync.Mutex // serialises mailbox ack and cursor decisions (mailbox.go)
+	receipts *delivery.Receipts // receipts and their pending window (its own mutex)
+	mail     delivery.Mailbox   // mailbox:true and ack: the fleet's, the journal's or none (delivery.go)
 
 	fed      *federation.Federation // namespace authority, links, peers (federation.go)
-	stopMail context.CancelFunc     // ends the fleet mail watch (fleetmail.go)
+	stopMail context.CancelFunc     // ends the fleet mail watch (chat.go: deliverLetter)
 	features []string               // welcome.features: Features and the federation's
 
 	policy    *gate.RequestPolicy // Host and Origin of every HTTP request
@@ -415,16 +417,19 @@ func New(cfg Config) (*Hub, error) {
 	h.closes = gate.NewHostBuckets(cfg.ClosesPerHostPerSecond, cfg.ClosesPerHostBurst)
 	h.quit = make(chan struct{})
 	h.reg.init()
-	h.mb.init()
-	h.pending = newPendingWindow(cfg.PendingReceiptWindow)
+	h.history = delivery.NewHistory(cfg.MaxHistory)
+	h.dead = delivery.NewDeadLetters(events{h})
+	h.mb = delivery.NewProjection(directory{h}, events{h})
+	window := delivery.NewWindow(cfg.PendingReceiptWindow)
 	var overflow []journal.ReceiptRow
 	if cfg.Journal != nil {
-		if overflow, err = h.loadDelivery(); err != nil {
+		if overflow, err = delivery.Load(cfg.Journal, h.now(), h.history, window, h.mb, h.dead); err != nil {
 			return nil, fmt.Errorf("hub: rebuild chat history and mailbox from the journal: %w", err)
 		}
 	}
 	h.activeClaims.Store(int64(cfg.State.ClaimCount()))
 	h.m = newMetrics(h)
+	h.receipts = h.newReceipts(window)
 	h.feed.init(cfg.EventBuffer, cfg.EventStreams, max(cfg.RecentRefusals, 0), h.m.eventStreamsDropped.Inc)
 	var j sequencer.Journal
 	maxBatch := 0
@@ -457,7 +462,8 @@ func New(cfg Config) (*Hub, error) {
 			return nil, fmt.Errorf("hub: federation quarantine from the journal: %w", err)
 		}
 	}
-	h.expireOverflow(overflow)
+	h.mail = h.newMailbox()
+	h.receipts.ExpireOverflow(overflow)
 	h.fed.Start()
 	if cfg.Mail != nil {
 		ctx, cancel := context.WithCancel(context.Background())

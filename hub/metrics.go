@@ -147,24 +147,20 @@ func newMetrics(h *Hub) *metrics {
 	gaugeFunc("synapse_chat_history_messages", "Chats retained in history.", func() float64 {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		return float64(len(h.reg.history))
+		return float64(h.history.LenLocked())
 	})
 	gaugeFunc("synapse_pending_receipts", "Delivery receipts awaiting an ack (at most --pending-receipt-window).", func() float64 {
-		return float64(h.pending.len())
+		return float64(h.receipts.Pending())
 	})
 	gaugeFunc("synapse_dead_letter_targets", "Targets with dead letters.", func() float64 {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		return float64(len(h.reg.deadLetters))
+		return float64(h.dead.LenLocked())
 	})
 	gaugeFunc("synapse_dead_letters", "Directed chats that reached no live recipient, summed over the dead-letter ledger's targets.", func() float64 {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		n := int64(0)
-		for _, d := range h.reg.deadLetters {
-			n += d.count
-		}
-		return float64(n)
+		return float64(h.dead.SumLocked())
 	})
 	gaugeFunc("synapse_send_queue_frames", "Frames waiting in all send queues.", func() float64 {
 		h.mu.Lock()
@@ -202,7 +198,7 @@ func newMetrics(h *Hub) *metrics {
 	gaugeFunc("synapse_socket_inline_writes", "Non-blocking socket writes by the goroutine that read the request (its own replies).", func() float64 { return float64(transport.Stats().InlineWrites) })
 	gaugeFunc("synapse_socket_flush_writes", "Non-blocking socket writes by the flusher: frames for sockets whose reader did not hold them (broadcasts).", func() float64 { return float64(transport.Stats().FlushWrites) })
 	gaugeFunc("synapse_sequencer_inline_calls", "Calls decided on the caller's goroutine because the sequencer was idle (no hand-off).", func() float64 { return float64(h.seq.Stats().Inline) })
-	gaugeFunc("synapse_mailbox_recount_chats_read", "Directed chats read from the journal to make mailbox_pending counts exact.", func() float64 { return float64(h.mb.read.Load()) })
+	gaugeFunc("synapse_mailbox_recount_chats_read", "Directed chats read from the journal to make mailbox_pending counts exact.", func() float64 { return float64(h.mb.Read()) })
 	// The process's own footprint, for soaks (synapse bench soak) and
 	// dashboards: goroutines, and the heap from runtime/metrics, which reads
 	// it without stopping the world (runtime.ReadMemStats would).

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/delivery"
 	"github.com/synapse-hub/synapse/wire"
 )
 
@@ -60,24 +61,17 @@ func (s *session) stateRequest(sender string) {
 	agents := wire.List(nil, names, func(b []byte, n string) []byte {
 		return append(b, wire.Object().Str("agent", n).Float("last_seen", h.reg.lastSeen[n]).Bytes()...)
 	})
-	type dl struct {
-		target string
-		*deadLetter
-	}
-	dls := make([]dl, 0, len(h.reg.deadLetters))
-	for t, d := range h.reg.deadLetters {
-		dls = append(dls, dl{t, d})
-	}
+	dls := h.dead.ListLocked()
 	h.mu.Unlock()
 	sort.Slice(dls, func(i, j int) bool { // worst first
-		if dls[i].count != dls[j].count {
-			return dls[i].count > dls[j].count
+		if dls[i].Count != dls[j].Count {
+			return dls[i].Count > dls[j].Count
 		}
-		return dls[i].target < dls[j].target
+		return dls[i].Target < dls[j].Target
 	})
-	dead := wire.List(nil, dls, func(b []byte, d dl) []byte {
-		return append(b, wire.Object().Str("target", d.target).Int("count", d.count).
-			Float("last_ts", d.lastTS).Str("last_sender", d.lastSender).Bytes()...)
+	dead := wire.List(nil, dls, func(b []byte, d delivery.DeadLetter) []byte {
+		return append(b, wire.Object().Str("target", d.Target).Int("count", d.Count).
+			Float("last_ts", d.LastTS).Str("last_sender", d.LastSender).Bytes()...)
 	})
 	sf := wire.Object().Raw("active_claims", claims).Raw("agents", agents).Raw("resources", resources).
 		Float("generated_at", now).Raw("dead_letters", dead).Raw("pending_relay_approvals", []byte("[]"))

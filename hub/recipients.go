@@ -33,6 +33,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/delivery"
 	"github.com/synapse-hub/synapse/wire"
 )
 
@@ -156,16 +157,6 @@ func prefixedTarget(t string) bool {
 	return true
 }
 
-// literalTarget reports whether every part of a chat target is literal.
-func literalTarget(t string) bool {
-	for part := range strings.SplitSeq(t, ",") {
-		if p := strings.TrimSpace(part); p != "" && !wire.Literal(p) {
-			return false
-		}
-	}
-	return true
-}
-
 // recipientsLocked calls reached once for every bound socket that chat
 // target t (trimmed) reaches, except the sockets bound to sender.
 func (h *Hub) recipientsLocked(t, sender string, reached func(rs *session)) {
@@ -180,7 +171,7 @@ func (h *Hub) recipientsLocked(t, sender string, reached func(rs *session)) {
 			reached(rs)
 		}
 	}
-	if !literalTarget(t) && !prefixedTarget(t) {
+	if !delivery.LiteralTarget(t) && !prefixedTarget(t) {
 		for _, rs := range h.reg.byName {
 			try(rs)
 		}

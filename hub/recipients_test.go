@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/delivery"
 	"github.com/synapse-hub/synapse/journal"
 	"github.com/synapse-hub/synapse/transport"
 )
@@ -209,7 +210,7 @@ func TestRecipients_LiteralTargetsReachWhatTheScanReaches_PROTOCOL_2_2(t *testin
 		t.Error(err)
 	}
 	for _, target := range targets {
-		if !literalTarget(target) {
+		if !delivery.LiteralTarget(target) {
 			t.Fatalf("%q is not literal", target)
 		}
 		for _, sender := range []string{"", "p/a", "q/c", "p/b-rx"} {
@@ -245,35 +246,6 @@ func TestRecipients_LiteralTargetsReachWhatTheScanReaches_PROTOCOL_2_2(t *testin
 	} {
 		if got := h.resolvedRecipients(target, ""); !slices.Equal(got, want) {
 			t.Errorf("glob %q reaches %v, want %v", target, got, want)
-		}
-	}
-}
-
-// TestMailbox_LiteralTargetCountsWhatTheScanCounts_INV_DG_3 pins that the
-// pending projection counts a literal directed chat for exactly the known
-// identities countsLocked accepts (PROTOCOL.md §4.6: named exactly, or
-// online and reached by project or role), though it no longer asks every
-// known identity.
-func TestMailbox_LiteralTargetCountsWhatTheScanCounts_INV_DG_3(t *testing.T) {
-	h := newLocalHub(t, Config{})
-	trickyRegistry(t, h)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	known := []string{"p/a", "p/a-rx", "p/a-pane", "p/b", "q/c", "q/c-pane", "solo", "t/old", "t/kept", "t/left", "offline/x", "-rx", ""}
-	for seq, target := range []string{"p/a", "p", "q", "p/reviewer", "p/rx-only", "p/pane", "p/pane-side", "solo-role", "t/r2", "offline/x", "p/a,q/c", "new/id", "p/[ab]", "?/c"} {
-		h.mb.ids = map[string]*mbox{}
-		for _, id := range known {
-			h.mb.ids[id] = &mbox{wmKnown: true, valid: true}
-		}
-		h.mb.onChatLocked(h, int64(seq+1), "solo", target)
-		for id, e := range h.mb.ids {
-			want := int64(0)
-			if h.countsLocked(target, "solo", id) {
-				want = 1
-			}
-			if got := e.pending(h.reg.byName[id] != nil); got != want {
-				t.Errorf("chat to %q: %q pending %d, want %d", target, id, got, want)
-			}
 		}
 	}
 }

@@ -3,7 +3,6 @@ package hub
 import (
 	"slices"
 	"strings"
-	"sync/atomic"
 
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/transport"
@@ -13,7 +12,6 @@ import (
 // Registry bounds and windows.
 const (
 	maxLastSeen        = 4096 // state_snapshot.agents (the reference never prunes)
-	maxDeadLetters     = 200  // targets, stalest evicted (PROTOCOL.md §4.6)
 	takeoverCooldown   = 2.0  // seconds between two takeovers of a name
 	takeoverWindow     = 30.0 // seconds in which the 5th takeover quarantines
 	maxTakeoverRecords = 1024 // damping records kept before idle ones are swept
@@ -38,14 +36,8 @@ type registry struct {
 	lastSeen      map[string]float64
 	offline       []offlineName // names in the order they went offline (touchLocked)
 	takeovers     map[string]*damping
-	deadLetters   map[string]*deadLetter
 	cards         map[string]*card
 	leases        map[string]*nameLease // name-ownership leases (namelease.go)
-	history       []chatEntry           // oldest first, at most MaxHistory
-	// msgID is the last chat msg_id. It is atomic because a journalled
-	// chat takes its msg_id inside the journal's append, in commit order,
-	// which is the order chats are delivered in, without h.mu (chatRecords).
-	msgID atomic.Int64
 
 	online     []string                     // bound names, sorted; replaced on change (presence.go)
 	onlineJSON []byte                       // online encoded, nil until asked for after a change
@@ -64,7 +56,6 @@ func (r *registry) init() {
 	r.refPresence = make(map[*session]struct{})
 	r.lastSeen = make(map[string]float64)
 	r.takeovers = make(map[string]*damping)
-	r.deadLetters = make(map[string]*deadLetter)
 	r.cards = make(map[string]*card)
 	r.leases = make(map[string]*nameLease)
 	for f := range r.presence {
@@ -246,12 +237,8 @@ func (s *session) register(sender string, in *wire.Inbound, typ string) bool {
 				h.feed.publish("activity", APIActivityEvent{Agent: sender, At: now})
 			}
 		}
-		if _, ok := h.reg.deadLetters[sender]; ok {
-			delete(h.reg.deadLetters, sender)
-			s.deadCleared = max(h.mb.lastDirected, 1)
-			if h.feed.listening() { // count 0: the target is back, its dead letters forgotten
-				h.feed.publish("dead_letter", APIDeadLetter{Target: sender, LastTS: now})
-			}
+		if h.dead.ClearLocked(sender, now) {
+			s.deadCleared = max(h.mb.LastDirectedLocked(), 1)
 		}
 	}
 	return true

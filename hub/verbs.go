@@ -103,7 +103,7 @@ func (s *session) handle(data []byte) {
 	in.Set("type", typ)
 	if !s.receiptsFlushed { // first bind: undelivered receipts (PROTOCOL.md §1.4 step 11)
 		s.receiptsFlushed = true
-		s.flushReceipts(sender)
+		s.h.receipts.Flush(sessionConn{s}, sender)
 	}
 	if s.routeClaimFamily(sender, typ, in) { // §1.4 step 16, for every claim-family verb
 		return
@@ -116,18 +116,10 @@ func (s *session) dispatch(sender, typ string, in *wire.Inbound) {
 	switch typ {
 	case "heartbeat":
 		if m, _ := in.Value("mailbox").(bool); m { // literal true only
-			if h := s.h; h.cfg.Mail != nil {
-				s.fleetReplay(sender, in)
-			} else {
-				s.mailboxReplay(sender, in)
-			}
+			s.h.mail.Replay(sessionConn{s}, sender, in)
 		}
 	case "ack":
-		if s.h.cfg.Mail != nil {
-			s.fleetAck(sender, in)
-		} else {
-			s.ack(sender, in)
-		}
+		s.h.mail.Ack(sessionConn{s}, sender, in)
 	case "leave":
 		s.leaveVerb(sender)
 	case "ping":
