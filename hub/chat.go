@@ -135,6 +135,21 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 	h.receipts.Committed(sessionConn{s}, &c.Chat, rcpt)
 }
 
+// submitRecords is commitRecords for a verb: a failure is the sender's
+// error frame.
+func (s *session) submitRecords(sender string, recs []journal.Record, committed func(seq int64)) (int64, bool) {
+	seq, err := s.h.commitRecords(recs, committed)
+	switch {
+	case err == nil:
+		return seq, true
+	case err == errClosing:
+		s.fail(sender, "shutting_down", "Hub is shutting down.")
+	default:
+		s.fail(sender, "journal_unavailable", s.h.journalRefusal("The chat", err)+" It was not delivered.")
+	}
+	return 0, false
+}
+
 // deliverLocked stamps seq (when journalled), keeps the chat in history
 // and fans it out: a broadcast to every socket, anything else to the
 // sockets it addresses and the sender's own. A directed chat that reached

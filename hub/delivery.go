@@ -6,6 +6,13 @@ package hub
 // who_snapshot and the dashboard report. The verbs that parse chats and
 // history requests are in chat.go; what happens to a chat after them is
 // in delivery/.
+//
+// Three pairs of files reference each other both ways, because this file
+// is where the hub's parts meet delivery's needs: hub.go builds these
+// adapters in New and commitRecords uses its submit gate; registry.go
+// tells the projection of every bind and leave, and directory reads the
+// registry (the Directory is the registry); apistate.go asks for the
+// mailbox counts, and events publishes the dashboard's APIDeadLetter.
 
 import (
 	"context"
@@ -160,21 +167,6 @@ func (h *Hub) commitRecords(recs []journal.Record, committed func(seq int64)) (i
 	}
 	r, err := h.seq.Submit(context.Background(), req)
 	return r.Seq, err
-}
-
-// submitRecords is commitRecords for a verb: a failure is the sender's
-// error frame.
-func (s *session) submitRecords(sender string, recs []journal.Record, committed func(seq int64)) (int64, bool) {
-	seq, err := s.h.commitRecords(recs, committed)
-	switch {
-	case err == nil:
-		return seq, true
-	case err == errClosing:
-		s.fail(sender, "shutting_down", "Hub is shutting down.")
-	default:
-		s.fail(sender, "journal_unavailable", s.h.journalRefusal("The chat", err)+" It was not delivered.")
-	}
-	return 0, false
 }
 
 // mailboxPresenceLocked tells the mailbox projection that name bound or

@@ -15,8 +15,11 @@
 //     consumer), so no sender, no other socket and never the sequencer waits
 //     on a slow reader.
 //   - The registry (registry.go) — bindings of names to sessions, roles,
-//     presence, last_seen, takeover damping, dead letters, capability cards
-//     and the chat history — is guarded by Hub.mu. Broadcasts are enqueued
+//     presence, last_seen, takeover damping and capability cards — is
+//     guarded by Hub.mu, and so are the chat history, the dead letters and
+//     the mailbox projection of package delivery, which the hub calls with
+//     mu held where its doc says so (it never takes mu itself; delivery.go
+//     holds the slices of the hub it declares). Broadcasts are enqueued
 //     while holding mu, so every socket sees broadcasts in one total order.
 //   - The coord.State belongs to the sequencer. Claim-family and board
 //     mutations go through Submit; their broadcasts are encoded once and
