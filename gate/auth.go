@@ -57,18 +57,6 @@ const (
 	VerifyReplayed          = "replayed"
 )
 
-// signedTypes are the verbs per-message authentication covers (§5.2).
-// Chat, heartbeat, queries and board verbs are not signed.
-var signedTypes = map[string]bool{
-	"claim": true, "release": true, "task_update": true, "handoff": true, "checkpoint": true,
-	"resource": true, "resource_offer": true, "offer_resource": true,
-}
-
-// Signed reports whether frames of verb typ are covered by per-message
-// authentication (§5.2): claims, releases, task updates, handoffs,
-// checkpoints and resource offers.
-func Signed(typ string) bool { return signedTypes[typ] }
-
 // MessageAuthKey is one HMAC key and the senders it may sign for
 // (--message-auth-key KEY_ID:SECRET:SENDER[,SENDER…]).
 type MessageAuthKey struct {

@@ -59,7 +59,7 @@ func (s *session) tokenGate(sender string, in *wire.Inbound) bool {
 // RequireMessageAuth.
 func (s *session) verifyMessage(sender, typ string, in *wire.Inbound) bool {
 	h := s.h
-	if h.verifier == nil || !gate.Signed(typ) || (in.Value("auth") == nil && !h.cfg.RequireMessageAuth) {
+	if h.verifier == nil || !verbs[typ].signed || (in.Value("auth") == nil && !h.cfg.RequireMessageAuth) {
 		return true
 	}
 	result := h.verifier.Verify(sender, in, h.now())

@@ -133,7 +133,7 @@ func (f fedHost) ServeForward(peer, agent string, frame []byte, recipientHere bo
 	}
 	in.Set("sender", agent)
 	in.Set("type", typ)
-	if gated[typ] && h.cfg.Degraded != "" {
+	if mutation(typ) && h.cfg.Degraded != "" {
 		p.fail(agent, "journal_recovery_required", "Mutation refused: the owning hub's journal needs recovery ("+h.cfg.Degraded+").")
 		return out
 	}
@@ -299,15 +299,9 @@ func (s *session) refuseFederated(sender, typ string, in *wire.Inbound, r federa
 	})
 }
 
-// denialTypes is each claim-family verb's refusal frame (§2.4–2.9).
-var denialTypes = map[string]string{
-	"claim": "claim_denied", "release": "release_denied", "handoff": "handoff_denied",
-	"checkpoint": "checkpoint_denied", "wait_request": "wait_denied", "task_update": "error",
-}
-
 // refuseCode sends a verb's refusal with a code and extra fields.
 func (s *session) refuseCode(sender, typ string, in *wire.Inbound, code, msg string, extra func(*wire.Frame)) {
-	dt := denialTypes[typ]
+	dt := verbs[typ].denial
 	if dt == "" {
 		dt = "error"
 	}

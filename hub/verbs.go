@@ -17,27 +17,78 @@ import (
 	"github.com/synapse-hub/synapse/wire"
 )
 
-// knownTypes are the verbs this hub serves; they label the frame metrics
-// (anything else is counted as "other", so labels stay bounded).
-var knownTypes = map[string]bool{
-	"chat": true, "heartbeat": true, "claim": true, "release": true, "task_update": true,
-	"handoff": true, "checkpoint": true, "wait_request": true, "resource": true,
-	"resource_offer": true, "offer_resource": true, "ledger_task": true,
-	"ledger_task_update": true, "ledger_progress": true, "board_request": true,
-	"advertise": true, "manifest_request": true, "state_request": true,
-	"who_request": true, "history_request": true, "resume_request": true, "ack": true,
-	"ns_request": true, "ns_move": true, "ns_drain": true, "leave": true, "ping": true,
+// verb is one row of the verb table: how a frame of its type is handled
+// once it passed every gate, and the rules it is under.
+type verb struct {
+	handle func(s *session, sender, typ string, in *wire.Inbound)
+	// idempotent verbs accept idem_key (PROTOCOL.md §4.3; never chat) and
+	// are the mutations refused while the journal needs recovery or
+	// cannot be written (§1.4 step 14).
+	idempotent bool
+	// signed verbs are covered by per-message authentication (§5.2):
+	// chat, heartbeat, queries and board verbs are not.
+	signed bool
+	// denial is the verb's refusal frame (§2.4–2.9); "" is a plain error.
+	denial string
 }
 
-// idempotent verbs accept idem_key (PROTOCOL.md §4.3; never chat).
-var idempotent = map[string]bool{
-	"claim": true, "release": true, "task_update": true, "handoff": true, "checkpoint": true,
-	"ledger_task": true, "ledger_task_update": true, "ledger_progress": true,
-	"resource": true, "resource_offer": true, "offer_resource": true,
+// verbs is every verb this hub serves; their names also label the frame
+// metrics (anything else is counted as "other", so labels stay bounded).
+// Claim-family and board verbs are routed to their namespace's owner
+// first (federation.ClaimFamily, BoardFamily; routeClaimFamily). It is
+// filled in init: a forwarded verb runs through dispatch again, on the
+// owner, so the handlers refer back to the table.
+var verbs map[string]verb
+
+func init() {
+	verbs = map[string]verb{
+		"heartbeat": {handle: (*session).heartbeat},
+		"ack":       {handle: (*session).ack},
+		"leave":     {handle: noArgs((*session).leaveVerb)},
+		"ping":      {handle: withFrame((*session).ping)},
+		"chat":      {handle: withFrame((*session).chat)},
+
+		"claim":          {handle: withFrame((*session).claim), idempotent: true, signed: true, denial: "claim_denied"},
+		"release":        {handle: withFrame((*session).release), idempotent: true, signed: true, denial: "release_denied"},
+		"task_update":    {handle: withFrame((*session).taskUpdate), idempotent: true, signed: true, denial: "error"},
+		"handoff":        {handle: withFrame((*session).handoff), idempotent: true, signed: true, denial: "handoff_denied"},
+		"checkpoint":     {handle: withFrame((*session).checkpoint), idempotent: true, signed: true, denial: "checkpoint_denied"},
+		"wait_request":   {handle: withFrame((*session).waitRequest), denial: "wait_denied"},
+		"resource":       {handle: (*session).resource, idempotent: true, signed: true},
+		"resource_offer": {handle: (*session).resource, idempotent: true, signed: true},
+		"offer_resource": {handle: (*session).resource, idempotent: true, signed: true},
+
+		"ledger_task":        {handle: withFrame((*session).ledgerTask), idempotent: true},
+		"ledger_task_update": {handle: withFrame((*session).ledgerTaskUpdate), idempotent: true},
+		"ledger_progress":    {handle: withFrame((*session).ledgerProgress), idempotent: true},
+		"board_request":      {handle: noArgs((*session).boardRequest)},
+
+		"advertise":        {handle: withFrame((*session).advertise)},
+		"manifest_request": {handle: noArgs((*session).manifestRequest)},
+		"state_request":    {handle: noArgs((*session).stateRequest)},
+		"who_request":      {handle: noArgs((*session).whoRequest)},
+		"history_request":  {handle: withFrame((*session).historyRequest)},
+		"resume_request":   {handle: withFrame((*session).resumeRequest)},
+
+		"ns_request": {handle: noArgs((*session).nsRequest)},
+		"ns_move":    {handle: (*session).nsMove},
+		"ns_drain":   {handle: (*session).nsMove},
+	}
 }
 
-// gated verbs are refused while the journal needs recovery (§1.4 step 14).
-var gated = idempotent
+// withFrame adapts a handler of the sender and the frame.
+func withFrame(f func(*session, string, *wire.Inbound)) func(*session, string, string, *wire.Inbound) {
+	return func(s *session, sender, _ string, in *wire.Inbound) { f(s, sender, in) }
+}
+
+// noArgs adapts a handler of the sender alone.
+func noArgs(f func(*session, string)) func(*session, string, string, *wire.Inbound) {
+	return func(s *session, sender, _ string, _ *wire.Inbound) { f(s, sender) }
+}
+
+// mutation reports whether typ is refused while the journal needs
+// recovery or cannot be written (§1.4 step 14).
+func mutation(typ string) bool { return verbs[typ].idempotent }
 
 // handle runs one inbound frame through the ingress pipeline (PROTOCOL.md
 // §1.4): the per-host rate limit (charged before decoding, so malformed
@@ -70,7 +121,7 @@ func (s *session) handle(data []byte) {
 		return
 	}
 	label := typ
-	if !knownTypes[label] {
+	if _, known := verbs[label]; !known {
 		label = "other"
 	}
 	h.m.framesIn.WithLabelValues(label).Inc()
@@ -87,11 +138,11 @@ func (s *session) handle(data []byte) {
 	if !s.allowAgentFrame(sender, typ) || !s.verifyMessage(sender, typ, in) {
 		return
 	}
-	if gated[typ] && h.cfg.Degraded != "" {
+	if mutation(typ) && h.cfg.Degraded != "" {
 		s.fail(sender, "journal_recovery_required", "Mutation refused: durable journal recovery is required. Inspect the journal and run `synapse compact --drop-corrupt` ("+h.cfg.Degraded+").")
 		return
 	}
-	if err := h.cfg.JournalFault; gated[typ] && err != nil {
+	if err := h.cfg.JournalFault; mutation(typ) && err != nil {
 		what := "The " + typ
 		if task := in.Str("task_id"); task != "" {
 			what += " of task '" + task + "'"
@@ -113,60 +164,25 @@ func (s *session) handle(data []byte) {
 
 // dispatch runs one verb of a frame that passed every gate.
 func (s *session) dispatch(sender, typ string, in *wire.Inbound) {
-	switch typ {
-	case "heartbeat":
-		if m, _ := in.Value("mailbox").(bool); m { // literal true only
-			s.h.mail.Replay(sessionConn{s}, sender, in)
-		}
-	case "ack":
-		s.h.mail.Ack(sessionConn{s}, sender, in)
-	case "leave":
-		s.leaveVerb(sender)
-	case "ping":
-		s.ping(sender, in)
-	case "chat":
-		s.chat(sender, in)
-	case "claim":
-		s.claim(sender, in)
-	case "release":
-		s.release(sender, in)
-	case "task_update":
-		s.taskUpdate(sender, in)
-	case "handoff":
-		s.handoff(sender, in)
-	case "checkpoint":
-		s.checkpoint(sender, in)
-	case "wait_request":
-		s.waitRequest(sender, in)
-	case "resource", "resource_offer", "offer_resource":
-		s.resource(sender, typ, in)
-	case "ledger_task":
-		s.ledgerTask(sender, in)
-	case "ledger_task_update":
-		s.ledgerTaskUpdate(sender, in)
-	case "ledger_progress":
-		s.ledgerProgress(sender, in)
-	case "board_request":
-		s.boardRequest(sender)
-	case "advertise":
-		s.advertise(sender, in)
-	case "manifest_request":
-		s.manifestRequest(sender)
-	case "state_request":
-		s.stateRequest(sender)
-	case "who_request":
-		s.whoRequest(sender)
-	case "history_request":
-		s.historyRequest(sender, in)
-	case "resume_request":
-		s.resumeRequest(sender, in)
-	case "ns_request":
-		s.nsRequest(sender)
-	case "ns_move", "ns_drain":
-		s.nsMove(sender, typ, in)
-	default:
+	v, ok := verbs[typ]
+	if !ok {
 		s.fail(sender, "unknown_type", "Unknown message type '"+typ+"'.")
+		return
 	}
+	v.handle(s, sender, typ, in)
+}
+
+// heartbeat refreshes the sender (register did) and, asked with
+// "mailbox": true, replays its mailbox (PROTOCOL.md §4.1).
+func (s *session) heartbeat(sender, _ string, in *wire.Inbound) {
+	if m, _ := in.Value("mailbox").(bool); m { // literal true only
+		s.h.mail.Replay(sessionConn{s}, sender, in)
+	}
+}
+
+// ack settles delivery receipts (PROTOCOL.md §4.4).
+func (s *session) ack(sender, _ string, in *wire.Inbound) {
+	s.h.mail.Ack(sessionConn{s}, sender, in)
 }
 
 // fail sends a private error frame with its machine code (additive).
@@ -226,7 +242,7 @@ func (s *session) refused(sender, denialType string, ref *coord.Refusal, task st
 func (s *session) submit(sender, typ, task string, in *wire.Inbound, cmd coord.Command) (sequencer.Reply, bool) {
 	h := s.h
 	req := sequencer.Request{Cmd: cmd, Render: h.render}
-	if key, _ := in.Value("idem_key").(string); key != "" && idempotent[typ] {
+	if key, _ := in.Value("idem_key").(string); key != "" && verbs[typ].idempotent {
 		digest, err := requestDigest(in)
 		if err != nil {
 			s.fail(sender, "invalid_idempotency_request", "Idempotency request could not be canonicalised.")
