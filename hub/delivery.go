@@ -65,7 +65,7 @@ func (c sessionConn) ReleaseBeforeWait() { c.s.releaseBeforeWait() }
 // goroutine waits, nobody else), so live frames still find room.
 func (c sessionConn) SendPaced(b []byte) bool {
 	s := c.s
-	for s.conn != nil && s.queued() > s.conn.QueueLen()/2 {
+	for !s.is(forwardedVerb) && s.queued() > s.conn.QueueLen()/2 {
 		if s.isClosing() {
 			return false
 		}

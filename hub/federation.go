@@ -112,12 +112,13 @@ func (f fedHost) ServeForward(peer, agent string, frame []byte, recipientHere bo
 	h := f.h
 	var out [][]byte
 	p := &session{
-		h: h, id: h.nextID.Add(1), kind: forwardedVerb, host: "federation-peer:" + peer,
+		h: h, id: h.nextID.Add(1), host: "federation-peer:" + peer,
 		authed: true, name: agent, receiptsFlushed: true,
 		relay:            func(b []byte) { out = append(out, b) },
 		viaPeer:          peer,
 		recipientViaPeer: recipientHere,
 	}
+	p.kind.Store(uint32(forwardedVerb))
 	in, err := wire.Decode(frame, h.cfg.MaxFrameBytes, wire.DefaultMaxDepth)
 	if err != nil {
 		de := wire.ErrMalformedJSON
@@ -344,7 +345,8 @@ func (s *session) acceptPeer(data []byte) {
 		return
 	}
 	h.mu.Lock()
-	s.kind, s.peer = peerSocket, pc
+	s.peer = pc
+	s.kind.Store(uint32(peerSocket))
 	h.authLocked(s)
 	h.mu.Unlock()
 }

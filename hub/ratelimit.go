@@ -193,7 +193,7 @@ func (s *session) chargeMalformed(size int) {
 // frame, so a flood past the limit costs the hub one refusal per token,
 // not one per frame sent (its frames wait in the kernel's buffers).
 func (s *session) owePause(d float64) {
-	if d > 0 && s.conn != nil {
+	if d > 0 && !s.is(forwardedVerb) {
 		s.pause = max(s.pause, time.Duration(d*float64(time.Second)))
 	}
 }
@@ -209,7 +209,7 @@ func (s *session) owePause(d float64) {
 // (enterLane); any other frame is noted as one a socket waits for
 // (noteWaiting), which the lane's pace protects.
 func (s *session) chargeFrame() (heavy bool) {
-	if s.peer != nil {
+	if s.is(peerSocket) {
 		return false
 	}
 	now := s.h.now()

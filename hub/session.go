@@ -74,13 +74,19 @@ const (
 	forwardedVerb
 )
 
+// is reports whether s is of kind k.
+func (s *session) is(k sessionKind) bool { return sessionKind(s.kind.Load()) == k }
+
 // session is one socket, or one forwarded verb. Fields under "registry"
 // are guarded by Hub.mu; the rest are set at creation or owned as noted.
 type session struct {
-	h    *Hub
-	id   int64
-	kind sessionKind // written under Hub.mu by the session's own reader (acceptPeer)
-	conn socket      // nil when kind == forwardedVerb
+	h  *Hub
+	id int64
+	// kind is a sessionKind (is): set at creation, and once by the
+	// session's own reader when a peer hub's hello makes it a peerSocket
+	// (acceptPeer), while any goroutine may be sending to it.
+	kind atomic.Uint32
+	conn socket // nil for a forwardedVerb
 	host string
 	rate gate.Bucket // per-socket frame limiter (ratelimit.go); read goroutine only
 	// Malformed-frame pacing (ratelimit.go), read goroutine only: the
@@ -211,7 +217,7 @@ func (s *session) serve(c *transport.Conn) {
 	h.keeper.Add(c)
 	s.readLoop()
 	h.keeper.Remove(c)
-	if s.kind == peerSocket {
+	if s.is(peerSocket) {
 		s.peer.Close()
 	}
 	h.leave(s)
@@ -224,7 +230,7 @@ func (s *session) serve(c *transport.Conn) {
 func (s *session) readLoop() {
 	authTimer := time.AfterFunc(s.h.cfg.AuthTimeout, func() {
 		s.h.mu.Lock()
-		bound := s.name != "" || s.kind == peerSocket
+		bound := s.name != "" || s.is(peerSocket)
 		s.h.mu.Unlock()
 		if !bound {
 			reason := "registration timeout"
@@ -285,7 +291,7 @@ func (h *Hub) reaped(c *transport.Conn) {
 // send queues a frame without ever blocking. A full queue means the peer
 // reads slower than the hub writes: it is disconnected (slow consumer).
 func (s *session) send(b []byte) bool {
-	if s.kind == forwardedVerb {
+	if s.is(forwardedVerb) {
 		s.relay(b)
 		return true
 	}
@@ -304,7 +310,7 @@ func (s *session) send(b []byte) bool {
 // the heavy lane) before it waits on something slow (another hub, etcd):
 // frames for this socket must not wait for that.
 func (s *session) releaseBeforeWait() {
-	if s.kind != forwardedVerb {
+	if !s.is(forwardedVerb) {
 		s.conn.Release()
 	}
 	s.leaveLane()
@@ -350,7 +356,7 @@ func (s *session) leaveLane() {
 // no socket to close.
 func (s *session) closeWith(code int, reason string) {
 	s.uncount()
-	if s.kind != forwardedVerb {
+	if !s.is(forwardedVerb) {
 		s.conn.Close(code, reason)
 	}
 }
@@ -358,14 +364,14 @@ func (s *session) closeWith(code int, reason string) {
 // kill drops the connection at once, without a close handshake.
 func (s *session) kill() {
 	s.uncount()
-	if s.kind != forwardedVerb {
+	if !s.is(forwardedVerb) {
 		s.conn.Kill()
 	}
 }
 
 // queuedBytes is how many bytes wait in the send queue.
 func (s *session) queuedBytes() int {
-	if s.kind == forwardedVerb {
+	if s.is(forwardedVerb) {
 		return 0
 	}
 	return s.conn.QueuedBytes()
@@ -373,14 +379,14 @@ func (s *session) queuedBytes() int {
 
 // queued is how many frames wait in the send queue.
 func (s *session) queued() int {
-	if s.kind == forwardedVerb {
+	if s.is(forwardedVerb) {
 		return 0
 	}
 	return s.conn.Queued()
 }
 
 func (s *session) isClosing() bool {
-	if s.kind == forwardedVerb {
+	if s.is(forwardedVerb) {
 		return false
 	}
 	select {
@@ -430,7 +436,7 @@ const principalDomain = "synapse-channel:claim-quota-principal:v1\x00"
 // rotate to multiply its budget. A loopback fleet on an open hub therefore
 // shares one budget (raise --max-claims-per-agent, or give agents tokens).
 func (s *session) principal() string {
-	if s.kind == forwardedVerb {
+	if s.is(forwardedVerb) {
 		return "federation-peer:" + s.viaPeer // INV-ME-5: the forwarding hub's budget
 	}
 	if tok := s.h.cfg.Token; tok != "" {

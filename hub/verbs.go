@@ -111,7 +111,7 @@ func (s *session) handle(data []byte) {
 		return
 	}
 	typ := in.Type()
-	if s.kind == peerSocket {
+	if s.is(peerSocket) {
 		s.peer.Handle(data)
 		return
 	}
