@@ -16,10 +16,11 @@ import (
 	"time"
 
 	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/dashboard"
 	"github.com/synapse-hub/synapse/federation"
 )
 
-// The dashboard's JSON API (api.go, docs/api.md), over the hub's real port.
+// The dashboard's JSON API (package dashboard, docs/api.md), over the hub's real port.
 
 // apiGet fetches path from the hub with the given headers.
 func (th *testHub) apiGet(path string, header map[string]string) *http.Response {
@@ -40,7 +41,7 @@ func (th *testHub) apiGet(path string, header map[string]string) *http.Response 
 }
 
 // state reads /api/state.
-func (th *testHub) state(header map[string]string) APIState {
+func (th *testHub) state(header map[string]string) dashboard.APIState {
 	th.t.Helper()
 	resp := th.apiGet("/api/state", header)
 	defer resp.Body.Close()
@@ -48,7 +49,7 @@ func (th *testHub) state(header map[string]string) APIState {
 		b, _ := io.ReadAll(resp.Body)
 		th.t.Fatalf("/api/state = %d %s", resp.StatusCode, b)
 	}
-	var st APIState
+	var st dashboard.APIState
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		th.t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestDashboard_StateShowsAgentsClaimsBoardAndRefusalsWithBothParties(t *test
 
 	b := th.apiGet("/api/board", nil)
 	defer b.Body.Close()
-	var board APIBoard
+	var board dashboard.APIBoard
 	if err := json.NewDecoder(b.Body).Decode(&board); err != nil || len(board.Tasks) != 2 || !slices.Equal(board.Ready, []string{"A"}) {
 		t.Fatalf("/api/board = %+v, %v", board, err)
 	}
@@ -248,7 +249,7 @@ func parseID(t *testing.T, s string) uint64 {
 // goes on granting and never waits for it (--dashboard-event-buffer).
 func TestDashboard_SlowEventStreamIsDroppedNeverBlocksTheHub(t *testing.T) {
 	th := startHub(t, Config{EventBuffer: 4})
-	stuck, _ := th.h.feed.subscribe() // a stream whose writer never takes anything
+	stuck, _ := th.h.feed.Subscribe() // a stream whose writer never takes anything
 	alpha := th.join("proj/alpha")
 	for i := range 20 {
 		task := "T" + itoa(int64(i))
@@ -257,7 +258,7 @@ func TestDashboard_SlowEventStreamIsDroppedNeverBlocksTheHub(t *testing.T) {
 	}
 	// Its channel was closed after 4 events: drain them, then it ends.
 	n := 0
-	for range stuck.ch {
+	for range stuck.Events() {
 		n++
 	}
 	if n != 4 {
@@ -266,10 +267,10 @@ func TestDashboard_SlowEventStreamIsDroppedNeverBlocksTheHub(t *testing.T) {
 	if got := counterValue(t, th.h.m.eventStreamsDropped); got != 1 {
 		t.Fatalf("synapse_event_streams_dropped_total = %v, want 1", got)
 	}
-	if th.h.feed.streams() != 0 {
+	if th.h.feed.Streams() != 0 {
 		t.Fatal("the dropped stream is still subscribed")
 	}
-	th.h.feed.unsubscribe(stuck) // what its handler does on the way out: a no-op now
+	th.h.feed.Unsubscribe(stuck) // what its handler does on the way out: a no-op now
 }
 
 func TestDashboard_EventStreamsAreLimited(t *testing.T) {
@@ -308,7 +309,7 @@ func TestDashboard_TokenRequiredForPageAndAPI(t *testing.T) {
 	a.expect("claim_granted")
 
 	for _, path := range []string{"/api/state", "/api/events", "/api/board", "/api/mailbox", "/api/nope"} {
-		for _, hd := range []map[string]string{nil, {"Authorization": "Bearer wrong"}, {"Cookie": DashboardCookie + "=forged"}} {
+		for _, hd := range []map[string]string{nil, {"Authorization": "Bearer wrong"}, {"Cookie": dashboard.CookieName + "=forged"}} {
 			resp := th.apiGet(path, hd)
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -337,7 +338,7 @@ func TestDashboard_TokenRequiredForPageAndAPI(t *testing.T) {
 	resp.Body.Close()
 	var cookie *http.Cookie
 	for _, c := range resp.Cookies() {
-		if c.Name == DashboardCookie {
+		if c.Name == dashboard.CookieName {
 			cookie = c
 		}
 	}
@@ -345,7 +346,7 @@ func TestDashboard_TokenRequiredForPageAndAPI(t *testing.T) {
 		!cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode || strings.Contains(cookie.Value, token) {
 		t.Fatalf("GET /?token= = %d Location %q cookie %+v", resp.StatusCode, resp.Header.Get("Location"), cookie)
 	}
-	withCookie := map[string]string{"Cookie": DashboardCookie + "=" + cookie.Value}
+	withCookie := map[string]string{"Cookie": dashboard.CookieName + "=" + cookie.Value}
 	if st := th.state(withCookie); len(st.Claims) != 1 {
 		t.Fatalf("state with the cookie = %+v", st)
 	}
@@ -499,8 +500,8 @@ func TestDashboard_DeadLettersAndBacklogInStateAndEvents(t *testing.T) {
 	resp := j.apiGet("/api/mailbox", nil)
 	defer resp.Body.Close()
 	var mb struct {
-		Mailbox     map[string]int64 `json:"mailbox_pending"`
-		DeadLetters []APIDeadLetter  `json:"dead_letters"`
+		Mailbox     map[string]int64          `json:"mailbox_pending"`
+		DeadLetters []dashboard.APIDeadLetter `json:"dead_letters"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&mb); err != nil || mb.Mailbox["p/b"] != 0 || len(mb.DeadLetters) != 1 {
 		t.Fatalf("/api/mailbox after the ack = %+v, %v", mb, err)
@@ -551,7 +552,7 @@ func TestDashboard_CloseEndsEventStreams(t *testing.T) {
 			t.Fatal("the event stream outlived the hub")
 		}
 	}
-	if s, _ := th.h.feed.subscribe(); s != nil {
+	if s, _ := th.h.feed.Subscribe(); s != nil {
 		t.Fatal("a closed hub opened an event stream")
 	}
 }
@@ -576,16 +577,17 @@ func BenchmarkDashboard_State(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer h.Close(context.Background())
+	backend := dashHost{h}
 	b.Run("state", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := h.State(context.Background()); err != nil {
+			if _, err := backend.State(context.Background()); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("encoded", func(b *testing.B) {
 		for b.Loop() {
-			st, _ := h.State(context.Background())
+			st, _ := backend.State(context.Background())
 			if _, err := json.Marshal(st); err != nil {
 				b.Fatal(err)
 			}

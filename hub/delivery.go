@@ -19,6 +19,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/synapse-hub/synapse/dashboard"
 	"github.com/synapse-hub/synapse/delivery"
 	"github.com/synapse-hub/synapse/journal"
 	"github.com/synapse-hub/synapse/sequencer"
@@ -107,12 +108,10 @@ func (c committer) Commit(recs []journal.Record, committed func(seq int64)) (int
 // with h.mu held (the feed's lock is taken under it).
 type events struct{ h *Hub }
 
-func (e events) Listening() bool { return e.h.feed.listening() }
-func (e events) MailboxChanged(id string) {
-	e.h.feed.publish("mailbox", APIMailboxEvent{Identity: id})
-}
+func (e events) Listening() bool          { return e.h.feed.Listening() }
+func (e events) MailboxChanged(id string) { e.h.feed.Mailbox(id) }
 func (e events) DeadLettered(d delivery.DeadLetter) {
-	e.h.feed.publish("dead_letter", APIDeadLetter{Target: d.Target, Count: d.Count, LastTS: d.LastTS, LastSender: d.LastSender})
+	e.h.feed.DeadLetter(dashboard.APIDeadLetter{Target: d.Target, Count: d.Count, LastTS: d.LastTS, LastSender: d.LastSender})
 }
 
 // deliveryCounters are the metrics delivery counts into.

@@ -52,7 +52,7 @@ func (h *Hub) onCommit(evs []coord.Event) {
 		}
 	}
 	clear(h.rendered)
-	h.publishCommitted(evs)
+	h.feed.Committed(evs)
 }
 
 // render is every keyed request's sequencer.Request.Render: it encodes the

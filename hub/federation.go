@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/dashboard"
 	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/journal"
 	"github.com/synapse-hub/synapse/sequencer"
@@ -316,7 +317,7 @@ func (s *session) refuseCode(sender, typ string, in *wire.Inbound, code, msg str
 	if extra != nil {
 		extra(f)
 	}
-	s.h.feed.refusal(APIRefusal{At: s.h.now(), Verb: dt, Code: code, Agent: sender, TaskID: taskID(in), Message: msg})
+	s.h.feed.Refusal(dashboard.APIRefusal{At: s.h.now(), Verb: dt, Code: code, Agent: sender, TaskID: taskID(in), Message: msg})
 	s.h.m.framesOut.WithLabelValues(dt).Inc()
 	if dt == "claim_denied" {
 		s.h.m.claimsDenied.WithLabelValues(code).Inc()

@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/dashboard"
 	"github.com/synapse-hub/synapse/delivery"
 	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/gate"
@@ -189,17 +190,17 @@ type Config struct {
 	AllowOrigins []string
 
 	// NoDashboard turns off the dashboard at / and its JSON API under
-	// /api/ (--no-dashboard; api.go, docs/api.md).
+	// /api/ (--no-dashboard; package dashboard, docs/api.md).
 	NoDashboard bool
 	// EventBuffer is how many events wait for one /api/events stream
 	// before the hub drops it as too slow (--dashboard-event-buffer;
-	// default DefaultEventBuffer).
+	// default dashboard.DefaultEventBuffer).
 	EventBuffer int
 	// EventStreams is how many /api/events streams may be open at once
-	// (--dashboard-streams; default DefaultEventStreams).
+	// (--dashboard-streams; default dashboard.DefaultEventStreams).
 	EventStreams int
 	// RecentRefusals is how many refusals /api/state lists
-	// (--dashboard-refusals; default DefaultRecentRefusals, < 0 = none).
+	// (--dashboard-refusals; default dashboard.DefaultRecentRefusals, < 0 = none).
 	RecentRefusals int
 
 	// MCP, when set, is served at /mcp for every method (Streamable HTTP
@@ -270,7 +271,8 @@ type Hub struct {
 
 	m *metrics
 
-	feed feed // the dashboard's event streams and recent refusals (apifeed.go)
+	feed *dashboard.Feed   // the dashboard's event streams and recent refusals
+	dash *dashboard.Server // the dashboard's routes, reading the hub through dashHost (dashboard.go)
 
 	mu      sync.Mutex // guards the registry below, and delivery's Locked state
 	reg     registry
@@ -394,13 +396,13 @@ func New(cfg Config) (*Hub, error) {
 		cfg.ClosesPerHostBurst = DefaultClosesPerHostBurst
 	}
 	if cfg.EventBuffer <= 0 {
-		cfg.EventBuffer = DefaultEventBuffer
+		cfg.EventBuffer = dashboard.DefaultEventBuffer
 	}
 	if cfg.EventStreams <= 0 {
-		cfg.EventStreams = DefaultEventStreams
+		cfg.EventStreams = dashboard.DefaultEventStreams
 	}
 	if cfg.RecentRefusals == 0 {
-		cfg.RecentRefusals = DefaultRecentRefusals
+		cfg.RecentRefusals = dashboard.DefaultRecentRefusals
 	}
 	h := &Hub{
 		cfg:      cfg,
@@ -420,6 +422,9 @@ func New(cfg Config) (*Hub, error) {
 	h.closes = gate.NewHostBuckets(cfg.ClosesPerHostPerSecond, cfg.ClosesPerHostBurst)
 	h.quit = make(chan struct{})
 	h.reg.init()
+	// Before the replay below, which publishes (to no stream) as it rebuilds.
+	h.feed = dashboard.NewFeed(dashboard.FeedConfig{Buffer: cfg.EventBuffer, Streams: cfg.EventStreams,
+		Refusals: max(cfg.RecentRefusals, 0), Dropped: func() { h.m.eventStreamsDropped.Inc() }})
 	h.history = delivery.NewHistory(cfg.MaxHistory)
 	h.dead = delivery.NewDeadLetters(events{h})
 	h.mb = delivery.NewProjection(directory{h}, events{h})
@@ -433,7 +438,7 @@ func New(cfg Config) (*Hub, error) {
 	h.activeClaims.Store(int64(cfg.State.ClaimCount()))
 	h.m = newMetrics(h)
 	h.receipts = h.newReceipts(window)
-	h.feed.init(cfg.EventBuffer, cfg.EventStreams, max(cfg.RecentRefusals, 0), h.m.eventStreamsDropped.Inc)
+	h.dash = dashboard.NewServer(dashHost{h}, h.feed, dashboard.Config{HubID: cfg.HubID, Token: cfg.Token})
 	var j sequencer.Journal
 	maxBatch := 0
 	switch {
@@ -482,7 +487,7 @@ func (h *Hub) HubID() string { return h.cfg.HubID }
 
 // Handler serves WebSocket upgrades on any path, and GET /health and
 // /metrics as plain HTTP on the same port (and /mcp with Config.MCP, and
-// the dashboard at / with its JSON API under /api/, api.go). Every
+// the dashboard at / with its JSON API under /api/, package dashboard). Every
 // request, whatever its route, passes the Host and Origin policy first
 // (gate.RequestPolicy) or gets 403.
 func (h *Hub) Handler() http.Handler {
@@ -502,7 +507,7 @@ func (h *Hub) Handler() http.Handler {
 				metricsHandler.ServeHTTP(w, r)
 				return
 			}
-			if !h.cfg.NoDashboard && h.serveDashboard(w, r) {
+			if !h.cfg.NoDashboard && h.dash.Serve(w, r) {
 				return
 			}
 			http.Error(w, "websocket upgrade required", http.StatusUpgradeRequired)
@@ -531,7 +536,7 @@ func (h *Hub) Close(ctx context.Context) error {
 	h.subMu.Lock()
 	h.subMu.Unlock()
 	waitCtx(ctx, &h.submits)
-	h.feed.close() // ends every event stream
+	h.feed.Close() // ends every event stream
 	h.mu.Lock()
 	for s := range h.reg.sessions {
 		s.closeWith(1001, "hub shutting down")

@@ -99,8 +99,8 @@ func (h *Hub) onlineJSONLocked() []byte {
 // sockets are told now, the others now or at the end of the window.
 func (h *Hub) presenceLocked(name string, joined bool) {
 	h.reg.presenceChanges++
-	if h.feed.listening() {
-		h.feed.publish("presence", APIPresenceEvent{Agent: name, Online: joined, At: h.now()})
+	if h.feed.Listening() {
+		h.feed.Presence(name, joined, h.now())
 	}
 	h.presenceEachLocked(presenceChange{name, joined})
 	for _, f := range batchedForms {

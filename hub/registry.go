@@ -231,10 +231,10 @@ func (s *session) register(sender string, in *wire.Inbound, typ string) bool {
 	h.touchLocked(sender, now)
 	if first || typ != "heartbeat" {
 		s.lastReaction = now
-		if now-s.shownAt >= activityStep && h.feed.listening() {
+		if now-s.shownAt >= activityStep && h.feed.Listening() {
 			s.shownAt = now
 			if !first { // a join's presence event says it already
-				h.feed.publish("activity", APIActivityEvent{Agent: sender, At: now})
+				h.feed.Activity(sender, now)
 			}
 		}
 		if h.dead.ClearLocked(sender, now) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/dashboard"
 	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/pyjson"
 	"github.com/synapse-hub/synapse/sequencer"
@@ -204,7 +205,7 @@ func (s *session) refused(sender, denialType string, ref *coord.Refusal, task st
 	if holder == "" {
 		holder = ref.Owner // a fenced verb's other party
 	}
-	s.h.feed.refusal(APIRefusal{At: s.h.now(), Verb: verb, Code: string(ref.Code), Agent: sender, TaskID: task,
+	s.h.feed.Refusal(dashboard.APIRefusal{At: s.h.now(), Verb: verb, Code: string(ref.Code), Agent: sender, TaskID: task,
 		Holder: holder, ConflictTask: ref.ConflictTask, Message: ref.Message})
 	if denialType == "" || denialType == "error" {
 		f := s.frame("error", sender, ref.Message).Str("error_code", string(ref.Code))

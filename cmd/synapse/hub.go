@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/dashboard"
 	"github.com/synapse-hub/synapse/gate"
 	"github.com/synapse-hub/synapse/hub"
 	"github.com/synapse-hub/synapse/journal"
@@ -390,9 +391,9 @@ func (f *hubFlags) registerLimits(fs *flag.FlagSet) {
 	fs.IntVar(&f.closesBurst, "closes-burst", hub.DefaultClosesPerHostBurst, "sockets one remote host may have closed for cause before its new sockets wait")
 	fs.Int64Var(&f.journalMaxKB, "journal-max-kb", 0, "largest the journal file may grow, in KiB, 0 = no cap: past it every mutation is refused as on a full disk until the hub restarts with room (docs/journal.md, Disk faults)")
 	fs.DurationVar(&f.presenceWindow, "presence-window", hub.DefaultPresenceWindow, "presence changes within this of the last presence_update are sent together at its end (docs/protocol.md, Presence)")
-	fs.IntVar(&f.eventBuffer, "dashboard-event-buffer", hub.DefaultEventBuffer, "events queued to one /api/events stream before it is dropped as too slow (its browser reconnects and reloads the state)")
-	fs.IntVar(&f.eventStreams, "dashboard-streams", hub.DefaultEventStreams, "/api/events streams open at once (503 beyond)")
-	fs.IntVar(&f.recentRefusals, "dashboard-refusals", hub.DefaultRecentRefusals, "recent refusals /api/state and the dashboard list, 0 = none")
+	fs.IntVar(&f.eventBuffer, "dashboard-event-buffer", dashboard.DefaultEventBuffer, "events queued to one /api/events stream before it is dropped as too slow (its browser reconnects and reloads the state)")
+	fs.IntVar(&f.eventStreams, "dashboard-streams", dashboard.DefaultEventStreams, "/api/events streams open at once (503 beyond)")
+	fs.IntVar(&f.recentRefusals, "dashboard-refusals", dashboard.DefaultRecentRefusals, "recent refusals /api/state and the dashboard list, 0 = none")
 }
 
 // journalOpenFailure explains why the hub's journal could not be opened

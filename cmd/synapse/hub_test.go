@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/dashboard"
 	"github.com/synapse-hub/synapse/hub"
 	"strings"
 	"testing"
@@ -99,7 +100,7 @@ func TestHub_EveryLimitHasAFlag(t *testing.T) {
 		f.closesRate != hub.DefaultClosesPerHostPerSecond || f.closesBurst != hub.DefaultClosesPerHostBurst ||
 		f.framesRate != 0 || f.framesBurst != hub.DefaultFramesPerSocketBurst || // 0: decided by framesPerSocket
 		f.heavyRate != hub.DefaultHeavyLanePerSecond || f.heavyBurst != hub.DefaultHeavyLaneBurst ||
-		f.eventBuffer != hub.DefaultEventBuffer || f.eventStreams != hub.DefaultEventStreams || f.recentRefusals != hub.DefaultRecentRefusals {
+		f.eventBuffer != dashboard.DefaultEventBuffer || f.eventStreams != dashboard.DefaultEventStreams || f.recentRefusals != dashboard.DefaultRecentRefusals {
 		t.Fatalf("defaults %+v differ from the hub's", f)
 	}
 	cases := []struct {

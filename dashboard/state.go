@@ -1,18 +1,10 @@
-package hub
+package dashboard
 
-// The dashboard's JSON (GET /api/state, the bodies of /api/events;
-// docs/api.md). The state is gathered in one Query on the sequencer's
-// leader: pointers to the immutable claims and board tasks, and, under
-// Hub.mu, the registry's small maps and the feed's event counter, so every
-// part is of one instant. Sorting and encoding happen afterwards, on the
-// request's goroutine, as state_request does.
+// The JSON bodies of GET /api/state, /api/board and /api/mailbox
+// (docs/api.md); the event bodies are in feed.go. The hub fills them
+// (Backend); ClaimOf and TaskOf turn the core's claims and tasks into them.
 
 import (
-	"context"
-	"slices"
-	"sort"
-	"strings"
-
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/federation"
 )
@@ -131,7 +123,8 @@ type APIDeadLetter struct {
 	LastSender string  `json:"last_sender"`
 }
 
-func apiClaim(c *coord.Claim) APIClaim {
+// ClaimOf is c as the API shows it.
+func ClaimOf(c *coord.Claim) APIClaim {
 	paths := c.Paths
 	if paths == nil {
 		paths = []string{}
@@ -145,7 +138,8 @@ func apiClaim(c *coord.Claim) APIClaim {
 		Checkpoint: c.Checkpoint != "", BoardTask: c.BoardTask}
 }
 
-func apiTask(t *coord.BoardTask) APITask {
+// TaskOf is t as the API shows it.
+func TaskOf(t *coord.BoardTask) APITask {
 	deps := t.DependsOn
 	if deps == nil {
 		deps = []string{}
@@ -153,109 +147,4 @@ func apiTask(t *coord.BoardTask) APITask {
 	return APITask{TaskID: t.TaskID, Title: t.Title, Status: t.Status, DependsOn: deps,
 		SuggestedOwner: t.SuggestedOwner, Project: t.Project, Version: t.Version, CreatedBy: t.CreatedBy,
 		UpdatedAt: t.UpdatedAt, Owner: t.Owner, OwnerClaim: t.OwnerClaim}
-}
-
-// State gathers the dashboard's state (GET /api/state). It holds the
-// sequencer for a pointer copy per claim and task, and Hub.mu for a copy of
-// the registry's bounded maps; the rest runs on the caller's goroutine.
-func (h *Hub) State(ctx context.Context) (APIState, error) {
-	type refs struct {
-		claims   []*coord.Claim
-		tasks    []*coord.BoardTask
-		epoch    int64
-		at       float64
-		agents   []APIAgent
-		dead     []APIDeadLetter
-		refusals []APIRefusal
-		eventID  uint64
-		clients  int
-		online   int
-	}
-	v, err := h.seq.Query(ctx, func(st *coord.State) any {
-		r := refs{claims: st.ClaimPointers(), tasks: st.BoardTaskPointers(), epoch: st.Epoch()}
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		r.at = h.now()
-		r.agents = make([]APIAgent, 0, len(h.reg.lastSeen))
-		for n, seen := range h.reg.lastSeen {
-			a := APIAgent{Name: n, LastSeen: seen}
-			if s := h.reg.byName[n]; s != nil {
-				a.Online, a.Roles, a.LastReaction = true, s.roles, s.lastReaction
-				a.HasLiveWaiter = h.reg.hasLiveSidecar(n)
-				a.ProvenLive = r.at-s.lastReaction <= livenessWindow || a.HasLiveWaiter
-			}
-			r.agents = append(r.agents, a)
-		}
-		r.dead = h.deadLettersLocked()
-		r.clients, r.online = h.liveSocketsLocked(), len(h.reg.byName)
-		h.feed.mu.Lock()
-		r.eventID, r.refusals = h.feed.seq, h.feed.recentLocked()
-		h.feed.mu.Unlock()
-		return r
-	})
-	if err != nil {
-		return APIState{}, err
-	}
-	r := v.(refs)
-	out := APIState{HubID: h.cfg.HubID, Version: h.cfg.Version, GeneratedAt: r.at, Secured: h.cfg.Token != "",
-		EventID: r.eventID, Refusals: r.refusals}
-
-	owned := map[string]int{}
-	out.Claims = make([]APIClaim, 0, len(r.claims))
-	for _, c := range r.claims {
-		if c.Live(r.at) { // a lapsed lease the next tick will expire is no longer held
-			out.Claims = append(out.Claims, apiClaim(c))
-			owned[c.Owner]++
-		}
-	}
-	sort.Slice(out.Claims, func(i, j int) bool { return out.Claims[i].TaskID < out.Claims[j].TaskID })
-
-	slices.SortFunc(r.tasks, func(a, b *coord.BoardTask) int { return strings.Compare(a.TaskID, b.TaskID) })
-	out.Board.Tasks = make([]APITask, 0, len(r.tasks))
-	for _, t := range r.tasks {
-		out.Board.Tasks = append(out.Board.Tasks, apiTask(t))
-	}
-	out.Board.Ready = coord.ReadyOf(r.tasks)
-	if out.Board.Ready == nil {
-		out.Board.Ready = []string{}
-	}
-
-	for i := range r.agents {
-		r.agents[i].Claims = owned[r.agents[i].Name]
-	}
-	sort.Slice(r.agents, func(i, j int) bool { return r.agents[i].Name < r.agents[j].Name })
-	out.Agents = r.agents
-	sortDeadLetters(r.dead) // worst first, as state_snapshot
-	out.DeadLetters = r.dead
-
-	out.Health = h.apiHealth(r.at, r.online, r.clients)
-	out.Health.ActiveClaims, out.Health.BoardTasks, out.Health.Epoch = len(out.Claims), len(out.Board.Tasks), r.epoch
-
-	if h.cfg.Journal != nil {
-		out.Mailbox = h.mailboxCounts()
-	}
-	if h.fed.Governed() || len(h.fed.Peers()) > 0 {
-		used := map[string]bool{}
-		for _, a := range out.Agents {
-			if a.Online {
-				used[coord.NamespaceOf(identity(a.Name))] = true
-			}
-		}
-		extra := make([]string, 0, len(used))
-		for ns := range used {
-			extra = append(extra, ns)
-		}
-		st := h.fed.Status(extra)
-		out.Federation = &st
-	}
-	return out, nil
-}
-
-// apiHealth is /health's verdict with the sequencer's counters.
-func (h *Hub) apiHealth(now float64, online, clients int) APIHealth {
-	hl := APIHealth{UptimeSeconds: now - h.started, OnlineAgents: online, ConnectedClients: clients, EventStreams: h.feed.streams()}
-	hl.Status, hl.Reason, hl.Journal = h.health()
-	st := h.seq.Stats()
-	hl.Commands, hl.Appends, hl.Snapshots, hl.SnapshotErrors = st.Commands, st.Appends, st.Snapshots, st.SnapshotErrors
-	return hl
 }
