@@ -21,11 +21,6 @@ import (
 	"github.com/synapse-hub/synapse/dashboard"
 )
 
-// activityStep is the shortest time between two activity events of one
-// agent (dashboard.APIActivityEvent): liveness (a reaction within
-// livenessWindow) is shown to this.
-const activityStep = 10.0
-
 // dashHost is the hub as dashboard.Backend.
 type dashHost struct{ h *Hub }
 

@@ -18,6 +18,7 @@ const (
 	takeoverBurst      = 5
 	takeoverQuarantine = 60.0
 	livenessWindow     = 90.0 // a reaction this recent proves a seat live
+	activityStep       = 10.0 // seconds between two of an agent's dashboard activity events: liveness is shown to this
 )
 
 // registry is the hub's connection-side state, guarded by Hub.mu.
