@@ -7,12 +7,12 @@ package hub
 // history requests are in chat.go; what happens to a chat after them is
 // in delivery/.
 //
-// Three pairs of files reference each other both ways, because this file
+// Two pairs of files reference each other both ways, because this file
 // is where the hub's parts meet delivery's needs: hub.go builds these
 // adapters in New and commitRecords uses its submit gate; registry.go
 // tells the projection of every bind and leave, and directory reads the
-// registry (the Directory is the registry); apistate.go asks for the
-// mailbox counts, and events publishes the dashboard's APIDeadLetter.
+// registry (the Directory is the registry). dashboard.go asks for the
+// mailbox counts one way: events publishes to package dashboard's Feed.
 
 import (
 	"context"
