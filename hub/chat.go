@@ -103,7 +103,7 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 	if c.Broadcast {
 		if c.Receipt {
 			seen := map[string]bool{}
-			for _, n := range h.onlineLocked() {
+			for _, n := range h.reg.onlineLocked() {
 				if id := identity(n); n != sender && !seen[id] {
 					seen[id] = true
 					c.Part.Matched = append(c.Part.Matched, id)
@@ -135,17 +135,17 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 	h.receipts.Committed(sessionConn{s}, &c.Chat, rcpt)
 }
 
-// submitRecords is commitRecords for a verb: a failure is the sender's
+// submitRecords is committer.Commit for a verb: a failure is the sender's
 // error frame.
 func (s *session) submitRecords(sender string, recs []journal.Record, committed func(seq int64)) (int64, bool) {
-	seq, err := s.h.commitRecords(recs, committed)
+	seq, err := committer{s.h}.Commit(recs, committed)
 	switch {
 	case err == nil:
 		return seq, true
 	case err == errClosing:
 		s.fail(sender, "shutting_down", "Hub is shutting down.")
 	default:
-		s.fail(sender, "journal_unavailable", s.h.journalRefusal("The chat", err)+" It was not delivered.")
+		s.fail(sender, "journal_unavailable", journalRefusal(s.h.journalName(), "The chat", err)+" It was not delivered.")
 	}
 	return 0, false
 }
@@ -246,7 +246,7 @@ func (s *session) journalDeadLetterClear(sender string) {
 	if s.h.cfg.Journal == nil {
 		return
 	}
-	if _, err := s.h.commitRecords([]journal.Record{delivery.ClearedRecord(sender, through)}, nil); err != nil && err != errClosing {
+	if _, err := (committer{s.h}).Commit([]journal.Record{delivery.ClearedRecord(sender, through)}, nil); err != nil && err != errClosing {
 		s.h.log.Warn("hub: dead-letter clear not journalled", "target", sender, "err", err)
 	}
 }

@@ -30,10 +30,10 @@ func (d dashHost) Mailbox() (map[string]int64, []dashboard.APIDeadLetter) {
 	h := d.h
 	m := map[string]int64(nil)
 	if h.cfg.Journal != nil {
-		m = h.mailboxCounts()
+		m = mailboxView{h}.counts()
 	}
 	h.mu.Lock()
-	dead := h.deadLettersLocked()
+	dead := d.deadLettersLocked()
 	h.mu.Unlock()
 	sortDeadLetters(dead)
 	return m, dead
@@ -79,8 +79,8 @@ func (d dashHost) Board(ctx context.Context) (dashboard.APIBoard, error) {
 
 // deadLettersLocked copies the dead-letter ledger (at most maxDeadLetters
 // entries), unsorted.
-func (h *Hub) deadLettersLocked() []dashboard.APIDeadLetter {
-	dls := h.dead.ListLocked()
+func (d dashHost) deadLettersLocked() []dashboard.APIDeadLetter {
+	dls := d.h.dead.ListLocked()
 	out := make([]dashboard.APIDeadLetter, 0, len(dls))
 	for _, d := range dls {
 		out = append(out, dashboard.APIDeadLetter{Target: d.Target, Count: d.Count, LastTS: d.LastTS, LastSender: d.LastSender})
@@ -130,8 +130,8 @@ func (d dashHost) State(ctx context.Context) (dashboard.APIState, error) {
 			}
 			r.agents = append(r.agents, a)
 		}
-		r.dead = h.deadLettersLocked()
-		r.clients, r.online = h.liveSocketsLocked(), len(h.reg.byName)
+		r.dead = d.deadLettersLocked()
+		r.clients, r.online = int(h.liveSockets.Load()), len(h.reg.byName)
 		r.eventID, r.refusals = h.feed.Mark()
 		return r
 	})
@@ -170,11 +170,11 @@ func (d dashHost) State(ctx context.Context) (dashboard.APIState, error) {
 	sortDeadLetters(r.dead) // worst first, as state_snapshot
 	out.DeadLetters = r.dead
 
-	out.Health = h.apiHealth(r.at, r.online, r.clients)
+	out.Health = d.health(r.at, r.online, r.clients)
 	out.Health.ActiveClaims, out.Health.BoardTasks, out.Health.Epoch = len(out.Claims), len(out.Board.Tasks), r.epoch
 
 	if h.cfg.Journal != nil {
-		out.Mailbox = h.mailboxCounts()
+		out.Mailbox = mailboxView{h}.counts()
 	}
 	if h.fed.Governed() || len(h.fed.Peers()) > 0 {
 		used := map[string]bool{}
@@ -193,8 +193,9 @@ func (d dashHost) State(ctx context.Context) (dashboard.APIState, error) {
 	return out, nil
 }
 
-// apiHealth is /health's verdict with the sequencer's counters.
-func (h *Hub) apiHealth(now float64, online, clients int) dashboard.APIHealth {
+// health is /health's verdict with the sequencer's counters.
+func (d dashHost) health(now float64, online, clients int) dashboard.APIHealth {
+	h := d.h
 	hl := dashboard.APIHealth{UptimeSeconds: now - h.started, OnlineAgents: online, ConnectedClients: clients, EventStreams: h.feed.Streams()}
 	hl.Status, hl.Reason, hl.Journal = h.health()
 	st := h.seq.Stats()

@@ -9,7 +9,7 @@ package hub
 //
 // Two pairs of files reference each other both ways, because this file
 // is where the hub's parts meet delivery's needs: hub.go builds these
-// adapters in New and commitRecords uses its submit gate; registry.go
+// adapters in New and committer uses its submit gate; registry.go
 // tells the projection of every bind and leave, and directory reads the
 // registry (the Directory is the registry). dashboard.go asks for the
 // mailbox counts one way: events publishes to package dashboard's Feed.
@@ -35,20 +35,20 @@ const DefaultPendingReceiptWindow = 1024
 type directory struct{ h *Hub }
 
 func (d directory) Bound(name string) bool                 { return d.h.reg.byName[name] != nil }
-func (d directory) IdentityRoles(id string) []string       { return d.h.rolesLocked(id) }
+func (d directory) IdentityRoles(id string) []string       { return d.h.reg.rolesLocked(id) }
 func (d directory) InProject(p string) map[string]struct{} { return d.h.reg.byProject[p] }
 func (d directory) WithRole(r string) map[string]struct{}  { return d.h.reg.byRole[r] }
 func (d directory) Names() []string                        { return d.h.reg.online }
 
 // rolesLocked are the roles an identity holds: its seat's and its
 // sidecars'.
-func (h *Hub) rolesLocked(id string) []string {
+func (r *registry) rolesLocked(id string) []string {
 	var roles []string
-	if rs := h.reg.byName[id]; rs != nil {
+	if rs := r.byName[id]; rs != nil {
 		roles = append(roles, rs.roles...)
 	}
 	for _, n := range wire.Sidecars(id) {
-		if rs := h.reg.byName[n]; rs != nil {
+		if rs := r.byName[n]; rs != nil {
 			roles = append(roles, rs.roles...)
 		}
 	}
@@ -81,7 +81,7 @@ func (c sessionConn) ReachRoles(id string) []string {
 	h := c.s.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append(h.rolesLocked(id), c.s.roles...)
+	return append(h.reg.rolesLocked(id), c.s.roles...)
 }
 
 // sockets finds bound sessions for delivery (settled receipts).
@@ -97,61 +97,15 @@ func (k sockets) Socket(name string) (delivery.Conn, bool) {
 	return sessionConn{rs}, true
 }
 
-// committer is commitRecords as delivery.Committer.
+// committer commits journal-only records through the sequencer, in its
+// group commit (delivery.Committer).
 type committer struct{ h *Hub }
 
-func (c committer) Commit(recs []journal.Record, committed func(seq int64)) (int64, error) {
-	return c.h.commitRecords(recs, committed)
-}
-
-// events publishes delivery's changes on the dashboard's feed; called
-// with h.mu held (the feed's lock is taken under it).
-type events struct{ h *Hub }
-
-func (e events) Listening() bool          { return e.h.feed.Listening() }
-func (e events) MailboxChanged(id string) { e.h.feed.Mailbox(id) }
-func (e events) DeadLettered(d delivery.DeadLetter) {
-	e.h.feed.DeadLetter(dashboard.APIDeadLetter{Target: d.Target, Count: d.Count, LastTS: d.LastTS, LastSender: d.LastSender})
-}
-
-// deliveryCounters are the metrics delivery counts into.
-func (h *Hub) deliveryCounters() delivery.Counters {
-	return delivery.Counters{
-		ChatFrames:      h.m.framesOut.WithLabelValues("chat"),
-		ReceiptFrames:   h.m.framesOut.WithLabelValues("delivery_receipt"),
-		ChatDirected:    h.m.chatDirected,
-		Replayed:        h.m.replayed,
-		ReceiptsExpired: h.m.receiptsExpired,
-	}
-}
-
-// newReceipts makes the hub's receipts around its pending window.
-func (h *Hub) newReceipts(w *delivery.Window) *delivery.Receipts {
-	var st delivery.Journal // nil, not a nil *journal.Store: no outbox
-	if h.cfg.Journal != nil {
-		st = h.cfg.Journal
-	}
-	return delivery.NewReceipts(delivery.ReceiptsConfig{HubID: h.cfg.HubID, Clock: h.cfg.Clock, Window: w, History: h.history,
-		Journal: st, Sockets: sockets{h}, Commit: committer{h}, Counters: h.deliveryCounters(), Logger: h.log})
-}
-
-// newMailbox is the hub's kind of mailbox: the fleet's with Config.Mail,
-// else the journal's, else none.
-func (h *Hub) newMailbox() delivery.Mailbox {
-	switch {
-	case h.cfg.Mail != nil:
-		return delivery.NewFleetMailbox(h.cfg.Mail, h.fed, h.deliveryCounters(), h.log)
-	case h.cfg.Journal != nil:
-		return delivery.NewJournalMailbox(h.cfg.Journal, committer{h}, h.mb, h.receipts, h.deliveryCounters(), h.log)
-	}
-	return delivery.NoMailbox
-}
-
-// commitRecords commits journal-only records through the sequencer, in
-// its group commit; committed, when not nil, runs on the sequencer
+// Commit commits recs; committed, when not nil, runs on the sequencer
 // goroutine after the commit, with h.mu held, with the seq of the first
 // record.
-func (h *Hub) commitRecords(recs []journal.Record, committed func(seq int64)) (int64, error) {
+func (c committer) Commit(recs []journal.Record, committed func(seq int64)) (int64, error) {
+	h := c.h
 	if !h.beginSubmit() {
 		return 0, errClosing
 	}
@@ -168,6 +122,49 @@ func (h *Hub) commitRecords(recs []journal.Record, committed func(seq int64)) (i
 	return r.Seq, err
 }
 
+// events publishes delivery's changes on the dashboard's feed; called
+// with h.mu held (the feed's lock is taken under it).
+type events struct{ h *Hub }
+
+func (e events) Listening() bool          { return e.h.feed.Listening() }
+func (e events) MailboxChanged(id string) { e.h.feed.Mailbox(id) }
+func (e events) DeadLettered(d delivery.DeadLetter) {
+	e.h.feed.DeadLetter(dashboard.APIDeadLetter{Target: d.Target, Count: d.Count, LastTS: d.LastTS, LastSender: d.LastSender})
+}
+
+// deliveryCounters are the metrics delivery counts into.
+func (m *metrics) deliveryCounters() delivery.Counters {
+	return delivery.Counters{
+		ChatFrames:      m.framesOut.WithLabelValues("chat"),
+		ReceiptFrames:   m.framesOut.WithLabelValues("delivery_receipt"),
+		ChatDirected:    m.chatDirected,
+		Replayed:        m.replayed,
+		ReceiptsExpired: m.receiptsExpired,
+	}
+}
+
+// newReceipts makes the hub's receipts around its pending window.
+func newReceipts(h *Hub, w *delivery.Window) *delivery.Receipts {
+	var st delivery.Journal // nil, not a nil *journal.Store: no outbox
+	if h.cfg.Journal != nil {
+		st = h.cfg.Journal
+	}
+	return delivery.NewReceipts(delivery.ReceiptsConfig{HubID: h.cfg.HubID, Clock: h.cfg.Clock, Window: w, History: h.history,
+		Journal: st, Sockets: sockets{h}, Commit: committer{h}, Counters: h.m.deliveryCounters(), Logger: h.log})
+}
+
+// newMailbox is the hub's kind of mailbox: the fleet's with Config.Mail,
+// else the journal's, else none.
+func newMailbox(h *Hub) delivery.Mailbox {
+	switch {
+	case h.cfg.Mail != nil:
+		return delivery.NewFleetMailbox(h.cfg.Mail, h.fed, h.m.deliveryCounters(), h.log)
+	case h.cfg.Journal != nil:
+		return delivery.NewJournalMailbox(h.cfg.Journal, committer{h}, h.mb, h.receipts, h.m.deliveryCounters(), h.log)
+	}
+	return delivery.NoMailbox
+}
+
 // mailboxPresenceLocked tells the mailbox projection that name bound or
 // left; a hub without a journal keeps no projection.
 func (h *Hub) mailboxPresenceLocked(name string) {
@@ -176,10 +173,14 @@ func (h *Hub) mailboxPresenceLocked(name string) {
 	}
 }
 
-// mailboxPending is who_snapshot.mailbox_pending: every online identity,
-// and every other known identity with something waiting.
-func (h *Hub) mailboxPending() []byte {
-	counts := h.mailboxCounts()
+// mailboxView reads the mailbox projection's counts for who_snapshot and
+// the dashboard; it takes h.mu itself, so its callers hold no lock.
+type mailboxView struct{ h *Hub }
+
+// pendingJSON is who_snapshot.mailbox_pending: every online identity, and
+// every other known identity with something waiting.
+func (v mailboxView) pendingJSON() []byte {
+	counts := v.counts()
 	ids := make([]string, 0, len(counts))
 	for id := range counts {
 		ids = append(ids, id)
@@ -192,23 +193,24 @@ func (h *Hub) mailboxPending() []byte {
 	return f.Bytes()
 }
 
-// mailboxCounts is mailboxPending as a map (also the dashboard's
-// mailbox_pending).
-func (h *Hub) mailboxCounts() map[string]int64 {
+// counts is pendingJSON as a map (also the dashboard's mailbox_pending).
+func (v mailboxView) counts() map[string]int64 {
+	h := v.h
 	h.mu.Lock()
 	ids := h.mb.WaitingLocked()
 	h.mu.Unlock()
 	counts := make(map[string]int64, len(ids))
 	for _, id := range ids {
-		n, ok := h.recount(id)
-		if ok && (n > 0 || h.online(id)) {
+		n, ok := v.recount(id)
+		if ok && (n > 0 || v.online(id)) {
 			counts[id] = n
 		}
 	}
 	return counts
 }
 
-func (h *Hub) online(id string) bool {
+func (v mailboxView) online(id string) bool {
+	h := v.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.reg.byName[id] != nil
@@ -218,7 +220,8 @@ func (h *Hub) online(id string) bool {
 // projection decides under h.mu what to read, the journal is read
 // outside it, and the result lands under it unless the identity's entry
 // changed meanwhile (then it tries again, at most three times).
-func (h *Hub) recount(id string) (int64, bool) {
+func (v mailboxView) recount(id string) (int64, bool) {
+	h := v.h
 	for attempt := 0; attempt < 3; attempt++ {
 		h.mu.Lock()
 		n, ok, done, r := h.mb.BeginRecountLocked(id)

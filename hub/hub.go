@@ -437,7 +437,7 @@ func New(cfg Config) (*Hub, error) {
 	}
 	h.activeClaims.Store(int64(cfg.State.ClaimCount()))
 	h.m = newMetrics(h)
-	h.receipts = h.newReceipts(window)
+	h.receipts = newReceipts(h, window)
 	h.dash = dashboard.NewServer(dashHost{h}, h.feed, dashboard.Config{HubID: cfg.HubID, Token: cfg.Token})
 	var j sequencer.Journal
 	maxBatch := 0
@@ -470,7 +470,7 @@ func New(cfg Config) (*Hub, error) {
 			return nil, fmt.Errorf("hub: federation quarantine from the journal: %w", err)
 		}
 	}
-	h.mail = h.newMailbox()
+	h.mail = newMailbox(h)
 	h.receipts.ExpireOverflow(overflow)
 	h.fed.Start()
 	if cfg.Mail != nil {

@@ -20,13 +20,17 @@ func (h *Hub) journalErr() error {
 	return h.cfg.JournalFault
 }
 
-// journalFault says, for people, what is wrong with the journal behind err
-// and what the hub's operator should do about it.
-func (h *Hub) journalFault(err error) (cause, todo string) {
-	db := "the journal"
+// journalName is how the operator finds the hub's journal: its path.
+func (h *Hub) journalName() string {
 	if h.cfg.Journal != nil {
-		db = h.cfg.Journal.Path()
+		return h.cfg.Journal.Path()
 	}
+	return "the journal"
+}
+
+// journalFault says, for people, what is wrong with the journal db behind
+// err and what the hub's operator should do about it.
+func journalFault(db string, err error) (cause, todo string) {
 	switch {
 	case errors.Is(err, journal.ErrDiskFull):
 		return "the hub's journal is out of space (its disk is full, or --journal-max-kb was reached)",
@@ -44,14 +48,14 @@ func (h *Hub) journalFault(err error) (cause, todo string) {
 // journalRefusal is the error frame's text for a mutation refused because
 // the journal cannot be written: what was refused, why, and that nothing
 // of it was applied.
-func (h *Hub) journalRefusal(what string, err error) string {
-	cause, todo := h.journalFault(err)
+func journalRefusal(db, what string, err error) string {
+	cause, todo := journalFault(db, err)
 	return fmt.Sprintf("%s was refused: %s, so nothing was applied and no change is accepted until the hub's operator acts (%s). Reads still work.", what, cause, todo)
 }
 
 // journalHealth is /health's degraded_reason for a journal that cannot be
 // written.
-func (h *Hub) journalHealth(err error) string {
-	cause, todo := h.journalFault(err)
+func journalHealth(db string, err error) string {
+	cause, todo := journalFault(db, err)
 	return fmt.Sprintf("%s: mutations are refused, reads work. To recover: %s. (%v)", cause, todo, err)
 }

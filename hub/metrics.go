@@ -271,7 +271,7 @@ func (h *Hub) health() (status, reason, journal string) {
 		status, reason = "degraded", h.cfg.Degraded
 	}
 	if err := h.journalErr(); err != nil {
-		status, reason = "degraded", h.journalHealth(err)
+		status, reason = "degraded", journalHealth(h.journalName(), err)
 	}
 	if fl, ok := h.fed.Authority().(federation.Fleet); ok && !fl.Serving() && status == "ok" {
 		status, reason = "fenced", "this hub could not renew its etcd lease in time and serves no namespace until it has re-registered"

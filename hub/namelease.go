@@ -65,7 +65,7 @@ func (s *session) grantLeaseLocked(name string) {
 	}
 	tok := base64.RawURLEncoding.EncodeToString(secret[:]) // Python's token_urlsafe(32)
 	if len(h.reg.leases) >= maxNameLeases && h.reg.leases[name] == nil {
-		h.evictOldestLeaseLocked()
+		h.reg.evictOldestLeaseLocked()
 	}
 	h.reg.leases[name] = &nameLease{digest: sha256.Sum256([]byte(tok))}
 	s.send(s.frame("lease_granted", name, "Name lease granted for '"+name+"'.").
@@ -73,27 +73,28 @@ func (s *session) grantLeaseLocked(name string) {
 }
 
 // leaseOnlineLocked marks name's lease as held by a connected session.
-func (h *Hub) leaseOnlineLocked(name string) {
-	if l := h.reg.leases[name]; l != nil {
+func (r *registry) leaseOnlineLocked(name string) {
+	if l := r.leases[name]; l != nil {
 		l.offlineSince = 0
 	}
 }
 
 // leaseOfflineLocked starts the offline clock of name's lease.
-func (h *Hub) leaseOfflineLocked(name string, now float64) {
-	if l := h.reg.leases[name]; l != nil {
+func (r *registry) leaseOfflineLocked(name string, now float64) {
+	if l := r.leases[name]; l != nil {
 		l.offlineSince = now
 	}
 }
 
-func (h *Hub) evictOldestLeaseLocked() {
+// evictOldestLeaseLocked forgets the lease offline longest.
+func (r *registry) evictOldestLeaseLocked() {
 	oldest, at := "", 0.0
-	for n, l := range h.reg.leases {
+	for n, l := range r.leases {
 		if l.offlineSince != 0 && (oldest == "" || l.offlineSince < at) {
 			oldest, at = n, l.offlineSince
 		}
 	}
 	if oldest != "" {
-		delete(h.reg.leases, oldest)
+		delete(r.leases, oldest)
 	}
 }

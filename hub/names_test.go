@@ -240,7 +240,7 @@ func TestTakeoverDamping_IdleRecordsAreSwept(t *testing.T) {
 		h.reg.takeovers[string(rune('a'+i%26))+strconv.Itoa(i)] = &damping{times: []float64{100}}
 	}
 	h.reg.takeovers["busy"] = &damping{times: []float64{1000}}
-	h.sweepTakeoversLocked(1010) // 1010-100 ≥ window: idle; "busy" took over 10 s ago
+	h.reg.sweepTakeoversLocked(1010) // 1010-100 ≥ window: idle; "busy" took over 10 s ago
 	if len(h.reg.takeovers) != 1 || h.reg.takeovers["busy"] == nil {
 		t.Fatalf("%d records left; want only the one still inside its window", len(h.reg.takeovers))
 	}

@@ -83,15 +83,15 @@ func (s *session) receivesBroadcasts() bool {
 // onlineLocked is the sorted list of bound names, sidecars included. It
 // changes in place as names bind and leave: callers read it under Hub.mu
 // and keep nothing of it (onlineJSONLocked is the encoding to keep).
-func (h *Hub) onlineLocked() []string { return h.reg.online }
+func (r *registry) onlineLocked() []string { return r.online }
 
 // onlineJSONLocked is onlineLocked as a JSON array, encoded once per change
 // and shared by every welcome and presence_update until the next.
-func (h *Hub) onlineJSONLocked() []byte {
-	if h.reg.onlineJSON == nil {
-		h.reg.onlineJSON = pyjson.AppendStrings(nil, h.reg.online)
+func (r *registry) onlineJSONLocked() []byte {
+	if r.onlineJSON == nil {
+		r.onlineJSON = pyjson.AppendStrings(nil, r.online)
 	}
-	return h.reg.onlineJSON
+	return r.onlineJSON
 }
 
 // presenceLocked tells that name was bound (joined) or freed, after the
@@ -303,7 +303,7 @@ func (h *Hub) presenceFrameLocked(form presenceForm, news *presenceNews, withLis
 	}
 	f := wire.NewFrame("presence_update", "all", "Presence update", h.now(), h.cfg.HubID)
 	if withList {
-		f.Raw("online_agents", h.onlineJSONLocked())
+		f.Raw("online_agents", h.reg.onlineJSONLocked())
 	}
 	f.Str("event", event).Str("agent", news.last.name)
 	if form == presenceReference || form == presenceFull && len(news.joined)+len(news.left) == 1 {

@@ -102,8 +102,8 @@ func (s *session) whoRequest(sender string) {
 	h := s.h
 	h.mu.Lock()
 	now := h.now()
-	online := h.onlineLocked()
-	onlineJSON := h.onlineJSONLocked() // kept: a new one is made after a change
+	online := h.reg.onlineLocked()
+	onlineJSON := h.reg.onlineJSONLocked() // kept: a new one is made after a change
 	roles := wire.Object()
 	live := wire.Object()
 	wakes := wire.Object()
@@ -125,12 +125,12 @@ func (s *session) whoRequest(sender string) {
 		live.Raw(n, wire.Object().Bool("proven_live", age <= livenessWindow || waiter).
 			Bool("has_live_waiter", waiter).Float("last_reaction_age", age).Bytes())
 	}
-	clients := h.liveSocketsLocked()
+	clients := int(h.liveSockets.Load())
 	h.mu.Unlock()
 	f := s.frame("who_snapshot", sender, "Who snapshot").Raw("online_agents", onlineJSON).Raw("agent_roles", roles.Bytes()).
 		Int("connected_clients", int64(clients)).Str("hub_version", h.cfg.Version).Str("config_epoch", h.epoch)
 	if h.cfg.Journal != nil {
-		f.Raw("mailbox_pending", h.mailboxPending())
+		f.Raw("mailbox_pending", mailboxView{h}.pendingJSON())
 	} else {
 		f.Null("mailbox_pending")
 	}

@@ -80,13 +80,13 @@ func (d *damping) idle(now float64) bool {
 
 // sweepTakeoversLocked forgets idle damping records once there are many,
 // so names that once took over do not accumulate forever.
-func (h *Hub) sweepTakeoversLocked(now float64) {
-	if len(h.reg.takeovers) < maxTakeoverRecords {
+func (r *registry) sweepTakeoversLocked(now float64) {
+	if len(r.takeovers) < maxTakeoverRecords {
 		return
 	}
-	for name, d := range h.reg.takeovers {
+	for name, d := range r.takeovers {
 		if d.idle(now) {
-			delete(h.reg.takeovers, name)
+			delete(r.takeovers, name)
 		}
 	}
 }
@@ -177,7 +177,7 @@ func (h *Hub) authLocked(s *session) {
 func (s *session) welcomeLocked() []byte {
 	h := s.h
 	f := wire.NewFrame("welcome", "self", "Welcome to Synapse", h.now(), h.cfg.HubID).
-		Int("connected_clients", int64(h.liveSocketsLocked()))
+		Int("connected_clients", h.liveSockets.Load())
 	if s.presenceForm() == presenceNone {
 		// Without the list; should it ask for the compact form later, its
 		// next compact frame carries the list (presenceSeq never matches).
@@ -185,13 +185,10 @@ func (s *session) welcomeLocked() []byte {
 		f.Int("online_count", int64(len(h.reg.online)))
 	} else {
 		s.presenceSeq = h.reg.presence[presenceCompact].seq
-		f.Raw("online_agents", h.onlineJSONLocked())
+		f.Raw("online_agents", h.reg.onlineJSONLocked())
 	}
 	return f.Int("protocol_version", wire.ProtocolVersion).Strs("features", h.features).Bytes()
 }
-
-// liveSocketsLocked counts the sockets not being closed.
-func (h *Hub) liveSocketsLocked() int { return int(h.liveSockets.Load()) }
 
 // uncount takes s out of Hub.liveSockets once: when the hub closes or
 // drops it, or when it leaves (a socket its peer closed).
@@ -229,7 +226,7 @@ func (s *session) register(sender string, in *wire.Inbound, typ string) bool {
 	if first && !s.bindLocked(sender, in, now) {
 		return false
 	}
-	h.touchLocked(sender, now)
+	h.reg.touchLocked(sender, now)
 	if first || typ != "heartbeat" {
 		s.lastReaction = now
 		if now-s.shownAt >= activityStep && h.feed.Listening() {
@@ -263,7 +260,7 @@ func (s *session) bindLocked(name string, in *wire.Inbound, now float64) bool {
 		}
 		d := h.reg.takeovers[name]
 		if d == nil {
-			h.sweepTakeoversLocked(now)
+			h.reg.sweepTakeoversLocked(now)
 			d = &damping{}
 			h.reg.takeovers[name] = d
 		}
@@ -286,7 +283,7 @@ func (s *session) bindLocked(name string, in *wire.Inbound, now float64) bool {
 	}
 	s.name = name
 	h.reg.bind(s)
-	h.leaseOnlineLocked(name)
+	h.reg.leaseOnlineLocked(name)
 	h.mailboxPresenceLocked(name)
 	if welcome != nil {
 		s.send(welcome)
@@ -362,8 +359,7 @@ func validPresence(p string) bool {
 // never forgotten. O(1) amortised, however many names are online: the
 // queue of offline names is read from its head, and a stale entry (a name
 // that came back) is skipped there or dropped when the queue is compacted.
-func (h *Hub) touchLocked(name string, now float64) {
-	r := &h.reg
+func (r *registry) touchLocked(name string, now float64) {
 	_, known := r.lastSeen[name]
 	r.lastSeen[name] = now
 	if known {
@@ -383,9 +379,9 @@ func (h *Hub) touchLocked(name string, now float64) {
 }
 
 // wentOfflineLocked queues a freed name for forgetting (touchLocked).
-func (h *Hub) wentOfflineLocked(name string) {
-	if at, ok := h.reg.lastSeen[name]; ok {
-		h.reg.offline = append(h.reg.offline, offlineName{name, at})
+func (r *registry) wentOfflineLocked(name string) {
+	if at, ok := r.lastSeen[name]; ok {
+		r.offline = append(r.offline, offlineName{name, at})
 	}
 }
 
@@ -426,8 +422,8 @@ func (h *Hub) unbindLocked(s *session) string {
 	}
 	name := s.name
 	h.reg.unbind(s)
-	h.wentOfflineLocked(name)
-	h.leaseOfflineLocked(name, h.now())
+	h.reg.wentOfflineLocked(name)
+	h.reg.leaseOfflineLocked(name, h.now())
 	if c := h.reg.cards[name]; c != nil && !c.persistent {
 		delete(h.reg.cards, name)
 	}

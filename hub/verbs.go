@@ -148,7 +148,7 @@ func (s *session) handle(data []byte) {
 		if task := in.Str("task_id"); task != "" {
 			what += " of task '" + task + "'"
 		}
-		s.fail(sender, "journal_unavailable", h.journalRefusal(what, err))
+		s.fail(sender, "journal_unavailable", journalRefusal(h.journalName(), what, err))
 		return
 	}
 	in.Set("sender", sender)
@@ -275,7 +275,7 @@ func (s *session) submit(sender, typ, task string, in *wire.Inbound, cmd coord.C
 		if task != "" {
 			what += " of task '" + task + "'"
 		}
-		s.fail(sender, "journal_unavailable", h.journalRefusal(what, err))
+		s.fail(sender, "journal_unavailable", journalRefusal(h.journalName(), what, err))
 		return reply, false
 	case errors.Is(err, sequencer.ErrClosed):
 		s.fail(sender, "shutting_down", "Hub is shutting down.")
