@@ -285,7 +285,7 @@ func TestDashboard_EventStreamsAreLimited(t *testing.T) {
 }
 
 func TestDashboard_RecentRefusalsAreBounded(t *testing.T) {
-	th := startHub(t, Config{RecentRefusals: 3})
+	th := startHub(t, Config{RecentRefusals: Set(3)})
 	alpha := th.join("proj/alpha")
 	for i := range 5 {
 		alpha.send(map[string]any{"sender": "proj/alpha", "type": "release", "task_id": "nope" + itoa(int64(i))})
@@ -301,7 +301,7 @@ func TestDashboard_RecentRefusalsAreBounded(t *testing.T) {
 // not the page, not the API, not the event stream.
 func TestDashboard_TokenRequiredForPageAndAPI(t *testing.T) {
 	const token = "s3cret-token"
-	th := startHub(t, Config{Token: token, AuthFailuresPerMinute: -1}) // this test fails on purpose many times
+	th := startHub(t, Config{Token: token, AuthFailuresPerMinute: Off[int]()}) // this test fails on purpose many times
 	a := th.dial()
 	a.send(map[string]any{"sender": "proj/alpha", "type": "heartbeat", "token": token})
 	a.expect("welcome")
@@ -376,7 +376,7 @@ func TestDashboard_TokenRequiredForPageAndAPI(t *testing.T) {
 // host is refused even the right one.
 func TestDashboard_WrongTokensLockTheHostOut(t *testing.T) {
 	const token = "s3cret-token"
-	th := startHub(t, Config{Token: token, AuthFailuresPerMinute: 2})
+	th := startHub(t, Config{Token: token, AuthFailuresPerMinute: Set(2)})
 	for range 2 {
 		resp := th.apiGet("/api/state", map[string]string{"Authorization": "Bearer wrong"})
 		resp.Body.Close()

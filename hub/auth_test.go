@@ -82,7 +82,7 @@ func TestAuth_TokenRefusalsAndLaterFramesNeedNoToken_TraceAuth(t *testing.T) {
 // nothing), until the bucket refills.
 func TestAuth_FailedAttemptsLockOutTheHost(t *testing.T) {
 	clk := newFakeClock()
-	th := startHub(t, Config{Token: "secret", AuthFailuresPerMinute: 2, Clock: clk.now})
+	th := startHub(t, Config{Token: "secret", AuthFailuresPerMinute: Set(2), Clock: clk.now})
 	for i := 0; i < 2; i++ {
 		c := th.dial()
 		c.send(hb("A", "token", "guess"))
@@ -106,7 +106,7 @@ func TestAuth_FailedAttemptsLockOutTheHost(t *testing.T) {
 }
 
 func TestAuth_FailedAttemptLimitOffWhenNegative(t *testing.T) {
-	th := startHub(t, Config{Token: "secret", AuthFailuresPerMinute: -1})
+	th := startHub(t, Config{Token: "secret", AuthFailuresPerMinute: Off[int]()})
 	for i := 0; i < DefaultAuthFailuresPerMinute+2; i++ {
 		c := th.dial()
 		c.send(hb("A", "token", "guess"))

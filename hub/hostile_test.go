@@ -34,7 +34,7 @@ var hostileFrames = []string{"not json {{{", strings.Repeat("[", 100) + strings.
 func TestHostile_MalformedFloodIsPacedPastItsBurst_Section1_2(t *testing.T) {
 	const burst = 5
 	clk := newFakeClock()
-	th := startHub(t, Config{MalformedPerSecond: 0.001, MalformedBurst: burst, Clock: clk.now})
+	th := startHub(t, Config{MalformedPerSecond: Set(0.001), MalformedBurst: burst, Clock: clk.now})
 	good := th.join("p/good")
 	flooder := th.connect()
 	for i := range 40 {
@@ -62,7 +62,7 @@ func TestHostile_MalformedFloodIsPacedPastItsBurst_Section1_2(t *testing.T) {
 func TestHostile_PacedSocketIsReadAgainAfterItsPause_Section1_2(t *testing.T) {
 	clk := newFakeClock()
 	// 1000/s on a held clock: the k-th frame past the burst waits k ms.
-	th := startHub(t, Config{MalformedPerSecond: 1000, MalformedBurst: 2, Clock: clk.now})
+	th := startHub(t, Config{MalformedPerSecond: Set(1000.0), MalformedBurst: 2, Clock: clk.now})
 	a := th.join("p/a")
 	for range 6 {
 		a.sendRaw("garbage")
@@ -81,7 +81,7 @@ func TestHostile_PacedSocketIsReadAgainAfterItsPause_Section1_2(t *testing.T) {
 // MalformedPerSecond < 0 answers every malformed frame unpaced, as the
 // reference does.
 func TestHostile_UnpacedWhenOff(t *testing.T) {
-	th := startHub(t, Config{MalformedPerSecond: -1, MalformedBurst: 1})
+	th := startHub(t, Config{MalformedPerSecond: Off[float64](), MalformedBurst: 1})
 	a := th.join("p/a")
 	for range 20 {
 		a.sendRaw("garbage")
@@ -99,7 +99,7 @@ func TestHostile_UnpacedWhenOff(t *testing.T) {
 // read at full speed for the close handshake: it is dropped at once.
 func TestHostile_PacedUnboundSocketIsClosedAtItsAuthTimeout_Section1_1(t *testing.T) {
 	clk := newFakeClock()
-	th := startHub(t, Config{MalformedPerSecond: 0.001, MalformedBurst: 2, AuthTimeout: 100 * time.Millisecond, Clock: clk.now})
+	th := startHub(t, Config{MalformedPerSecond: Set(0.001), MalformedBurst: 2, AuthTimeout: 100 * time.Millisecond, Clock: clk.now})
 	flooder := th.connect()
 	for range 20 {
 		flooder.sendRaw("garbage")
@@ -178,7 +178,7 @@ func (th *testHub) sessions() int {
 // more than the bound for it, and the sender is not slowed (issue 12).
 func TestHostile_SlowReaderIsDroppedAtItsByteBound(t *testing.T) {
 	const bound = 256 << 10
-	th := startHub(t, Config{SendQueueBytes: bound, SendQueue: 1 << 16})
+	th := startHub(t, Config{SendQueueBytes: Set(bound), SendQueue: 1 << 16})
 	talker := th.join("p/talker")
 	th.rawJoin("p/slow", "")
 	eventually(t, "p/slow bound", func() bool {
@@ -279,7 +279,7 @@ func TestHostile_PreAuthSocketsLearnNothing_Section5_1(t *testing.T) {
 // another host: an agent already in keeps working, and a new agent with
 // the right token from another host gets in (docs/security.md).
 func TestHostile_TokenBruteForceIsLockedOutToItsHost(t *testing.T) {
-	th := startHub(t, Config{Token: "s3cret", AuthFailuresPerMinute: 3, ClosesPerHostBurst: 2, ClosesPerHostPerSecond: 0.001, AuthTimeout: 200 * time.Millisecond})
+	th := startHub(t, Config{Token: "s3cret", AuthFailuresPerMinute: Set(3), ClosesPerHostBurst: 2, ClosesPerHostPerSecond: Set(0.001), AuthTimeout: 200 * time.Millisecond})
 	good := th.dial()
 	good.send(hb("p/good", "token", "s3cret"))
 	good.expect("welcome")
@@ -324,7 +324,7 @@ func TestHostile_TokenBruteForceIsLockedOutToItsHost(t *testing.T) {
 // once) leaves exactly one live holder per name, and once the storm's
 // sockets are gone the hub holds no session or goroutine of theirs.
 func TestHostile_TakeoverStormLeavesOneHolderPerName(t *testing.T) {
-	th := startHub(t, Config{ClosesPerHostPerSecond: -1})
+	th := startHub(t, Config{ClosesPerHostPerSecond: Off[float64]()})
 	watcher := th.join("p/watcher")
 	watcher.sync("p/watcher")
 	baseGoroutines := runtime.NumGoroutine()
@@ -416,7 +416,7 @@ func TestHostile_ValidFloodIsRefusedThenPaced(t *testing.T) {
 // hub read, not only by its frames.
 func TestHostile_LargeMalformedFramesCostTheirSize(t *testing.T) {
 	clk := newFakeClock()
-	th := startHub(t, Config{MalformedPerSecond: 0.001, MalformedBurst: 10, Clock: clk.now})
+	th := startHub(t, Config{MalformedPerSecond: Set(0.001), MalformedBurst: 10, Clock: clk.now})
 	flooder := th.connect()
 	big := "{" + strings.Repeat("[", 100<<10) // 7 tokens
 	for range 5 {
@@ -509,7 +509,7 @@ func TestHostile_SocketsSendingAheadShareTheHeavyLane(t *testing.T) {
 // (TestPacing_TheLaneIsPacedOnlyWhileAnAgentWorks: not without one).
 func TestHostile_TheHeavyLaneIsPacedHubWide(t *testing.T) {
 	clk := newFakeClock()
-	th := startHub(t, Config{HeavyLanePerSecond: 0.001, HeavyLaneBurst: 2, AheadBurst: -1, Clock: clk.now})
+	th := startHub(t, Config{HeavyLanePerSecond: Set(0.001), HeavyLaneBurst: 2, AheadBurst: Off[int](), Clock: clk.now})
 	good := th.join("p/good")
 	flood := th.join("p/flood")
 	pileUp(th, flood, whoRequests("p/flood", 10))

@@ -31,6 +31,7 @@
 package hub
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -61,13 +62,15 @@ const DefaultVersion = "dev"
 var Features = []string{"wait_ready", "error_code", "scoped_fanout", "leave", "namespaces", "presence_delta", "task_bound_claims", "glob_scopes", "shared_claims", "file_scopes", "ping", "own_fanout"}
 
 // Config configures a Hub. The zero value serves an open, memory-only hub
-// with the reference's defaults.
+// with the reference's defaults (withDefaults applies them). A plain number
+// left 0 takes its default unless its comment says 0 is off; a Setting
+// says which of default, a value or off it is.
 type Config struct {
 	HubID                 string // default "syn-" + 8 random hex
 	Version               string // the release, reported as hub_version and in /health; default DefaultVersion
 	Token                 string // "" = open hub; else the first frame must carry it
 	MaxClients            int    // 256 (--max-clients) → close 4013 "hub at capacity"
-	MaxConnectionsPerHost int    // 32, 0 = unlimited (--max-connections-per-host) → close 4015
+	MaxConnectionsPerHost int    // 0 = unlimited; the CLI defaults to DefaultMaxConnectionsPerHost (--max-connections-per-host) → close 4015
 	MaxUnauthClients      int    // secured hub: sockets in the pre-auth window; default MaxClients (--max-unauth-clients) → close 4014
 	MaxFrameBytes         int    // 1 MiB (--max-msg-kb 1024)
 	MaxHistory            int    // 10000 chat history (--max-history)
@@ -76,9 +79,9 @@ type Config struct {
 	// SendQueueBytes bounds the bytes waiting in one socket's send queue:
 	// a socket past it is dropped as a slow consumer, so a reader that
 	// stops reading while large frames are broadcast holds at most this
-	// much of the hub's memory (issue 12). 0 = DefaultSendQueueBytes,
-	// < 0 = only SendQueue bounds it (--send-queue-kb).
-	SendQueueBytes int
+	// much of the hub's memory (issue 12). Default DefaultSendQueueBytes;
+	// off, only SendQueue bounds it (--send-queue-kb).
+	SendQueueBytes Setting[int]
 	PingInterval   time.Duration // 15s
 	PongTimeout    time.Duration // 15s
 	AuthTimeout    time.Duration // 10s
@@ -117,15 +120,15 @@ type Config struct {
 	RateLimits gate.RateLimits
 	// AuthFailuresPerMinute is how many failed first frames a remote host
 	// may send per minute (as a burst) before its attempts are refused
-	// unchecked; 0 = DefaultAuthFailuresPerMinute, < 0 = unlimited
+	// unchecked; default DefaultAuthFailuresPerMinute, off = unlimited
 	// (--auth-fail-limit). Only a hub with a Token has failures.
-	AuthFailuresPerMinute int
+	AuthFailuresPerMinute Setting[int]
 	// MalformedPerSecond paces the frames one socket sends that fail to
 	// decode, once MalformedBurst of them are spent: the socket's reader
 	// waits before its next read, so a flood of garbage costs the hub a
-	// few frames a second (ratelimit.go). 0 = DefaultMalformedPerSecond,
-	// < 0 = unpaced, as the reference (--malformed-per-socket).
-	MalformedPerSecond float64
+	// few frames a second (ratelimit.go). Default DefaultMalformedPerSecond;
+	// off, unpaced as the reference (--malformed-per-socket).
+	MalformedPerSecond Setting[float64]
 	// MalformedBurst is how many malformed frames a socket may send at
 	// once; 0 = DefaultMalformedBurst (--malformed-burst).
 	MalformedBurst int
@@ -149,26 +152,26 @@ type Config struct {
 	// flood, while another socket that waits for its answers was served
 	// within the last second; such sockets never wait for the lane. With
 	// nobody to protect the lane is not paced (session.enterLane).
-	// 0 = DefaultHeavyLanePerSecond, < 0 = never paced (--heavy-lane-rate).
-	HeavyLanePerSecond float64
+	// Default DefaultHeavyLanePerSecond; off, never paced (--heavy-lane-rate).
+	HeavyLanePerSecond Setting[float64]
 	// HeavyLaneBurst is how many heavy frames may pass at once once the
 	// pace engages; 0 = DefaultHeavyLaneBurst (--heavy-lane-burst).
 	HeavyLaneBurst int
 	// AheadBurst is how many frames a socket may send ahead of its answers
 	// (read with more behind them) before it is heavy, earned back at one
 	// a second: a registration written with its ping, a heartbeat with a
-	// call, are not a flood (ratelimit.go). 0 = DefaultAheadBurst, < 0 =
-	// none (--ahead-burst).
-	AheadBurst int
+	// call, are not a flood (ratelimit.go). Default DefaultAheadBurst;
+	// off, none (--ahead-burst).
+	AheadBurst Setting[int]
 	// ClosesPerHostPerSecond paces new sockets from a remote host whose
 	// sockets the hub keeps closing for cause (an oversized frame, a
 	// wrong token, a refused takeover or name, a registration timeout, a
 	// slow consumer: closeCharged): past ClosesPerHostBurst such closes,
 	// each costs the host 1/rate seconds, and its next upgrade waits until
 	// that is paid (at most AuthTimeout), so a reconnect loop runs at this
-	// rate instead of as fast as handshakes go (ratelimit.go). 0 =
-	// DefaultClosesPerHostPerSecond, < 0 = off (--closes-per-host).
-	ClosesPerHostPerSecond float64
+	// rate instead of as fast as handshakes go (ratelimit.go). Default
+	// DefaultClosesPerHostPerSecond (--closes-per-host).
+	ClosesPerHostPerSecond Setting[float64]
 	// ClosesPerHostBurst is how many such closes a host may have before
 	// its upgrades wait; 0 = DefaultClosesPerHostBurst (--closes-burst).
 	ClosesPerHostBurst int
@@ -200,8 +203,8 @@ type Config struct {
 	// (--dashboard-streams; default dashboard.DefaultEventStreams).
 	EventStreams int
 	// RecentRefusals is how many refusals /api/state lists
-	// (--dashboard-refusals; default dashboard.DefaultRecentRefusals, < 0 = none).
-	RecentRefusals int
+	// (--dashboard-refusals; default dashboard.DefaultRecentRefusals, off = none).
+	RecentRefusals Setting[int]
 
 	// MCP, when set, is served at /mcp for every method (Streamable HTTP
 	// is plain HTTP, not a WebSocket upgrade): `synapse hub` mounts the MCP
@@ -235,6 +238,7 @@ const (
 // Hub is one Synapse hub. Its methods are safe for concurrent use.
 type Hub struct {
 	cfg     Config
+	knobs   knobs // cfg's Settings, resolved
 	log     *slog.Logger
 	seq     *sequencer.Sequencer
 	keeper  *transport.Keepalive // pings every socket (one goroutine)
@@ -295,58 +299,60 @@ type Hub struct {
 	quit      chan struct{}       // closed by Close: paced upgrades stop waiting
 }
 
-// New builds a hub and starts its sequencer. The caller serves Handler and
-// ends with Close, then closes the journal.
-func New(cfg Config) (*Hub, error) {
+// knobs are the Config's Settings resolved against their defaults by
+// withDefaults: plain numbers, 0 meaning off.
+type knobs struct {
+	sendQueueBytes         int
+	authFailuresPerMinute  int
+	malformedPerSecond     float64
+	heavyLanePerSecond     float64
+	aheadBurst             int
+	closesPerHostPerSecond float64
+	recentRefusals         int
+}
+
+// withDefaults fills in every default of the Config (the zero Config is an
+// open, memory-only hub with the reference's defaults) and resolves its
+// Settings. It is the one place defaults are applied.
+func (cfg Config) withDefaults() (Config, knobs, error) {
 	if cfg.HubID == "" {
 		var b [4]byte
 		if _, err := rand.Read(b[:]); err != nil {
-			return nil, fmt.Errorf("hub: hub id: %w", err)
+			return cfg, knobs{}, fmt.Errorf("hub: hub id: %w", err)
 		}
 		cfg.HubID = "syn-" + hex.EncodeToString(b[:])
 	}
-	if cfg.Version == "" {
-		cfg.Version = DefaultVersion
+	cfg.Version = cmp.Or(cfg.Version, DefaultVersion)
+	positive := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
 	}
-	if cfg.MaxClients <= 0 {
-		cfg.MaxClients = DefaultMaxClients
+	positive(&cfg.MaxClients, DefaultMaxClients)
+	positive(&cfg.MaxUnauthClients, cfg.MaxClients)
+	cfg.MaxConnectionsPerHost = max(cfg.MaxConnectionsPerHost, 0) // 0 = unlimited
+	positive(&cfg.MaxFrameBytes, wire.DefaultMaxFrameBytes)
+	positive(&cfg.MaxHistory, DefaultMaxHistory)
+	positive(&cfg.SendQueue, DefaultSendQueue)
+	positive(&cfg.PendingReceiptWindow, DefaultPendingReceiptWindow)
+	positive(&cfg.MalformedBurst, DefaultMalformedBurst)
+	positive(&cfg.HeavyLaneBurst, DefaultHeavyLaneBurst)
+	positive(&cfg.ClosesPerHostBurst, DefaultClosesPerHostBurst)
+	positive(&cfg.EventBuffer, dashboard.DefaultEventBuffer)
+	positive(&cfg.EventStreams, dashboard.DefaultEventStreams)
+	if cfg.FramesPerSocket > 0 {
+		positive(&cfg.FramesPerSocketBurst, int(2*cfg.FramesPerSocket))
 	}
-	if cfg.MaxUnauthClients <= 0 {
-		cfg.MaxUnauthClients = cfg.MaxClients
+	duration := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
 	}
-	if cfg.MaxConnectionsPerHost < 0 {
-		cfg.MaxConnectionsPerHost = 0
-	}
-	if cfg.MaxFrameBytes <= 0 {
-		cfg.MaxFrameBytes = wire.DefaultMaxFrameBytes
-	}
-	if cfg.MaxHistory <= 0 {
-		cfg.MaxHistory = DefaultMaxHistory
-	}
-	if cfg.SendQueue <= 0 {
-		cfg.SendQueue = DefaultSendQueue
-	}
-	switch {
-	case cfg.SendQueueBytes == 0:
-		cfg.SendQueueBytes = DefaultSendQueueBytes
-	case cfg.SendQueueBytes < 0:
-		cfg.SendQueueBytes = 0 // transport: no bound
-	}
-	if cfg.PendingReceiptWindow <= 0 {
-		cfg.PendingReceiptWindow = DefaultPendingReceiptWindow
-	}
-	if cfg.PingInterval <= 0 {
-		cfg.PingInterval = DefaultPingInterval
-	}
-	if cfg.PongTimeout <= 0 {
-		cfg.PongTimeout = DefaultPongTimeout
-	}
-	if cfg.LeaseOfflineTTL <= 0 {
-		cfg.LeaseOfflineTTL = DefaultLeaseOfflineTTL
-	}
-	if cfg.AuthTimeout <= 0 {
-		cfg.AuthTimeout = DefaultAuthTimeout
-	}
+	duration(&cfg.PingInterval, DefaultPingInterval)
+	duration(&cfg.PongTimeout, DefaultPongTimeout)
+	duration(&cfg.AuthTimeout, DefaultAuthTimeout)
+	duration(&cfg.LeaseOfflineTTL, DefaultLeaseOfflineTTL)
+	duration(&cfg.PresenceWindow, DefaultPresenceWindow)
 	if cfg.Limits == (coord.Limits{}) {
 		cfg.Limits = coord.DefaultLimits()
 	}
@@ -359,72 +365,56 @@ func New(cfg Config) (*Hub, error) {
 	if cfg.State == nil {
 		cfg.State = coord.New(cfg.Limits)
 	}
+	k := knobs{
+		sendQueueBytes:         cfg.SendQueueBytes.or(DefaultSendQueueBytes),
+		authFailuresPerMinute:  cfg.AuthFailuresPerMinute.or(DefaultAuthFailuresPerMinute),
+		malformedPerSecond:     cfg.MalformedPerSecond.or(DefaultMalformedPerSecond),
+		heavyLanePerSecond:     cfg.HeavyLanePerSecond.or(DefaultHeavyLanePerSecond),
+		aheadBurst:             cfg.AheadBurst.or(DefaultAheadBurst),
+		closesPerHostPerSecond: cfg.ClosesPerHostPerSecond.or(DefaultClosesPerHostPerSecond),
+		recentRefusals:         cfg.RecentRefusals.or(dashboard.DefaultRecentRefusals),
+	}
+	return cfg, k, nil
+}
+
+// New builds a hub and starts its sequencer. The caller serves Handler and
+// ends with Close, then closes the journal.
+func New(cfg Config) (*Hub, error) {
+	cfg, k, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
 	started := cfg.Clock()
 	verifier, err := gate.NewVerifier(cfg.MessageAuthKeys, cfg.RequireMessageAuth, started)
 	if err != nil {
 		return nil, fmt.Errorf("hub: %w", err)
 	}
-	if cfg.MalformedPerSecond == 0 {
-		cfg.MalformedPerSecond = DefaultMalformedPerSecond
-	}
-	if cfg.MalformedBurst <= 0 {
-		cfg.MalformedBurst = DefaultMalformedBurst
-	}
 	policy, err := gate.NewRequestPolicy(cfg.AllowHosts, cfg.AllowOrigins)
 	if err != nil {
 		return nil, fmt.Errorf("hub: %w", err)
 	}
-	if cfg.AuthFailuresPerMinute == 0 {
-		cfg.AuthFailuresPerMinute = DefaultAuthFailuresPerMinute
-	}
-	if cfg.FramesPerSocket > 0 && cfg.FramesPerSocketBurst <= 0 {
-		cfg.FramesPerSocketBurst = int(2 * cfg.FramesPerSocket)
-	}
-	if cfg.HeavyLanePerSecond == 0 {
-		cfg.HeavyLanePerSecond = DefaultHeavyLanePerSecond
-	}
-	if cfg.HeavyLaneBurst <= 0 {
-		cfg.HeavyLaneBurst = DefaultHeavyLaneBurst
-	}
-	if cfg.AheadBurst == 0 {
-		cfg.AheadBurst = DefaultAheadBurst
-	}
-	if cfg.ClosesPerHostPerSecond == 0 {
-		cfg.ClosesPerHostPerSecond = DefaultClosesPerHostPerSecond
-	}
-	if cfg.ClosesPerHostBurst <= 0 {
-		cfg.ClosesPerHostBurst = DefaultClosesPerHostBurst
-	}
-	if cfg.EventBuffer <= 0 {
-		cfg.EventBuffer = dashboard.DefaultEventBuffer
-	}
-	if cfg.EventStreams <= 0 {
-		cfg.EventStreams = dashboard.DefaultEventStreams
-	}
-	if cfg.RecentRefusals == 0 {
-		cfg.RecentRefusals = dashboard.DefaultRecentRefusals
-	}
 	h := &Hub{
 		cfg:      cfg,
+		knobs:    k,
 		log:      cfg.Logger.With("hub_id", cfg.HubID),
 		state:    cfg.State,
 		started:  started,
 		rendered: make(map[any][]byte),
 	}
-	if cfg.HeavyLanePerSecond > 0 {
-		h.heavyPace = gate.NewBucket(cfg.HeavyLanePerSecond, cfg.HeavyLaneBurst, h.started)
+	if k.heavyLanePerSecond > 0 {
+		h.heavyPace = gate.NewBucket(k.heavyLanePerSecond, cfg.HeavyLaneBurst, h.started)
 	}
 	h.epoch = configEpoch(cfg)
 	h.policy = policy
 	h.verifier = verifier
 	h.hostRates = gate.NewHostBuckets(cfg.RateLimits.HostPerSecond, cfg.RateLimits.HostBurst)
-	h.authFails = gate.NewHostBuckets(float64(cfg.AuthFailuresPerMinute)/60, cfg.AuthFailuresPerMinute)
-	h.closes = gate.NewHostBuckets(cfg.ClosesPerHostPerSecond, cfg.ClosesPerHostBurst)
+	h.authFails = gate.NewHostBuckets(float64(k.authFailuresPerMinute)/60, k.authFailuresPerMinute)
+	h.closes = gate.NewHostBuckets(k.closesPerHostPerSecond, cfg.ClosesPerHostBurst)
 	h.quit = make(chan struct{})
 	h.reg.init()
 	// Before the replay below, which publishes (to no stream) as it rebuilds.
 	h.feed = dashboard.NewFeed(dashboard.FeedConfig{Buffer: cfg.EventBuffer, Streams: cfg.EventStreams,
-		Refusals: max(cfg.RecentRefusals, 0), Dropped: func() { h.m.eventStreamsDropped.Inc() }})
+		Refusals: k.recentRefusals, Dropped: func() { h.m.eventStreamsDropped.Inc() }})
 	h.history = delivery.NewHistory(cfg.MaxHistory)
 	h.dead = delivery.NewDeadLetters(events{h})
 	h.mb = delivery.NewProjection(directory{h}, events{h})

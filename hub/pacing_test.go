@@ -18,7 +18,7 @@ import (
 // (no hard cap per socket), with the heavy lane's pace at its strictest
 // and no allowance of frames sent ahead: the first such frame is heavy.
 func strictLane(clk *fakeClock) Config {
-	return Config{HeavyLanePerSecond: 0.001, HeavyLaneBurst: 1, AheadBurst: -1, Clock: clk.now}
+	return Config{HeavyLanePerSecond: Set(0.001), HeavyLaneBurst: 1, AheadBurst: Off[int](), Clock: clk.now}
 }
 
 // pileUp sends frames from c while the registry lock is held, so that the

@@ -167,11 +167,7 @@ func (h *Hub) presenceDueLocked(b *presenceBatch) {
 	if b.timer != nil {
 		return
 	}
-	window := h.cfg.PresenceWindow
-	if window <= 0 {
-		window = DefaultPresenceWindow
-	}
-	wait := window - time.Since(b.sent)
+	wait := h.cfg.PresenceWindow - time.Since(b.sent)
 	if wait <= 0 {
 		h.flushPresenceLocked(b)
 		return

@@ -159,7 +159,7 @@ func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {
 	c, err := transport.Accept(w, r, transport.Options{
 		MaxMessageBytes: h.cfg.MaxFrameBytes,
 		QueueLen:        h.cfg.SendQueue,
-		QueueBytes:      h.cfg.SendQueueBytes,
+		QueueBytes:      h.knobs.sendQueueBytes,
 		WriteTimeout:    writeTimeout,
 	})
 	if err != nil {
@@ -176,14 +176,14 @@ func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {
 	if p := r.Header.Get(wire.PresenceHeader); validPresence(p) {
 		s.presenceAsk = p // before the welcome (presence.go)
 	}
-	if h.cfg.MalformedPerSecond > 0 {
-		s.malformed = gate.NewBucket(h.cfg.MalformedPerSecond, h.cfg.MalformedBurst, h.now())
+	if k := h.knobs; k.malformedPerSecond > 0 {
+		s.malformed = gate.NewBucket(k.malformedPerSecond, h.cfg.MalformedBurst, h.now())
 	}
 	if h.cfg.FramesPerSocket > 0 {
 		s.pace = gate.NewBucket(h.cfg.FramesPerSocket, h.cfg.FramesPerSocketBurst, h.now())
 	}
-	if h.cfg.AheadBurst > 0 {
-		s.ahead = gate.NewBucket(aheadPerSecond, h.cfg.AheadBurst, h.now())
+	if k := h.knobs; k.aheadBurst > 0 {
+		s.ahead = gate.NewBucket(aheadPerSecond, k.aheadBurst, h.now())
 	}
 	h.conns.Add(1)
 	// The socket is served on a goroutine of its own and the HTTP handler

@@ -179,29 +179,14 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		MaxFrameBytes: f.maxMsgKB << 10, MaxHistory: f.maxHistory,
 		Limits:          f.limits,
 		LeaseOfflineTTL: time.Duration(f.leaseOfflineTTL * float64(time.Second)),
-		SendQueue:       f.sendQueue, SendQueueBytes: f.sendQueueKB << 10, PendingReceiptWindow: f.pendingReceipts,
+		SendQueue:       f.sendQueue, SendQueueBytes: hub.Set(f.sendQueueKB << 10), PendingReceiptWindow: f.pendingReceipts,
 		PingInterval: f.pingInterval, PongTimeout: f.pongTimeout, AuthTimeout: f.authTimeout, PresenceWindow: f.presenceWindow,
-		MalformedPerSecond: f.malformedRate, MalformedBurst: f.malformedBurst,
-		ClosesPerHostPerSecond: f.closesRate, ClosesPerHostBurst: f.closesBurst,
+		MalformedPerSecond: hub.Set(f.malformedRate), MalformedBurst: f.malformedBurst,
+		ClosesPerHostPerSecond: hub.Set(f.closesRate), ClosesPerHostBurst: f.closesBurst,
 		FramesPerSocket: f.framesRate, FramesPerSocketBurst: f.framesBurst,
-		HeavyLanePerSecond: f.heavyRate, HeavyLaneBurst: f.heavyBurst, AheadBurst: f.aheadBurst,
-		NoDashboard: *noDashboard, EventBuffer: f.eventBuffer, EventStreams: f.eventStreams, RecentRefusals: f.recentRefusals,
+		HeavyLanePerSecond: hub.Set(f.heavyRate), HeavyLaneBurst: f.heavyBurst, AheadBurst: aheadBurst(f.aheadBurst),
+		NoDashboard: *noDashboard, EventBuffer: f.eventBuffer, EventStreams: f.eventStreams, RecentRefusals: hub.Set(f.recentRefusals),
 		Logger: log,
-	}
-	if f.malformedRate <= 0 {
-		cfg.MalformedPerSecond = -1 // unpaced
-	}
-	if f.heavyRate <= 0 {
-		cfg.HeavyLanePerSecond = -1 // unpaced
-	}
-	if f.closesRate <= 0 {
-		cfg.ClosesPerHostPerSecond = -1 // off
-	}
-	if f.sendQueueKB <= 0 {
-		cfg.SendQueueBytes = -1 // frames only
-	}
-	if f.recentRefusals <= 0 {
-		cfg.RecentRefusals = -1 // none kept
 	}
 	if cfg.Federation, err = f.federationConfig(); err != nil {
 		fmt.Fprintln(stderr, "synapse hub:", err)
@@ -504,9 +489,17 @@ func resolveSecurity(f *hubFlags, set map[string]bool) (hub.Config, error) {
 	if set["rate-burst-host"] || !f.secure {
 		r.HostBurst = f.burstHost
 	}
-	sec.AuthFailuresPerMinute = f.authFailLimit
-	if f.authFailLimit <= 0 {
-		sec.AuthFailuresPerMinute = -1 // unlimited
-	}
+	sec.AuthFailuresPerMinute = hub.Set(f.authFailLimit) // 0 = unlimited
 	return sec, nil
+}
+
+// aheadBurst is --ahead-burst as a Setting: -1 is none, 0 the default.
+func aheadBurst(flag int) hub.Setting[int] {
+	switch {
+	case flag < 0:
+		return hub.Off[int]()
+	case flag == 0:
+		return hub.Setting[int]{}
+	}
+	return hub.Set(flag)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/synapse-hub/synapse/gate"
+	"github.com/synapse-hub/synapse/hub"
 )
 
 func secretFile(t *testing.T, text string, mode os.FileMode) string {
@@ -62,10 +63,13 @@ func TestHubSecurity_SecureTurnsOnTheReferenceRates(t *testing.T) {
 }
 
 func TestHubSecurity_AuthFailLimit(t *testing.T) {
-	for _, c := range []struct{ flag, want int }{{10, 10}, {3, 3}, {0, -1}} {
+	for _, c := range []struct {
+		flag int
+		want hub.Setting[int]
+	}{{10, hub.Set(10)}, {3, hub.Set(3)}, {0, hub.Off[int]()}} {
 		sec, _ := resolveSecurity(&hubFlags{authFailLimit: c.flag}, map[string]bool{})
 		if sec.AuthFailuresPerMinute != c.want {
-			t.Errorf("--auth-fail-limit %d → %d, want %d", c.flag, sec.AuthFailuresPerMinute, c.want)
+			t.Errorf("--auth-fail-limit %d → %v, want %v", c.flag, sec.AuthFailuresPerMinute, c.want)
 		}
 	}
 }
