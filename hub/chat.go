@@ -3,7 +3,6 @@ package hub
 import (
 	"encoding/json"
 	"math"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -222,20 +221,6 @@ func (h *Hub) partitionLocked(t, sender string, now float64) delivery.Partition 
 // sidecarWindow: a sidecar seen this recently proves its identity live.
 const sidecarWindow = 20.0
 
-// addressedLocked reports whether a chat target reaches socket rs: a
-// target part matches its name, its identity (for a sidecar), the
-// identity's project, or a role held by the name or its identity.
-func (h *Hub) addressedLocked(target string, rs *session) bool {
-	roles := rs.roles
-	id := identity(rs.name)
-	if id != rs.name {
-		if owner := h.reg.byName[id]; owner != nil {
-			roles = append(slices.Clip(roles), owner.roles...)
-		}
-	}
-	return delivery.IsRecipient(target, []string{rs.name, id}, roles)
-}
-
 // journalDeadLetterClear makes a dead letter cleared by sender's frame
 // stay cleared after a restart (delivery.ClearedRecord). It commits at
 // NORMAL, which a SIGKILL does not lose, before the frame is served. Read
@@ -263,7 +248,7 @@ func (s *session) fleetChat(sender, to string, c *chatMsg, in *wire.Inbound) {
 	case federation.Local:
 		seq, err := h.mail.Post(to, c.Frame)
 		if err != nil {
-			s.refuseCode(sender, "chat", in, "NAMESPACE_MOVING", "The message was not stored: "+err.Error()+". Retry shortly.", func(f *wire.Frame) {
+			s.refuseCode(sender, "", in, "NAMESPACE_MOVING", "The message was not stored: "+err.Error()+". Retry shortly.", func(f *wire.Frame) {
 				f.Int("retry_after_ms", 250)
 			})
 			return

@@ -241,3 +241,16 @@ func (v mailboxView) recount(id string) (int64, bool) {
 	}
 	return 0, false
 }
+
+// heartbeat refreshes the sender (register did) and, asked with
+// "mailbox": true, replays its mailbox (PROTOCOL.md §4.1).
+func (s *session) heartbeat(sender, _ string, in *wire.Inbound) {
+	if m, _ := in.Value("mailbox").(bool); m { // literal true only
+		s.h.mail.Replay(sessionConn{s}, sender, in)
+	}
+}
+
+// ack settles delivery receipts (PROTOCOL.md §4.4).
+func (s *session) ack(sender, _ string, in *wire.Inbound) {
+	s.h.mail.Ack(sessionConn{s}, sender, in)
+}

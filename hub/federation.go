@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/synapse-hub/synapse/coord"
-	"github.com/synapse-hub/synapse/dashboard"
 	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/journal"
 	"github.com/synapse-hub/synapse/sequencer"
@@ -227,7 +226,7 @@ func (s *session) refuseByNamespace(sender, typ string, in *wire.Inbound, forwar
 	ns := coord.NamespaceOf(identity(sender))
 	if typ == "handoff" {
 		if to := handoffTarget(in); to != "all" && coord.NamespaceOf(identity(to)) != ns {
-			s.refuseCode(sender, typ, in, "CROSS_NAMESPACE_HANDOFF",
+			s.refuseCode(sender, verbs[typ].denial, in, "CROSS_NAMESPACE_HANDOFF",
 				"Task '"+taskID(in)+"' cannot be handed from namespace '"+ns+"' to '"+to+"': on a federated hub each namespace has its own authority. Release it and let "+to+" claim it.", nil)
 			return true
 		}
@@ -287,7 +286,7 @@ func (s *session) refuseFederated(sender, typ string, in *wire.Inbound, r federa
 	if ferr == nil {
 		h.m.fedRefused.WithLabelValues(string(r.Outcome)).Inc()
 	}
-	s.refuseCode(sender, typ, in, code, msg, func(f *wire.Frame) {
+	s.refuseCode(sender, verbs[typ].denial, in, code, msg, func(f *wire.Frame) {
 		f.Str("namespace", ns).Str("ownership", string(r.Outcome)).Str("owner_hub_id", r.Owner)
 		if ferr != nil {
 			f.Str("forward_error", federation.ForwardError(ferr))
@@ -299,42 +298,6 @@ func (s *session) refuseFederated(sender, typ string, in *wire.Inbound, r federa
 			f.Int("retry_after_ms", r.RetryAfter.Milliseconds())
 		}
 	})
-}
-
-// refuseCode sends a verb's refusal with a code and extra fields.
-func (s *session) refuseCode(sender, typ string, in *wire.Inbound, code, msg string, extra func(*wire.Frame)) {
-	dt := verbs[typ].denial
-	if dt == "" {
-		dt = "error"
-	}
-	f := s.frame(dt, sender, msg)
-	if task := taskID(in); task != "" || dt != "error" {
-		f.Str("task_id", task)
-	}
-	if dt == "claim_denied" {
-		f.Str("reason_code", code)
-	}
-	if extra != nil {
-		extra(f)
-	}
-	s.h.feed.Refusal(dashboard.APIRefusal{At: s.h.now(), Verb: dt, Code: code, Agent: sender, TaskID: taskID(in), Message: msg})
-	s.h.m.framesOut.WithLabelValues(dt).Inc()
-	if dt == "claim_denied" {
-		s.h.m.claimsDenied.WithLabelValues(code).Inc()
-	}
-	s.reply(f.Str("error_code", code).Bytes())
-}
-
-// handoffTarget reads a handoff's recipient as the verb does.
-func handoffTarget(in *wire.Inbound) string {
-	to := strings.TrimSpace(in.Str("to_agent"))
-	if to == "" {
-		to = strings.TrimSpace(in.Str("target"))
-		if !in.Has("target") {
-			to = "all"
-		}
-	}
-	return to
 }
 
 // acceptPeer hands a socket whose first frame speaks the hub-to-hub
@@ -375,35 +338,6 @@ func (h *Hub) restoreQuarantine() error {
 		h.fed.Quarantine(peer, why)
 	}
 	return err
-}
-
-// nsRequest answers the additive ns_request (feature "namespaces") with
-// ns_snapshot: the ownership map as this hub resolves it, the namespaces
-// its agents use, the peers and their links, the contests, and what it
-// observes of its peers (advisory).
-func (s *session) nsRequest(sender string) {
-	h := s.h
-	h.mu.Lock()
-	used := map[string]bool{}
-	for name := range h.reg.byName {
-		used[coord.NamespaceOf(identity(name))] = true
-	}
-	h.mu.Unlock()
-	extra := make([]string, 0, len(used))
-	for ns := range used {
-		extra = append(extra, ns)
-	}
-	st := h.fed.Status(extra)
-	body, err := json.Marshal(struct {
-		federation.Status
-		federation.Observation
-	}{st, h.fed.Observed()})
-	if err != nil {
-		s.fail(sender, "internal_error", "Namespace snapshot failed: "+err.Error())
-		return
-	}
-	h.m.framesOut.WithLabelValues("ns_snapshot").Inc()
-	s.reply(s.frame("ns_snapshot", sender, "Namespace ownership").Raw("federation", body).Bytes())
 }
 
 // observed is what the watches saw of the peers, when there are watches.
@@ -470,44 +404,3 @@ func (h *Hub) Drain(budget time.Duration) {
 
 // moveTimeout bounds a planned move or drain asked for over the wire.
 var moveTimeout = 60 * time.Second
-
-// nsMove serves the additive ns_move {namespace, to} and ns_drain {hub}:
-// planned moves on a fleet whose ownership lives in etcd. The answer,
-// ns_moved, comes once every move is complete, with the moves and the
-// time they took.
-func (s *session) nsMove(sender, typ string, in *wire.Inbound) {
-	h := s.h
-	mover, ok := h.fed.Authority().(federation.Mover)
-	if !ok {
-		s.fail(sender, "not_supported", "Namespaces move only between hubs of a fleet on etcd (synapse hub --etcd); this hub's ownership is fixed by --namespace-owner, or it has none.")
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), moveTimeout)
-	defer cancel()
-	t0 := time.Now()
-	moves := map[string]string{}
-	var err error
-	if typ == "ns_move" {
-		ns, to := strings.TrimSpace(in.Str("namespace")), strings.TrimSpace(in.Str("to"))
-		if ns == "" || to == "" {
-			s.fail(sender, "malformed_frame", "ns_move needs 'namespace' and 'to' (a hub id).")
-			return
-		}
-		if err = mover.Move(ctx, ns, to); err == nil {
-			moves[ns] = to
-		}
-	} else {
-		hub := strings.TrimSpace(in.Str("hub"))
-		if hub == "" {
-			s.fail(sender, "malformed_frame", "ns_drain needs 'hub' (the hub id to empty).")
-			return
-		}
-		moves, err = mover.Drain(ctx, hub)
-	}
-	if err != nil {
-		s.fail(sender, "move_failed", "Move failed: "+err.Error()+".")
-		return
-	}
-	body, _ := json.Marshal(moves)
-	s.reply(s.frame("ns_moved", sender, "Namespaces moved").Raw("moves", body).Int("elapsed_ms", time.Since(t0).Milliseconds()).Bytes())
-}

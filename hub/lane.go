@@ -3,6 +3,7 @@ package hub
 import (
 	"container/heap"
 	"sync"
+	"time"
 )
 
 // heavyLane is where the frames of sockets that send ahead of their
@@ -103,4 +104,39 @@ func (q *laneQueue) Pop() any {
 	old[len(old)-1] = nil
 	*q = old[:len(old)-1]
 	return s
+}
+
+// enterLane waits for the hub's heavy lane (chargeFrame): the frames of
+// sockets that send ahead of their answers are handled one at a time, the
+// sockets waiting for it served in start-time fair order (lane.go).
+//
+// While the lane protects someone (Hub.protecting: another socket, which
+// waits for its answers, was served within protectFor), it is paced
+// hub-wide past its burst (Config.HeavyLanePerSecond): its holder waits
+// out its frame's share of a second before handling it, so all floods
+// together take at most that many frames a second beside a working agent.
+// Otherwise it is not paced and spends nothing: a script pipelining alone
+// runs at the hub's speed, and the burst is whole when an agent comes.
+func (s *session) enterLane() {
+	h := s.h
+	h.lane.enter(s)
+	s.inLane = true
+	h.m.heavyLane.Inc()
+	if p := &h.heavyPace; p.Rate() > 0 {
+		if now := h.now(); h.protecting(s, now) {
+			if d := p.Reserve(now); d > 0 {
+				h.m.heavyLanePaced.Inc()
+				s.wait(time.Duration(d * float64(time.Second)))
+			}
+		}
+	}
+}
+
+// leaveLane gives the heavy lane back, if this frame took it; before a
+// network wait too (releaseBeforeWait), so one slow forward does not stall the lane.
+func (s *session) leaveLane() {
+	if s.inLane {
+		s.inLane = false
+		s.h.lane.leave()
+	}
 }

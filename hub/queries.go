@@ -17,13 +17,6 @@ const (
 	persistentCardTTL = 86400.0
 )
 
-// card is an advertised capability card, kept in memory only.
-type card struct {
-	frame      []byte // the card dict, encoded
-	at         float64
-	persistent bool
-}
-
 func (s *session) stateRequest(sender string) {
 	h := s.h
 	// Only the stored (immutable) pointers are gathered on the sequencer

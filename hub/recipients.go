@@ -37,100 +37,6 @@ import (
 	"github.com/synapse-hub/synapse/wire"
 )
 
-// bind makes s the owner of its name, replacing a superseded owner, or
-// adds the name to the online list.
-func (r *registry) bind(s *session) {
-	if old := r.byName[s.name]; old != nil {
-		r.unindex(old)
-	} else {
-		r.setOnline(s.name, true)
-	}
-	r.byName[s.name] = s
-	r.index(s)
-}
-
-// unbind frees the name s owns.
-func (r *registry) unbind(s *session) {
-	delete(r.byName, s.name)
-	r.unindex(s)
-	r.setOnline(s.name, false)
-}
-
-// setOnline adds name to the sorted online list or removes it, in place:
-// a connect storm of N names moves O(N) string headers per bind, and
-// allocates nothing (a copy per bind was a quarter of a 10,000-agent
-// storm's CPU). Nobody keeps the list past Hub.mu; its encoding, which
-// frames do keep, is made anew after a change (onlineJSONLocked).
-func (r *registry) setOnline(name string, on bool) {
-	i, found := slices.BinarySearch(r.online, name)
-	if found == on {
-		return
-	}
-	if on {
-		r.online = slices.Insert(r.online, i, name)
-	} else {
-		r.online = slices.Delete(r.online, i, i+1)
-	}
-	r.onlineJSON = nil
-}
-
-// index adds the bound name of s under its project and its roles, s to the
-// full fan-out set unless it asked for scoped fan-out, and to the
-// reference's presence set unless it asked for another form.
-func (r *registry) index(s *session) {
-	if !s.scoped {
-		r.fullFanout[s] = struct{}{}
-	}
-	if s.presenceForm() == presenceReference {
-		r.refPresence[s] = struct{}{}
-	}
-	if p := coord.NamespaceOf(s.name); p != "" {
-		addName(r.byProject, p, s.name)
-	}
-	for _, role := range s.roles {
-		if r.byRole[role] == nil {
-			i, _ := slices.BinarySearch(r.roleKeys, role)
-			r.roleKeys = slices.Insert(r.roleKeys, i, role)
-		}
-		addName(r.byRole, role, s.name)
-	}
-}
-
-// unindex removes what index added for s.
-func (r *registry) unindex(s *session) {
-	delete(r.fullFanout, s)
-	delete(r.refPresence, s)
-	if p := coord.NamespaceOf(s.name); p != "" {
-		removeName(r.byProject, p, s.name)
-	}
-	for _, role := range s.roles {
-		removeName(r.byRole, role, s.name)
-		if r.byRole[role] == nil {
-			if i, found := slices.BinarySearch(r.roleKeys, role); found {
-				r.roleKeys = slices.Delete(r.roleKeys, i, i+1)
-			}
-		}
-	}
-}
-
-func addName(idx map[string]map[string]struct{}, key, name string) {
-	set := idx[key]
-	if set == nil {
-		set = make(map[string]struct{})
-		idx[key] = set
-	}
-	set[name] = struct{}{}
-}
-
-func removeName(idx map[string]map[string]struct{}, key, name string) {
-	if set := idx[key]; set != nil {
-		delete(set, name)
-		if len(set) == 0 {
-			delete(idx, key)
-		}
-	}
-}
-
 // globPrefix is the text before a glob's first metacharacter, cut before
 // anything Fnmatch reads as U+FFFD (it matches runes), so every string the
 // glob matches begins with it byte for byte.
@@ -246,5 +152,87 @@ func (r *registry) audienceLocked(aud audience, f func(*session)) {
 		for _, sc := range wire.Sidecars(id) {
 			scoped(sc)
 		}
+	}
+}
+
+// addressedLocked reports whether a chat target reaches socket rs: a
+// target part matches its name, its identity (for a sidecar), the
+// identity's project, or a role held by the name or its identity.
+func (h *Hub) addressedLocked(target string, rs *session) bool {
+	roles := rs.roles
+	id := identity(rs.name)
+	if id != rs.name {
+		if owner := h.reg.byName[id]; owner != nil {
+			roles = append(slices.Clip(roles), owner.roles...)
+		}
+	}
+	return delivery.IsRecipient(target, []string{rs.name, id}, roles)
+}
+
+// audience says which scoped sockets a broadcast concerns; sockets with the
+// full fan-out get every broadcast.
+type audience struct {
+	everyone   bool
+	names      []string // identities addressed
+	namespaces []string // project prefixes concerned
+}
+
+func (a *audience) reaches(s *session) bool {
+	if a.everyone {
+		return true
+	}
+	id := identity(s.name)
+	for _, n := range a.names {
+		if n == id || n == s.name {
+			return true
+		}
+	}
+	if s.ownOnly {
+		return false // its own fan-out: only what names it
+	}
+	ns := coord.NamespaceOf(id)
+	for _, n := range a.namespaces {
+		if n == ns {
+			return true
+		}
+	}
+	return false
+}
+
+// broadcastLocked enqueues one encoded frame on every bound socket it
+// concerns. Unbound and unauthenticated sockets get nothing.
+func (h *Hub) broadcastLocked(b []byte, aud audience, typ string) {
+	// A broadcast never overtakes a presence change: the reference's
+	// clients see its order, with consecutive changes merged. This costs
+	// at most one presence frame per broadcast frame.
+	h.flushPresenceLocked(&h.reg.presence[presenceFull])
+	n := 0
+	h.reg.audienceLocked(aud, func(s *session) {
+		if s.send(b) {
+			n++
+		}
+	})
+	// The agents a broadcast names (a grant's owner, a handoff's giver)
+	// who belong to a peer hub get it over that peer's link: a forwarded
+	// request is answered as a local one is.
+	for _, name := range aud.names {
+		if h.reg.byName[name] == nil && h.fed.DeliverRemote(name, b) {
+			n++
+		}
+	}
+	h.m.framesOut.WithLabelValues(typ).Add(float64(n))
+}
+
+// sendToLocked enqueues a private frame on the socket bound to name, or,
+// for an agent of a peer hub that forwarded for it, on that peer's link.
+func (h *Hub) sendToLocked(name string, b []byte, typ string) {
+	if s := h.reg.byName[name]; s != nil {
+		if s.send(b) {
+			h.m.framesOut.WithLabelValues(typ).Inc()
+		}
+		return
+	}
+	if h.fed.DeliverRemote(name, b) {
+		h.m.framesOut.WithLabelValues(typ).Inc()
 	}
 }

@@ -4,13 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"net"
-	"net/http"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/synapse-hub/synapse/dashboard"
 	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/gate"
 	"github.com/synapse-hub/synapse/transport"
@@ -146,148 +144,6 @@ type session struct {
 	recipientViaPeer bool
 }
 
-func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {
-	if h.closing.Load() {
-		http.Error(w, "hub shutting down", http.StatusServiceUnavailable)
-		return
-	}
-	host := remoteHost(r)
-	if !h.paceUpgrade(host) {
-		http.Error(w, "hub shutting down", http.StatusServiceUnavailable)
-		return
-	}
-	c, err := transport.Accept(w, r, transport.Options{
-		MaxMessageBytes: h.cfg.MaxFrameBytes,
-		QueueLen:        h.cfg.SendQueue,
-		QueueBytes:      h.knobs.sendQueueBytes,
-		WriteTimeout:    writeTimeout,
-	})
-	if err != nil {
-		return // Accept wrote the HTTP error
-	}
-	s := &session{
-		h:      h,
-		id:     h.nextID.Add(1),
-		conn:   c,
-		host:   host,
-		authed: h.cfg.Token == "",
-		rate:   gate.NewBucket(h.cfg.RateLimits.AgentPerSecond, h.cfg.RateLimits.AgentBurst, h.now()),
-	}
-	if p := r.Header.Get(wire.PresenceHeader); validPresence(p) {
-		s.presenceAsk = p // before the welcome (presence.go)
-	}
-	if k := h.knobs; k.malformedPerSecond > 0 {
-		s.malformed = gate.NewBucket(k.malformedPerSecond, h.cfg.MalformedBurst, h.now())
-	}
-	if h.cfg.FramesPerSocket > 0 {
-		s.pace = gate.NewBucket(h.cfg.FramesPerSocket, h.cfg.FramesPerSocketBurst, h.now())
-	}
-	if k := h.knobs; k.aheadBurst > 0 {
-		s.ahead = gate.NewBucket(aheadPerSecond, k.aheadBurst, h.now())
-	}
-	h.conns.Add(1)
-	// The socket is served on a goroutine of its own and the HTTP handler
-	// returns, so net/http's per-request state (the request, its headers,
-	// the response and connection buffers) is freed instead of living as
-	// long as the socket.
-	go s.serve(c)
-}
-
-// serve runs an accepted socket to its end, and charges its host if it
-// was closed for cause.
-func (s *session) serve(c *transport.Conn) {
-	h := s.h
-	defer h.conns.Done()
-	defer func() {
-		h.mu.Lock()
-		superseded := s.superseded
-		h.mu.Unlock()
-		if code, _ := c.CloseStatus(); closeCharged(code, superseded) {
-			h.closes.Owe(s.host, h.now())
-		}
-	}()
-	if code, reason, ok := h.admit(s); !ok {
-		h.m.rejected.WithLabelValues(strconv.Itoa(code)).Inc()
-		s.closeWith(code, reason)
-		s.drainReads()
-		<-c.Done()
-		return
-	}
-	h.m.connections.Inc()
-	h.keeper.Add(c)
-	s.readLoop()
-	h.keeper.Remove(c)
-	if s.is(peerSocket) {
-		s.peer.Close()
-	}
-	h.leave(s)
-	s.closeWith(transport.StatusNormalClosure, "")
-	<-c.Done()
-}
-
-// readLoop reads frames until the socket ends. After a close was asked for
-// it keeps reading (so the close handshake completes) but handles nothing.
-func (s *session) readLoop() {
-	authTimer := time.AfterFunc(s.h.cfg.AuthTimeout, func() {
-		s.h.mu.Lock()
-		bound := s.name != "" || s.is(peerSocket)
-		s.h.mu.Unlock()
-		if !bound {
-			reason := "registration timeout"
-			if s.h.cfg.Token != "" {
-				reason = "auth timeout"
-			}
-			s.closeWith(4012, reason)
-		}
-	})
-	defer authTimer.Stop()
-	for {
-		data, err := s.conn.Read()
-		if err != nil {
-			return
-		}
-		if s.isClosing() || s.h.closing.Load() {
-			if s.flooding() {
-				// A flooder's close handshake is not worth reading its
-				// flood at full speed for: it is dropped (the close
-				// frame may or may not have gone), so the next Read
-				// fails and the socket ends now.
-				s.kill()
-			}
-			continue
-		}
-		s.h.m.bytesIn.Add(float64(len(data)))
-		if s.chargeFrame() {
-			s.enterLane()
-		}
-		s.conn.Hold()
-		s.handle(data)
-		s.conn.Release()
-		s.leaveLane()
-		if s.pause > 0 {
-			s.wait(s.pause)
-			s.pause = 0
-		}
-	}
-}
-
-// drainReads lets a close handshake complete on a socket refused at
-// admission.
-func (s *session) drainReads() {
-	for {
-		if _, err := s.conn.Read(); err != nil {
-			return
-		}
-	}
-}
-
-// reaped is the keeper's word that a socket missed its pong: it was
-// killed, so its read loop ends, which frees its name (PROTOCOL.md §1.1).
-func (h *Hub) reaped(c *transport.Conn) {
-	h.m.reaped.Inc()
-	h.log.Info("hub: dead socket reaped", "remote", c.RemoteAddr().String())
-}
-
 // send queues a frame without ever blocking. A full queue means the peer
 // reads slower than the hub writes: it is disconnected (slow consumer).
 func (s *session) send(b []byte) bool {
@@ -314,41 +170,6 @@ func (s *session) releaseBeforeWait() {
 		s.conn.Release()
 	}
 	s.leaveLane()
-}
-
-// enterLane waits for the hub's heavy lane (chargeFrame): the frames of
-// sockets that send ahead of their answers are handled one at a time, the
-// sockets waiting for it served in start-time fair order (lane.go).
-//
-// While the lane protects someone (Hub.protecting: another socket, which
-// waits for its answers, was served within protectFor), it is paced
-// hub-wide past its burst (Config.HeavyLanePerSecond): its holder waits
-// out its frame's share of a second before handling it, so all floods
-// together take at most that many frames a second beside a working agent.
-// Otherwise it is not paced and spends nothing: a script pipelining alone
-// runs at the hub's speed, and the burst is whole when an agent comes.
-func (s *session) enterLane() {
-	h := s.h
-	h.lane.enter(s)
-	s.inLane = true
-	h.m.heavyLane.Inc()
-	if p := &h.heavyPace; p.Rate() > 0 {
-		if now := h.now(); h.protecting(s, now) {
-			if d := p.Reserve(now); d > 0 {
-				h.m.heavyLanePaced.Inc()
-				s.wait(time.Duration(d * float64(time.Second)))
-			}
-		}
-	}
-}
-
-// leaveLane gives the heavy lane back, if this frame took it; before a
-// network wait too (releaseBeforeWait), so one slow forward does not stall the lane.
-func (s *session) leaveLane() {
-	if s.inLane {
-		s.inLane = false
-		s.h.lane.leave()
-	}
 }
 
 // closeWith asks the writer to send what is queued, then close the socket
@@ -407,25 +228,6 @@ func (s *session) frame(typ, target, payload string) *wire.Frame {
 	return wire.NewFrame(typ, target, payload, s.h.now(), s.h.cfg.HubID)
 }
 
-func remoteHost(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
-func headerHasToken(values []string, token string) bool {
-	for _, v := range values {
-		for _, part := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(part), token) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // principalDomain prefixes the token in the quota principal's digest, as
 // the reference does (PROTOCOL.md §5.1).
 const principalDomain = "synapse-channel:claim-quota-principal:v1\x00"
@@ -444,4 +246,53 @@ func (s *session) principal() string {
 		return "auth-token:" + hex.EncodeToString(sum[:])
 	}
 	return "open-host:" + s.host
+}
+
+// fail sends a private error frame with its machine code (additive).
+func (s *session) fail(target, code, msg string) {
+	s.h.m.framesOut.WithLabelValues("error").Inc()
+	s.reply(s.frame("error", target, msg).Str("error_code", code).Bytes())
+}
+
+// refuseCode sends a verb's refusal with a code and extra fields, as the
+// verb's denial frame (verb.denial; "" is a plain error).
+func (s *session) refuseCode(sender, denial string, in *wire.Inbound, code, msg string, extra func(*wire.Frame)) {
+	dt := denial
+	if dt == "" {
+		dt = "error"
+	}
+	f := s.frame(dt, sender, msg)
+	if task := taskID(in); task != "" || dt != "error" {
+		f.Str("task_id", task)
+	}
+	if dt == "claim_denied" {
+		f.Str("reason_code", code)
+	}
+	if extra != nil {
+		extra(f)
+	}
+	s.h.feed.Refusal(dashboard.APIRefusal{At: s.h.now(), Verb: dt, Code: code, Agent: sender, TaskID: taskID(in), Message: msg})
+	s.h.m.framesOut.WithLabelValues(dt).Inc()
+	if dt == "claim_denied" {
+		s.h.m.claimsDenied.WithLabelValues(code).Inc()
+	}
+	s.reply(f.Str("error_code", code).Bytes())
+}
+
+// uncount takes s out of Hub.liveSockets once: when the hub closes or
+// drops it, or when it leaves (a socket its peer closed).
+func (s *session) uncount() {
+	if s.counted.CompareAndSwap(true, false) {
+		s.h.liveSockets.Add(-1)
+	}
+}
+
+// taskID reads task_id, falling back to payload when it is empty (§9.5).
+func taskID(in *wire.Inbound, keys ...string) string {
+	for _, k := range append(keys, "task_id", "payload") {
+		if t := strings.TrimSpace(in.Text(k)); t != "" {
+			return t
+		}
+	}
+	return ""
 }

@@ -12,185 +12,10 @@ import (
 
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/dashboard"
-	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/pyjson"
 	"github.com/synapse-hub/synapse/sequencer"
 	"github.com/synapse-hub/synapse/wire"
 )
-
-// verb is one row of the verb table: how a frame of its type is handled
-// once it passed every gate, and the rules it is under.
-type verb struct {
-	handle func(s *session, sender, typ string, in *wire.Inbound)
-	// idempotent verbs accept idem_key (PROTOCOL.md §4.3; never chat) and
-	// are the mutations refused while the journal needs recovery or
-	// cannot be written (§1.4 step 14).
-	idempotent bool
-	// signed verbs are covered by per-message authentication (§5.2):
-	// chat, heartbeat, queries and board verbs are not.
-	signed bool
-	// denial is the verb's refusal frame (§2.4–2.9); "" is a plain error.
-	denial string
-}
-
-// verbs is every verb this hub serves; their names also label the frame
-// metrics (anything else is counted as "other", so labels stay bounded).
-// Claim-family and board verbs are routed to their namespace's owner
-// first (federation.ClaimFamily, BoardFamily; routeClaimFamily). It is
-// filled in init: a forwarded verb runs through dispatch again, on the
-// owner, so the handlers refer back to the table.
-var verbs map[string]verb
-
-func init() {
-	verbs = map[string]verb{
-		"heartbeat": {handle: (*session).heartbeat},
-		"ack":       {handle: (*session).ack},
-		"leave":     {handle: noArgs((*session).leaveVerb)},
-		"ping":      {handle: withFrame((*session).ping)},
-		"chat":      {handle: withFrame((*session).chat)},
-
-		"claim":          {handle: withFrame((*session).claim), idempotent: true, signed: true, denial: "claim_denied"},
-		"release":        {handle: withFrame((*session).release), idempotent: true, signed: true, denial: "release_denied"},
-		"task_update":    {handle: withFrame((*session).taskUpdate), idempotent: true, signed: true, denial: "error"},
-		"handoff":        {handle: withFrame((*session).handoff), idempotent: true, signed: true, denial: "handoff_denied"},
-		"checkpoint":     {handle: withFrame((*session).checkpoint), idempotent: true, signed: true, denial: "checkpoint_denied"},
-		"wait_request":   {handle: withFrame((*session).waitRequest), denial: "wait_denied"},
-		"resource":       {handle: (*session).resource, idempotent: true, signed: true},
-		"resource_offer": {handle: (*session).resource, idempotent: true, signed: true},
-		"offer_resource": {handle: (*session).resource, idempotent: true, signed: true},
-
-		"ledger_task":        {handle: withFrame((*session).ledgerTask), idempotent: true},
-		"ledger_task_update": {handle: withFrame((*session).ledgerTaskUpdate), idempotent: true},
-		"ledger_progress":    {handle: withFrame((*session).ledgerProgress), idempotent: true},
-		"board_request":      {handle: noArgs((*session).boardRequest)},
-
-		"advertise":        {handle: withFrame((*session).advertise)},
-		"manifest_request": {handle: noArgs((*session).manifestRequest)},
-		"state_request":    {handle: noArgs((*session).stateRequest)},
-		"who_request":      {handle: noArgs((*session).whoRequest)},
-		"history_request":  {handle: withFrame((*session).historyRequest)},
-		"resume_request":   {handle: withFrame((*session).resumeRequest)},
-
-		"ns_request": {handle: noArgs((*session).nsRequest)},
-		"ns_move":    {handle: (*session).nsMove},
-		"ns_drain":   {handle: (*session).nsMove},
-	}
-}
-
-// withFrame adapts a handler of the sender and the frame.
-func withFrame(f func(*session, string, *wire.Inbound)) func(*session, string, string, *wire.Inbound) {
-	return func(s *session, sender, _ string, in *wire.Inbound) { f(s, sender, in) }
-}
-
-// noArgs adapts a handler of the sender alone.
-func noArgs(f func(*session, string)) func(*session, string, string, *wire.Inbound) {
-	return func(s *session, sender, _ string, _ *wire.Inbound) { f(s, sender) }
-}
-
-// mutation reports whether typ is refused while the journal needs
-// recovery or cannot be written (§1.4 step 14).
-func mutation(typ string) bool { return verbs[typ].idempotent }
-
-// handle runs one inbound frame through the ingress pipeline (PROTOCOL.md
-// §1.4): the per-host rate limit (charged before decoding, so malformed
-// floods are charged too), decode, the token and identity gates, the
-// per-socket rate limit, per-message authentication, then the verb.
-func (s *session) handle(data []byte) {
-	h := s.h
-	if !s.allowFrame() {
-		return
-	}
-	in, err := wire.Decode(data, h.cfg.MaxFrameBytes, wire.DefaultMaxDepth)
-	if err != nil {
-		de := wire.ErrMalformedJSON
-		errors.As(err, &de)
-		h.m.framesIn.WithLabelValues("malformed").Inc()
-		s.chargeMalformed(len(data))
-		// The reference sends decode errors to the offending socket only,
-		// but with target "all" (PROTOCOL.md §10).
-		s.reply(s.frame("error", "all", de.Message).Str("error_code", de.Code).Bytes())
-		return
-	}
-	typ := in.Type()
-	if s.is(peerSocket) {
-		s.peer.Handle(data)
-		return
-	}
-	if federation.IsPeerType(typ) && s.unbound() {
-		h.m.framesIn.WithLabelValues("multihub").Inc()
-		s.acceptPeer(data)
-		return
-	}
-	label := typ
-	if _, known := verbs[label]; !known {
-		label = "other"
-	}
-	h.m.framesIn.WithLabelValues(label).Inc()
-	sender := strings.TrimSpace(in.Str("sender"))
-	if sender == "" {
-		sender = "anon-" + itoa(s.id)
-	}
-	if !s.tokenGate(sender, in) || !s.register(sender, in, typ) {
-		return
-	}
-	if s.deadCleared > 0 {
-		s.journalDeadLetterClear(sender)
-	}
-	if !s.allowAgentFrame(sender, typ) || !s.verifyMessage(sender, typ, in) {
-		return
-	}
-	if mutation(typ) && h.cfg.Degraded != "" {
-		s.fail(sender, "journal_recovery_required", "Mutation refused: durable journal recovery is required. Inspect the journal and run `synapse compact --drop-corrupt` ("+h.cfg.Degraded+").")
-		return
-	}
-	if err := h.cfg.JournalFault; mutation(typ) && err != nil {
-		what := "The " + typ
-		if task := in.Str("task_id"); task != "" {
-			what += " of task '" + task + "'"
-		}
-		s.fail(sender, "journal_unavailable", journalRefusal(h.journalName(), what, err))
-		return
-	}
-	in.Set("sender", sender)
-	in.Set("type", typ)
-	if !s.receiptsFlushed { // first bind: undelivered receipts (PROTOCOL.md §1.4 step 11)
-		s.receiptsFlushed = true
-		s.h.receipts.Flush(sessionConn{s}, sender)
-	}
-	if s.routeClaimFamily(sender, typ, in) { // §1.4 step 16, for every claim-family verb
-		return
-	}
-	s.dispatch(sender, typ, in)
-}
-
-// dispatch runs one verb of a frame that passed every gate.
-func (s *session) dispatch(sender, typ string, in *wire.Inbound) {
-	v, ok := verbs[typ]
-	if !ok {
-		s.fail(sender, "unknown_type", "Unknown message type '"+typ+"'.")
-		return
-	}
-	v.handle(s, sender, typ, in)
-}
-
-// heartbeat refreshes the sender (register did) and, asked with
-// "mailbox": true, replays its mailbox (PROTOCOL.md §4.1).
-func (s *session) heartbeat(sender, _ string, in *wire.Inbound) {
-	if m, _ := in.Value("mailbox").(bool); m { // literal true only
-		s.h.mail.Replay(sessionConn{s}, sender, in)
-	}
-}
-
-// ack settles delivery receipts (PROTOCOL.md §4.4).
-func (s *session) ack(sender, _ string, in *wire.Inbound) {
-	s.h.mail.Ack(sessionConn{s}, sender, in)
-}
-
-// fail sends a private error frame with its machine code (additive).
-func (s *session) fail(target, code, msg string) {
-	s.h.m.framesOut.WithLabelValues("error").Inc()
-	s.reply(s.frame("error", target, msg).Str("error_code", code).Bytes())
-}
 
 // refused sends a coord refusal as the verb's denial frame (or a plain
 // error for verbs the reference refuses with one), with error_code.
@@ -262,7 +87,7 @@ func (s *session) submit(sender, typ, task string, in *wire.Inbound, cmd coord.C
 	switch {
 	case errors.Is(err, sequencer.ErrRetry):
 		h.m.fedRefused.WithLabelValues("moving").Inc()
-		s.refuseCode(sender, typ, in, "NAMESPACE_MOVING", "Nothing was decided: the namespace is changing hands or its store did not answer ("+err.Error()+"). Retry in 250ms.", func(f *wire.Frame) {
+		s.refuseCode(sender, verbs[typ].denial, in, "NAMESPACE_MOVING", "Nothing was decided: the namespace is changing hands or its store did not answer ("+err.Error()+"). Retry in 250ms.", func(f *wire.Frame) {
 			f.Str("namespace", coord.NamespaceOf(identity(sender))).Str("ownership", "moving").Int("retry_after_ms", 250)
 		})
 		return reply, false
@@ -312,16 +137,6 @@ func requestDigest(in *wire.Inbound) (string, error) {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:]), nil
-}
-
-// taskID reads task_id, falling back to payload when it is empty (§9.5).
-func taskID(in *wire.Inbound, keys ...string) string {
-	for _, k := range append(keys, "task_id", "payload") {
-		if t := strings.TrimSpace(in.Text(k)); t != "" {
-			return t
-		}
-	}
-	return ""
 }
 
 // fence reads a fencing integer (epoch, expected_version) of a claim-family
@@ -650,15 +465,6 @@ func (s *session) ledgerProgress(sender string, in *wire.Inbound) {
 	}
 }
 
-// disconnect ends the waits of an agent whose socket closed.
-func (h *Hub) disconnect(name string) {
-	if !h.beginSubmit() {
-		return
-	}
-	defer h.submits.Done()
-	_, _ = h.seq.Submit(context.Background(), sequencer.Request{Cmd: coord.Disconnect{Agent: name}})
-}
-
 func itoa(n int64) string { return string(pyjson.AppendInt(nil, n)) }
 
 // jsonInt reads a decoded JSON integer (not a float lexeme, not a bool).
@@ -669,4 +475,89 @@ func jsonInt(v any) (int64, bool) {
 	}
 	i, err := n.Int64()
 	return i, err == nil
+}
+
+// verb is one row of the verb table: how a frame of its type is handled
+// once it passed every gate, and the rules it is under.
+type verb struct {
+	handle func(s *session, sender, typ string, in *wire.Inbound)
+	// idempotent verbs accept idem_key (PROTOCOL.md §4.3; never chat) and
+	// are the mutations refused while the journal needs recovery or
+	// cannot be written (§1.4 step 14).
+	idempotent bool
+	// signed verbs are covered by per-message authentication (§5.2):
+	// chat, heartbeat, queries and board verbs are not.
+	signed bool
+	// denial is the verb's refusal frame (§2.4–2.9); "" is a plain error.
+	denial string
+}
+
+// verbs is every verb this hub serves; their names also label the frame
+// metrics (anything else is counted as "other", so labels stay bounded).
+// Claim-family and board verbs are routed to their namespace's owner
+// first (federation.ClaimFamily, BoardFamily; routeClaimFamily). It is
+// filled in init: a forwarded verb runs through dispatch again, on the
+// owner, so the handlers refer back to the table.
+var verbs map[string]verb
+
+func init() {
+	verbs = map[string]verb{
+		"heartbeat": {handle: (*session).heartbeat},
+		"ack":       {handle: (*session).ack},
+		"leave":     {handle: noArgs((*session).leaveVerb)},
+		"ping":      {handle: withFrame((*session).ping)},
+		"chat":      {handle: withFrame((*session).chat)},
+
+		"claim":          {handle: withFrame((*session).claim), idempotent: true, signed: true, denial: "claim_denied"},
+		"release":        {handle: withFrame((*session).release), idempotent: true, signed: true, denial: "release_denied"},
+		"task_update":    {handle: withFrame((*session).taskUpdate), idempotent: true, signed: true, denial: "error"},
+		"handoff":        {handle: withFrame((*session).handoff), idempotent: true, signed: true, denial: "handoff_denied"},
+		"checkpoint":     {handle: withFrame((*session).checkpoint), idempotent: true, signed: true, denial: "checkpoint_denied"},
+		"wait_request":   {handle: withFrame((*session).waitRequest), denial: "wait_denied"},
+		"resource":       {handle: (*session).resource, idempotent: true, signed: true},
+		"resource_offer": {handle: (*session).resource, idempotent: true, signed: true},
+		"offer_resource": {handle: (*session).resource, idempotent: true, signed: true},
+
+		"ledger_task":        {handle: withFrame((*session).ledgerTask), idempotent: true},
+		"ledger_task_update": {handle: withFrame((*session).ledgerTaskUpdate), idempotent: true},
+		"ledger_progress":    {handle: withFrame((*session).ledgerProgress), idempotent: true},
+		"board_request":      {handle: noArgs((*session).boardRequest)},
+
+		"advertise":        {handle: withFrame((*session).advertise)},
+		"manifest_request": {handle: noArgs((*session).manifestRequest)},
+		"state_request":    {handle: noArgs((*session).stateRequest)},
+		"who_request":      {handle: noArgs((*session).whoRequest)},
+		"history_request":  {handle: withFrame((*session).historyRequest)},
+		"resume_request":   {handle: withFrame((*session).resumeRequest)},
+
+		"ns_request": {handle: noArgs((*session).nsRequest)},
+		"ns_move":    {handle: (*session).nsMove},
+		"ns_drain":   {handle: (*session).nsMove},
+	}
+}
+
+// withFrame adapts a handler of the sender and the frame.
+func withFrame(f func(*session, string, *wire.Inbound)) func(*session, string, string, *wire.Inbound) {
+	return func(s *session, sender, _ string, in *wire.Inbound) { f(s, sender, in) }
+}
+
+// noArgs adapts a handler of the sender alone.
+func noArgs(f func(*session, string)) func(*session, string, string, *wire.Inbound) {
+	return func(s *session, sender, _ string, _ *wire.Inbound) { f(s, sender) }
+}
+
+// mutation reports whether typ is refused while the journal needs
+// recovery or cannot be written (§1.4 step 14).
+func mutation(typ string) bool { return verbs[typ].idempotent }
+
+// handoffTarget reads a handoff's recipient as the verb does.
+func handoffTarget(in *wire.Inbound) string {
+	to := strings.TrimSpace(in.Str("to_agent"))
+	if to == "" {
+		to = strings.TrimSpace(in.Str("target"))
+		if !in.Has("target") {
+			to = "all"
+		}
+	}
+	return to
 }
