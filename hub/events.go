@@ -4,18 +4,8 @@ import (
 	"strings"
 
 	"github.com/synapse-hub/synapse/coord"
-	"github.com/synapse-hub/synapse/pyjson"
 	"github.com/synapse-hub/synapse/wire"
 )
-
-// eventFrame is one frame an event produces: a broadcast (to == "") with the
-// audience scoped sockets filter on, or a private frame to one name.
-type eventFrame struct {
-	b   []byte
-	typ string
-	to  string
-	aud audience
-}
 
 // onCommit publishes a committed batch (sequencer.Options.OnCommit). It
 // runs on the sequencer goroutine after the commit, in commit order: each
@@ -31,23 +21,23 @@ func (h *Hub) onCommit(evs []coord.Event) {
 		if _, ok := ev.(coord.ClaimGranted); ok {
 			h.m.claimsGranted.Inc()
 		}
-		var frames []eventFrame
+		var frames []wire.EventFrame
 		if k := renderKey(ev); k != nil {
 			if b, ok := h.rendered[k]; ok {
-				frames = h.framesFor(ev, now)
+				frames = wire.EventFrames(ev, now, h.cfg.HubID)
 				if len(frames) == 1 {
-					frames[0].b = b
+					frames[0].Bytes = b
 				}
 			}
 		}
 		if frames == nil {
-			frames = h.framesFor(ev, now)
+			frames = wire.EventFrames(ev, now, h.cfg.HubID)
 		}
-		for _, o := range frames {
-			if o.to != "" {
-				h.sendToLocked(o.to, o.b, o.typ)
+		for i := range frames {
+			if o := &frames[i]; o.To != "" {
+				h.sendToLocked(o.To, o.Bytes, o.Type)
 			} else {
-				h.broadcastLocked(o.b, o.aud, o.typ)
+				h.broadcastLocked(o.Bytes, audienceOf(o), o.Type)
 			}
 		}
 	}
@@ -66,17 +56,17 @@ func (h *Hub) render(o coord.Outcome) []byte {
 		if k == nil {
 			continue
 		}
-		frames := h.framesFor(ev, now)
+		frames := wire.EventFrames(ev, now, h.cfg.HubID)
 		if len(frames) != 1 {
 			continue
 		}
-		h.rendered[k] = frames[0].b
+		h.rendered[k] = frames[0].Bytes
 		if _, isNote := ev.(coord.ProgressPosted); isNote {
 			if progress == nil {
-				progress = frames[0].b
+				progress = frames[0].Bytes
 			}
 		} else if primary == nil {
-			primary = frames[0].b
+			primary = frames[0].Bytes
 		}
 	}
 	if primary == nil {
@@ -128,142 +118,10 @@ func claimAudience(task string, agents ...string) audience {
 	return a
 }
 
-// framesFor encodes the frames of one event (PROTOCOL.md §2.4–2.11; texts
-// as the traces show them).
-func (h *Hub) framesFor(ev coord.Event, now float64) []eventFrame {
-	id := h.cfg.HubID
-	switch e := ev.(type) {
-	case coord.ClaimGranted:
-		c := e.Claim
-		f := wire.NewFrame("claim_granted", "all", "Task '"+c.TaskID+"' claimed by "+c.Owner+".", now, id).
-			Str("task_id", c.TaskID).Str("owner", c.Owner).Str("note", c.Note).
-			Float("lease_expires_at", c.ExpiresAt).Str("status", c.Status.String()).
-			Str("worktree", c.Worktree).Strs("paths", c.Paths).Int("epoch", c.Epoch).
-			Int("version", c.Version).Str("checkpoint", c.Checkpoint).
-			Append("git", func(b []byte) []byte { return wire.AppendGit(b, c.Git) })
-		pathIdentity(f, c)
-		scopeExtras(f, c)
-		if c.BoardTask != "" {
-			f.Str("board_task", c.BoardTask) // additive: a task-bound claim
-		}
-		return []eventFrame{{b: f.Bytes(), typ: "claim_granted", aud: claimAudience(c.TaskID, c.Owner)}}
-	case coord.Released:
-		f := wire.NewFrame("release_granted", "all", "Task '"+e.TaskID+"' released by "+e.Owner+".", now, id).
-			Str("task_id", e.TaskID).Str("owner", e.Owner)
-		if e.Receipt != nil {
-			f.Append("receipt", func(b []byte) []byte { return appendReceipt(b, e.Receipt) })
-		}
-		return []eventFrame{{b: f.Bytes(), typ: "release_granted", aud: claimAudience(e.TaskID, e.Owner)}}
-	case coord.ProgressPosted:
-		n := e.Note
-		payload := "Progress from " + n.Author
-		if e.Receipt {
-			payload = "Release receipt from " + n.Author
-		}
-		b := wire.NewFrame("ledger_progress_posted", "all", payload, now, id).
-			Append("note", func(b []byte) []byte { return wire.AppendNote(b, n) }).Bytes()
-		return []eventFrame{{b: b, typ: "ledger_progress_posted", aud: claimAudience(n.TaskID, n.Author)}}
-	case coord.HandedOff:
-		c := e.Claim
-		f := wire.NewFrame("handoff_granted", "all", "Task '"+c.TaskID+"' handed from "+e.From+" to "+c.Owner+".", now, id).
-			Str("task_id", c.TaskID).Str("owner", c.Owner).Str("previous_owner", e.From).
-			Str("note", c.Note).Str("status", c.Status.String()).Str("worktree", c.Worktree).
-			Strs("paths", c.Paths)
-		pathIdentity(f, c)
-		scopeExtras(f, c)
-		f.Int("epoch", c.Epoch).Int("version", c.Version).Float("lease_expires_at", c.ExpiresAt).
-			Str("checkpoint", c.Checkpoint)
-		return []eventFrame{{b: f.Bytes(), typ: "handoff_granted", aud: claimAudience(c.TaskID, c.Owner, e.From)}}
-	case coord.TaskUpdated:
-		c := e.Claim
-		b := wire.NewFrame("task_updated", "all", "Task '"+c.TaskID+"' updated by "+c.Owner+".", now, id).
-			Str("task_id", c.TaskID).Str("owner", c.Owner).Str("status", c.Status.String()).
-			Str("data_ref", c.DataRef).Int("version", c.Version).Bytes()
-		return []eventFrame{{b: b, typ: "task_updated", aud: claimAudience(c.TaskID, c.Owner)}}
-	case coord.CheckpointSaved:
-		c := e.Claim
-		b := wire.NewFrame("checkpoint_saved", c.Owner, "Checkpoint saved for '"+c.TaskID+"' by "+c.Owner+".", now, id).
-			Str("task_id", c.TaskID).Int("version", c.Version).Bytes()
-		return []eventFrame{{b: b, typ: "checkpoint_saved", to: c.Owner}}
-	case coord.WaitAdded:
-		b := wire.NewFrame("wait_granted", e.Waiter, "Waiting for '"+e.TaskID+"' held by "+e.Holder+".", now, id).
-			Str("task_id", e.TaskID).Str("holder", e.Holder).Bytes()
-		return []eventFrame{{b: b, typ: "wait_granted", to: e.Waiter}}
-	case coord.WaitReady:
-		frames := make([]eventFrame, 0, len(e.Waiters))
-		for _, w := range e.Waiters {
-			b := wire.NewFrame("wait_ready", w, "Task '"+e.TaskID+"' is free ("+e.Reason+").", now, id).
-				Str("task_id", e.TaskID).Str("reason", e.Reason).Bytes()
-			frames = append(frames, eventFrame{b: b, typ: "wait_ready", to: w})
-		}
-		return frames
-	case coord.ResourceOffered:
-		o := e.Offer
-		b := wire.NewFrame("resource_offered", "all", "Resource offered by "+o.Agent, now, id).
-			Str("agent", o.Agent).Str("kind", o.Kind).Str("name", o.Name).Str("key", o.Key()).Bytes()
-		return []eventFrame{{b: b, typ: "resource_offered", aud: claimAudience("", o.Agent)}}
-	case coord.TaskPosted:
-		t := e.Task
-		typ, payload := "ledger_task_posted", "Task '"+t.TaskID+"' declared by "+e.By+"."
-		switch {
-		case e.Update:
-			typ, payload = "ledger_task_updated", "Task '"+t.TaskID+"' plan updated."
-		case e.Redeclared:
-			payload = "Task '" + t.TaskID + "' re-declared by " + e.By + "."
-		}
-		b := wire.NewFrame(typ, "all", payload, now, id).
-			Append("task", func(b []byte) []byte { return wire.AppendTask(b, t, "") }).Bytes()
-		aud := claimAudience(t.TaskID, e.By)
-		if t.Project != "" {
-			aud.namespaces = append(aud.namespaces, t.Project)
-		}
-		if t.SuggestedOwner != "" {
-			aud.names = append(aud.names, t.SuggestedOwner)
-		}
-		return []eventFrame{{b: b, typ: typ, aud: aud}}
-	}
-	// Expiries, dropped waits, denials' audit records: nothing on the wire
-	// (the reference expires leases silently).
-	return nil
-}
-
-// scopeExtras writes a claim's globs, shared mode and files (features
-// glob_scopes, shared_claims, file_scopes) when it has them: a plain
-// claim's frame is the reference's.
-func scopeExtras(f *wire.Frame, c *coord.Claim) {
-	if len(c.Globs) > 0 {
-		f.Strs("globs", c.Globs)
-	}
-	if c.Mode != coord.ModeExclusive {
-		f.Str("mode", c.Mode.String())
-	}
-	if len(c.Files) > 0 {
-		f.Strs("files", c.Files)
-	}
-}
-
-func pathIdentity(f *wire.Frame, c *coord.Claim) {
-	if c.PathIdentity == "" {
-		return
-	}
-	if raw, ok := pyjson.CanonicalRaw([]byte(c.PathIdentity)); ok {
-		f.Raw("path_identity", raw)
-	}
-}
-
-// appendReceipt writes a release receipt as the reference does (§2.5).
-func appendReceipt(b []byte, r *coord.Receipt) []byte {
-	e := &r.Evidence
-	f := wire.Object().Str("task_id", r.TaskID).Str("owner", r.Owner).Bool("released", true).
-		Strs("evidence", e.Evidence).Strs("artifacts", e.Artifacts).
-		Strs("known_failures", e.KnownFailures).Strs("changed_files", e.ChangedFiles).
-		Strs("generated_artifacts", e.GeneratedArtifacts).Strs("approvals", e.Approvals).
-		Str("epistemic_status", r.Status).Strs("epistemic_reasons", r.Reasons)
-	if e.Confidence != "" {
-		f.Str("confidence", e.Confidence)
-	}
-	if e.HasFreshness {
-		f.Float("freshness_seconds", e.Freshness)
-	}
-	return append(b, f.Bytes()...)
+// audienceOf is who a broadcast reaches under scoped fan-out.
+func audienceOf(f *wire.EventFrame) audience {
+	aud := claimAudience(f.Task, f.Agents...)
+	aud.namespaces = append(aud.namespaces, f.Namespaces...)
+	aud.names = append(aud.names, f.Names...)
+	return aud
 }
