@@ -1,18 +1,13 @@
 package hub
 
 import (
-	"encoding/json"
-	"math"
 	"sort"
-	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/delivery"
 	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/journal"
-	"github.com/synapse-hub/synapse/pyjson"
 	"github.com/synapse-hub/synapse/wire"
 )
 
@@ -58,8 +53,8 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 	c.Broadcast = t == "" || t == "all"
 	c.Directed = journal.IsDirected(t)
 
-	ct, hasCT := clientTimestamp(in.Value("timestamp"))
-	c.ClientMsgID, c.HasClientMsgID = clientMsgID(in.Value("client_msg_id"))
+	ct, hasCT := wire.ClientTimestamp(in.Value("timestamp"))
+	c.ClientMsgID, c.HasClientMsgID = wire.ClientMsgID(in.Value("client_msg_id"))
 	m := in.Map()
 	extra := make([]string, 0, len(m))
 	for k := range m {
@@ -70,7 +65,7 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 	sort.Strings(extra)
 	c.Build = func(msgID int64) []byte {
 		f := wire.Object().Str("sender", sender).Str("target", target).Str("type", "chat")
-		f.Append("payload", func(b []byte) []byte { return appendAny(b, in.Value("payload"), "") })
+		f.Append("payload", func(b []byte) []byte { return wire.AppendAny(b, in.Value("payload"), "") })
 		f.Float("timestamp", c.Now)
 		if hasCT {
 			f.Float("client_timestamp", ct)
@@ -81,7 +76,7 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 		}
 		for _, k := range extra {
 			v := m[k]
-			f.Append(k, func(b []byte) []byte { return appendAny(b, v, nil) })
+			f.Append(k, func(b []byte) []byte { return wire.AppendAny(b, v, nil) })
 		}
 		return f.Bytes()
 	}
@@ -279,47 +274,6 @@ func (h *Hub) deliverLetter(to string, seq int64, frame []byte) {
 		}
 	})
 	h.m.framesOut.WithLabelValues("chat").Add(float64(n))
-}
-
-// clientTimestamp keeps a finite, non-zero numeric client stamp as advisory
-// client_timestamp; anything else is dropped (INV-CK-1, PROTOCOL.md §10).
-func clientTimestamp(v any) (float64, bool) {
-	n, ok := v.(json.Number)
-	if !ok {
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(string(n), 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f == 0 {
-		return 0, false
-	}
-	return f, true
-}
-
-// clientMsgID keeps a client_msg_id that is a non-blank string of at most
-// 256 UTF-8 bytes with no control characters (PROTOCOL.md §2.2 step 3).
-func clientMsgID(v any) (string, bool) {
-	s, ok := v.(string)
-	if !ok {
-		return "", false
-	}
-	s = strings.TrimSpace(s)
-	if s == "" || len(s) > 256 || strings.IndexFunc(s, unicode.IsControl) >= 0 {
-		return "", false
-	}
-	return s, true
-}
-
-// appendAny writes a decoded JSON value in Python's form; absent values
-// (and values with no JSON form) are written as def.
-func appendAny(b []byte, v any, def any) []byte {
-	if v == nil {
-		v = def
-	}
-	out, err := pyjson.AppendValue(b, v)
-	if err != nil {
-		return append(b, "null"...)
-	}
-	return out
 }
 
 // visibleLocked reports whether s may read chat e: broadcasts, its own

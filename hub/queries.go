@@ -213,12 +213,12 @@ func (s *session) advertise(sender string, in *wire.Inbound) {
 		meta = map[string]any{}
 	}
 	cf := wire.Object().Str("agent", agent).Str("description", in.Text("description")).
-		Strs("skills", strs(in, "skills")).Strs("task_classes", strs(in, "task_classes")).
+		Strs("skills", in.StringItems("skills")).Strs("task_classes", in.StringItems("task_classes")).
 		Str("model", in.Text("model")).Str("project", coord.NamespaceOf(agent)).
 		Str("manifest_digest", in.Str("manifest_digest")).
-		Append("contracts", func(b []byte) []byte { return appendAny(b, contracts, nil) }).
-		Append("meta", func(b []byte) []byte { return appendAny(b, meta, nil) }).
-		Append("signature", func(b []byte) []byte { return appendAny(b, sig, nil) }).
+		Append("contracts", func(b []byte) []byte { return wire.AppendAny(b, contracts, nil) }).
+		Append("meta", func(b []byte) []byte { return wire.AppendAny(b, meta, nil) }).
+		Append("signature", func(b []byte) []byte { return wire.AppendAny(b, sig, nil) }).
 		Raw("verification", wire.Object().Str("detail", "card is unsigned and remains advisory discovery").
 			Str("result", "missing_signature").Bytes()).
 		Float("advertised_at", now)
@@ -234,17 +234,6 @@ func (s *session) advertise(sender string, in *wire.Inbound) {
 	h.reg.cards[agent] = &card{frame: cardBytes, at: now, persistent: persist}
 	h.broadcastLocked(b, claimAudience("", agent), "capability_advertised")
 	h.mu.Unlock()
-}
-
-func strs(in *wire.Inbound, k string) []string {
-	list, _ := in.Value(k).([]any)
-	out := make([]string, 0, len(list))
-	for _, v := range list {
-		if s, ok := v.(string); ok {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 func (s *session) manifestRequest(sender string) {
