@@ -30,38 +30,11 @@ package hub
 import (
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/delivery"
 	"github.com/synapse-hub/synapse/wire"
 )
-
-// globPrefix is the text before a glob's first metacharacter, cut before
-// anything Fnmatch reads as U+FFFD (it matches runes), so every string the
-// glob matches begins with it byte for byte.
-func globPrefix(p string) string {
-	if i := strings.IndexAny(p, "*?["); i >= 0 {
-		p = p[:i]
-	}
-	for i, r := range p {
-		if r == utf8.RuneError {
-			return p[:i]
-		}
-	}
-	return p
-}
-
-// prefixedTarget reports whether every glob part of a chat target has a
-// literal prefix, so the names it reaches can be found by range.
-func prefixedTarget(t string) bool {
-	for part := range strings.SplitSeq(t, ",") {
-		if p := strings.TrimSpace(part); p != "" && !wire.Literal(p) && globPrefix(p) == "" {
-			return false
-		}
-	}
-	return true
-}
 
 // recipientsLocked calls reached once for every bound socket that chat
 // target t (trimmed) reaches, except the sockets bound to sender.
@@ -77,7 +50,7 @@ func (h *Hub) recipientsLocked(t, sender string, reached func(rs *session)) {
 			reached(rs)
 		}
 	}
-	if !delivery.LiteralTarget(t) && !prefixedTarget(t) {
+	if !delivery.LiteralTarget(t) && !wire.PrefixedTarget(t) {
 		for _, rs := range h.reg.byName {
 			try(rs)
 		}
@@ -95,7 +68,7 @@ func (h *Hub) recipientsLocked(t, sender string, reached func(rs *session)) {
 			continue
 		}
 		if !wire.Literal(p) {
-			prefix := globPrefix(p)
+			prefix := wire.GlobPrefix(p)
 			online := h.reg.online
 			for i, _ := slices.BinarySearch(online, prefix); i < len(online) && strings.HasPrefix(online[i], prefix); i++ {
 				try(h.reg.byName[online[i]])

@@ -169,3 +169,30 @@ func compileGlob(pattern string) []globTok {
 	}
 	return toks
 }
+
+// GlobPrefix is the text before a glob's first metacharacter, cut before
+// anything Fnmatch reads as U+FFFD (it matches runes), so every string the
+// glob matches begins with it byte for byte.
+func GlobPrefix(p string) string {
+	if i := strings.IndexAny(p, "*?["); i >= 0 {
+		p = p[:i]
+	}
+	for i, r := range p {
+		if r == utf8.RuneError {
+			return p[:i]
+		}
+	}
+	return p
+}
+
+// PrefixedTarget reports whether every glob part of a chat target (names,
+// patterns, comma-separated) has a literal prefix, so the names it reaches
+// can be found by range.
+func PrefixedTarget(t string) bool {
+	for part := range strings.SplitSeq(t, ",") {
+		if p := strings.TrimSpace(part); p != "" && !Literal(p) && GlobPrefix(p) == "" {
+			return false
+		}
+	}
+	return true
+}

@@ -1,6 +1,9 @@
 package wire
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // Expected values are Python 3.12 fnmatch.fnmatchcase results.
 func TestFnmatch_PythonFnmatchcaseSemantics(t *testing.T) {
@@ -69,5 +72,23 @@ func TestLiteral_OnlyPatternsThatMatchThemselves(t *testing.T) {
 		if got := Literal(pat); got != want {
 			t.Errorf("Literal(%q) = %v, want %v", pat, got, want)
 		}
+	}
+}
+
+// A glob target's literal prefix begins every name it matches, so the hub
+// may find a chat's recipients by range over sorted names (INV-DG-1: none is
+// missed).
+func TestGlobPrefix_BeginsEveryMatch_INV_DG_1(t *testing.T) {
+	names := []string{"p/a", "p/ab", "p/b", "q/a", "p/\xffx", "p/ä1", ""}
+	for _, g := range []string{"p/*", "p/a*", "p/?", "*", "p/[ab]*", "p/ä*", "p/\xff*", "q/a"} {
+		prefix := GlobPrefix(g)
+		for _, n := range names {
+			if Fnmatch(n, g) && !strings.HasPrefix(n, prefix) {
+				t.Errorf("%q matches %q but does not begin with its prefix %q", n, g, prefix)
+			}
+		}
+	}
+	if PrefixedTarget("p/*, *") || !PrefixedTarget("p/*, q/a") {
+		t.Error("PrefixedTarget: a bare * has no prefix; p/* and a name do")
 	}
 }
