@@ -19,6 +19,7 @@ import (
 
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/dashboard"
+	"github.com/synapse-hub/synapse/transport"
 )
 
 // dashHost is the hub as dashboard.Backend.
@@ -43,7 +44,7 @@ func (d dashHost) Mailbox() (map[string]int64, []dashboard.APIDeadLetter) {
 // (Config.AuthFailuresPerMinute); it spends nothing.
 func (d dashHost) LockedOut(r *http.Request) bool {
 	h := d.h
-	if !h.authFails.Empty(remoteHost(r), h.now()) {
+	if !h.authFails.Empty(transport.RemoteHost(r), h.now()) {
 		return false
 	}
 	h.m.authLockouts.Inc()
@@ -55,7 +56,7 @@ func (d dashHost) AuthFailed(r *http.Request, wrong bool) {
 	h := d.h
 	h.m.dashboardAuthFailed.Inc()
 	if wrong {
-		h.authFails.Allow(remoteHost(r), h.now())
+		h.authFails.Allow(transport.RemoteHost(r), h.now())
 	}
 }
 

@@ -488,7 +488,7 @@ func (h *Hub) Handler() http.Handler {
 			h.cfg.MCP.ServeHTTP(w, r)
 			return
 		}
-		if !isUpgrade(r) {
+		if !transport.IsUpgrade(r) {
 			switch r.URL.Path {
 			case "/health":
 				h.serveHealth(w, r)

@@ -9,7 +9,6 @@ package hub
 
 import (
 	"errors"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -26,7 +25,7 @@ func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "hub shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	host := remoteHost(r)
+	host := transport.RemoteHost(r)
 	if !h.paceUpgrade(host) {
 		http.Error(w, "hub shutting down", http.StatusServiceUnavailable)
 		return
@@ -163,25 +162,6 @@ func (h *Hub) reaped(c *transport.Conn) {
 	h.log.Info("hub: dead socket reaped", "remote", c.RemoteAddr().String())
 }
 
-func remoteHost(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
-func headerHasToken(values []string, token string) bool {
-	for _, v := range values {
-		for _, part := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(part), token) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // handle runs one inbound frame through the ingress pipeline (PROTOCOL.md
 // §1.4): the per-host rate limit (charged before decoding, so malformed
 // floods are charged too), decode, the token and identity gates, the
@@ -262,8 +242,4 @@ func (s *session) dispatch(sender, typ string, in *wire.Inbound) {
 		return
 	}
 	v.handle(s, sender, typ, in)
-}
-
-func isUpgrade(r *http.Request) bool {
-	return headerHasToken(r.Header.Values("Connection"), "upgrade") && headerHasToken(r.Header.Values("Upgrade"), "websocket")
 }
