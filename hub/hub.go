@@ -1,33 +1,3 @@
-// Package hub is a Synapse hub on the wire: SYNAPSE CHANNEL protocol v2 over
-// WebSocket, compatible with the reference hub's clients (PROTOCOL.md §1–2),
-// with /health and /metrics served as HTTP on the same port (§7.1).
-//
-// Who owns what:
-//
-//   - Each socket has one session (session.go) and two goroutines. The read
-//     goroutine (the HTTP handler's own) decodes frames, runs the gates and
-//     the verb handlers; it is the only one that calls Submit or Query for
-//     that socket. The write goroutine (package transport) owns the
-//     connection's writes: it drains the socket's bounded queue of
-//     pre-encoded frames, everything queued in one flush, and, when asked,
-//     closes the socket with a code. A keepalive goroutine pings.
-//   - Enqueueing never blocks: a full queue disconnects that socket (slow
-//     consumer), so no sender, no other socket and never the sequencer waits
-//     on a slow reader.
-//   - The registry (registry.go) — bindings of names to sessions, roles,
-//     presence, last_seen, takeover damping and capability cards — is
-//     guarded by Hub.mu, and so are the chat history, the dead letters and
-//     the mailbox projection of package delivery, which the hub calls with
-//     mu held where its doc says so (it never takes mu itself; delivery.go
-//     holds the slices of the hub it declares). Broadcasts are enqueued
-//     while holding mu, so every socket sees broadcasts in one total order.
-//   - The coord.State belongs to the sequencer. Claim-family and board
-//     mutations go through Submit; their broadcasts are encoded once and
-//     enqueued from OnCommit (events.go), on the sequencer goroutine, after
-//     the commit. The render cache (Hub.rendered) is touched only on that
-//     goroutine: Render fills it, OnCommit empties it.
-//   - Refusals and other private replies are sent by the submitting session
-//     after Submit returns, so they follow the commit too.
 package hub
 
 import (
