@@ -72,8 +72,6 @@ type damping struct {
 	quarantineUntil float64
 }
 
-// check decides a takeover of the name at now: "" admits it (and records
-// it), otherwise the close reason.
 // idle reports whether the damping record no longer affects anything: no
 // quarantine in force and no takeover within the window.
 func (d *damping) idle(now float64) bool {
@@ -93,6 +91,8 @@ func (r *registry) sweepTakeoversLocked(now float64) {
 	}
 }
 
+// check decides a takeover of the name at now: "" admits it (and records
+// it), otherwise the close reason.
 func (d *damping) check(now float64) string {
 	if now < d.quarantineUntil {
 		return "takeover quarantine"
