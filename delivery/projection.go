@@ -215,6 +215,9 @@ func (p *Projection) OnChatLocked(seq int64, sender, target string) {
 			try(n)
 		}
 		for n := range p.dir.WithRole(t) { // the holder, or the identity it is a sidecar of
+			// Both readings of a name like X-pane-rx: the -pane-rx sidecar
+			// of X and the -rx sidecar of X-pane (wire.Identity takes the
+			// first alone; a count must not miss the second).
 			try(n)
 			if id, ok := strings.CutSuffix(n, "-rx"); ok {
 				try(id)
