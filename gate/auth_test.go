@@ -99,30 +99,26 @@ func decodeFrame(t *testing.T, text string) map[string]any {
 	return in.Map()
 }
 
-// signer builds signed frames the way the Python client does.
+// signer builds signed frames the way the Python client does
+// (Signer), failing the test on error.
 type signer struct {
 	t      *testing.T
 	kid    string
 	secret string
-	seq    int
+	s      *Signer
 }
 
 // sign returns frame (a map as the test would send it) with an auth
 // object stamped at ts and signed over the text the hub will decode.
 func (s *signer) sign(frame map[string]any, ts float64, nonce string) map[string]any {
 	s.t.Helper()
-	s.seq++
-	frame["auth"] = map[string]any{"alg": "hmac-sha256", "kid": s.kid, "nonce": nonce, "sequence": s.seq, "timestamp": ts}
-	b, err := json.Marshal(frame)
+	if s.s == nil {
+		s.s = &Signer{KeyID: s.kid, Secret: []byte(s.secret)}
+	}
+	m, err := s.s.Sign(frame, ts, nonce)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	m := decodeFrame(s.t, string(b))
-	v, err := SignMessage([]byte(s.secret), m)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	m["auth"].(map[string]any)["value"] = v
 	return m
 }
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/gate"
-	"github.com/synapse-hub/synapse/wire"
 )
 
 // fakeClock is a hub clock that moves only when told, so window and
@@ -146,39 +145,26 @@ func TestNew_RefusesBadMessageAuthConfig(t *testing.T) {
 	}
 }
 
-func decodeFrame(t *testing.T, text string) map[string]any {
-	t.Helper()
-	in, err := wire.Decode([]byte(text), 0, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return in.Map()
-}
-
-// signer builds signed frames the way the Python client does.
+// signer builds signed frames the way the Python client does
+// (gate.Signer), failing the test on error.
 type signer struct {
 	t      *testing.T
 	kid    string
 	secret string
-	seq    int
+	s      *gate.Signer
 }
 
 // sign returns frame (a map as the test would send it) with an auth
 // object stamped at ts and signed over the text the hub will decode.
 func (s *signer) sign(frame map[string]any, ts float64, nonce string) map[string]any {
 	s.t.Helper()
-	s.seq++
-	frame["auth"] = map[string]any{"alg": "hmac-sha256", "kid": s.kid, "nonce": nonce, "sequence": s.seq, "timestamp": ts}
-	b, err := json.Marshal(frame)
+	if s.s == nil {
+		s.s = &gate.Signer{KeyID: s.kid, Secret: []byte(s.secret)}
+	}
+	m, err := s.s.Sign(frame, ts, nonce)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	m := decodeFrame(s.t, string(b))
-	v, err := gate.SignMessage([]byte(s.secret), m)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	m["auth"].(map[string]any)["value"] = v
 	return m
 }
 
