@@ -20,6 +20,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/synapse-hub/synapse/pyjson"
@@ -87,6 +88,10 @@ type Store struct {
 	rdb    *sql.DB   // read-only pool
 	insert *sql.Stmt // INSERT INTO events on wc
 	hubID  string
+
+	// What the last Replay of this store started from (SnapshotPosition).
+	replayed   atomic.Bool
+	replayFrom atomic.Int64
 
 	// beforeCommit, when set (tests only), runs inside every append
 	// transaction just before COMMIT, on the writer connection.

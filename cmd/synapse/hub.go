@@ -288,6 +288,10 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	h, err := hub.New(cfg)
+	if errors.Is(err, journal.ErrDamaged) { // a damaged page that replay did not read, the hub's own rebuild did
+		fmt.Fprintln(stderr, "synapse hub:", journalOpenFailure(f.db, err))
+		return 1
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "synapse hub:", err)
 		return 1
