@@ -75,6 +75,12 @@ var (
 	// a different request (PROTOCOL.md §4.3 error_code
 	// "idempotency_conflict"). Nothing was applied.
 	ErrIdempotencyConflict = errors.New("sequencer: idempotency key reused for a different request")
+	// ErrIdempotencyExpired means the idempotency key's record expired: the
+	// key committed longer ago than the journal's idempotency window, its
+	// first response is no longer kept, and the request was not applied
+	// (it may be a late retry of one that was). It wraps the journal's
+	// *journal.ExpiredError, which says when the key committed.
+	ErrIdempotencyExpired = errors.New("sequencer: idempotency key expired")
 	// ErrBadRequest means the request itself was malformed (no command, an
 	// empty idempotency key, a Render output that is not JSON). It fails
 	// that request alone; nothing was applied.
@@ -121,8 +127,17 @@ type Journal interface {
 	// consecutively in b.Records order, then one idempotency record per
 	// operation. On error nothing was committed.
 	Append(ctx context.Context, b *journal.Batch) (firstSeq int64, err error)
-	// Operation returns the committed idempotency record for key, if any.
+	// Operation returns the committed idempotency record for key, if any;
+	// an error matching journal.ErrIdempotencyExpired for a key whose
+	// record expired.
 	Operation(key string) (journal.Operation, bool, error)
+}
+
+// windowed is a Journal that expires idempotency records after a window
+// (*journal.Store with Options.IdempotencyWindow): the cache then forgets
+// a record as old, so it answers no longer than the journal would.
+type windowed interface {
+	IdempotencyWindow() time.Duration
 }
 
 // Options tunes a Sequencer. The zero value works.
@@ -313,6 +328,9 @@ func New(state *coord.State, j Journal, opts Options) *Sequencer {
 
 		inlineBatch: make([]*call, 0, opts.MaxBatch),
 		cache:       newIdemCache(opts.IdemCacheSize),
+	}
+	if w, ok := j.(windowed); ok {
+		s.cache.window = w.IdempotencyWindow().Seconds()
 	}
 	s.setUpSnapshots()
 	go s.run()
