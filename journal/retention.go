@@ -207,6 +207,44 @@ func (s *Store) expireRound() {
 	}
 }
 
+// Kept says what the journal keeps and why, for `synapse journal stats`.
+type Kept struct {
+	Operations int64 // idempotency records answering retries
+	Tombstones int64 // expired keys still refused as idempotency_expired
+	// Window is the idempotency window the last hub that wrote the file
+	// kept (meta idempotency_window_seconds); 0 with WindowKnown: forever.
+	Window      time.Duration
+	WindowKnown bool
+	// ReplayRows is what a restart would replay now: the rows after the
+	// newest snapshot (every row without one).
+	ReplayRows int64
+}
+
+// Kept reads what the journal keeps.
+func (s *Store) Kept() (Kept, error) {
+	var k Kept
+	err := s.rdb.QueryRow(`SELECT (SELECT count(*) FROM operations), (SELECT count(*) FROM idempotency_expired)`).Scan(&k.Operations, &k.Tombstones)
+	if err == nil {
+		var w float64
+		switch err = s.rdb.QueryRow(`SELECT CAST(value AS REAL) FROM meta WHERE key = 'idempotency_window_seconds'`).Scan(&w); {
+		case errors.Is(err, sql.ErrNoRows):
+			err = nil
+		case err == nil:
+			k.Window, k.WindowKnown = time.Duration(w*float64(time.Second)), true
+		}
+	}
+	if err == nil {
+		var from int64
+		if err = s.rdb.QueryRow(`SELECT COALESCE(MAX(seq), 0) FROM snapshots`).Scan(&from); err == nil {
+			err = s.rdb.QueryRow(`SELECT count(*) FROM events WHERE seq > ?`, from).Scan(&k.ReplayRows)
+		}
+	}
+	if err != nil {
+		return Kept{}, fmt.Errorf("journal: kept: %w", classify(err))
+	}
+	return k, nil
+}
+
 // IdempotencyWindow is how long an idempotency record is kept after it
 // committed (Options.IdempotencyWindow; 0: forever).
 func (s *Store) IdempotencyWindow() time.Duration { return s.opts.IdempotencyWindow }

@@ -286,6 +286,10 @@ func (s *Store) createSchema(ctx context.Context) error {
 	if err == nil {
 		_, err = s.wc.ExecContext(ctx, `INSERT OR IGNORE INTO meta(key, value) VALUES ('hub_id', ?)`, hub)
 	}
+	if err == nil { // what this writer keeps, so `journal stats` can say why
+		_, err = s.wc.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES ('idempotency_window_seconds', ?)`,
+			fmt.Sprint(s.opts.IdempotencyWindow.Seconds()))
+	}
 	if err == nil && version < SchemaVersion {
 		_, err = s.wc.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)`, fmt.Sprint(SchemaVersion))
 	}
