@@ -211,8 +211,8 @@ func (s *Store) expireRound() {
 type Kept struct {
 	Operations int64 // idempotency records answering retries
 	Tombstones int64 // expired keys still refused as idempotency_expired
-	// Window is the idempotency window the last hub that wrote the file
-	// kept (meta idempotency_window_seconds); 0 with WindowKnown: forever.
+	// Window is the idempotency window the last hub with one kept (meta
+	// idempotency_window_seconds); not WindowKnown: kept forever.
 	Window      time.Duration
 	WindowKnown bool
 	// ReplayRows is what a restart would replay now: the rows after the

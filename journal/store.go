@@ -286,7 +286,7 @@ func (s *Store) createSchema(ctx context.Context) error {
 	if err == nil {
 		_, err = s.wc.ExecContext(ctx, `INSERT OR IGNORE INTO meta(key, value) VALUES ('hub_id', ?)`, hub)
 	}
-	if err == nil { // what this writer keeps, so `journal stats` can say why
+	if err == nil && s.opts.IdempotencyWindow > 0 { // what this hub keeps, so `journal stats` can say why (tools open with none)
 		_, err = s.wc.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES ('idempotency_window_seconds', ?)`,
 			fmt.Sprint(s.opts.IdempotencyWindow.Seconds()))
 	}

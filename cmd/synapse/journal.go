@@ -533,10 +533,8 @@ func runJournalStats(args []string, stdout, stderr io.Writer) int {
 // printKept says what the journal keeps and why.
 func printKept(w io.Writer, k journal.Kept) {
 	fmt.Fprintf(w, "restart    replays %d rows after the newest snapshot (the hub snapshots every %d)\n", k.ReplayRows, sequencer.DefaultSnapshotEvery)
-	window := "window not recorded (a hub before schema 3): kept forever"
+	window := "no window recorded (a hub with --idempotency-window 0, or before schema 3): kept forever"
 	switch {
-	case k.WindowKnown && k.Window == 0:
-		window = "--idempotency-window 0: kept forever"
 	case k.WindowKnown:
 		window = fmt.Sprintf("--idempotency-window %s: each answers a retry that long, then expires", k.Window)
 	}
