@@ -95,6 +95,9 @@ func (s *session) submit(sender, typ, task string, in *wire.Inbound, cmd coord.C
 		h.m.idemConflicts.Inc()
 		s.fail(sender, "idempotency_conflict", "Idempotency key was already used for a different request.")
 		return reply, false
+	case errors.Is(err, sequencer.ErrIdempotencyExpired):
+		s.fail(sender, "idempotency_expired", "Idempotency key was first used longer ago than the hub keeps its answer (--idempotency-window), so nothing was applied: read the state to see whether the first request took effect, then send it again without the key or with a new one.")
+		return reply, false
 	case errors.Is(err, sequencer.ErrJournal):
 		what := "The " + typ
 		if task != "" {

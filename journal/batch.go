@@ -28,6 +28,9 @@ type Operation struct {
 	Key           string // sender + "\x00" + type + "\x00" + idem_key
 	RequestDigest string // sha256 hex of the canonical request
 	Response      []byte // the response frame the first request got
+	// CommittedAt is when the first request committed (unix seconds), as
+	// Operation reads it; Append takes the batch's TS instead.
+	CommittedAt float64
 }
 
 // Batch is what the sequencer commits at once: every record of a group of

@@ -201,7 +201,7 @@ func (s *Store) DirectedPage(after int64, limit int, withPayload bool) ([]Direct
 	}
 	rows, err := s.rdb.Query(q, after, limit)
 	if err != nil {
-		return nil, fmt.Errorf("journal: directed page: %w", err)
+		return nil, fmt.Errorf("journal: directed page: %w", classify(err))
 	}
 	defer rows.Close()
 	var out []DirectedChat
@@ -210,7 +210,7 @@ func (s *Store) DirectedPage(after int64, limit int, withPayload bool) ([]Direct
 		var dead int
 		var payload sql.NullString
 		if err := rows.Scan(&d.Seq, &d.TS, &d.Sender, &d.Target, &dead, &payload); err != nil {
-			return nil, fmt.Errorf("journal: directed page: %w", err)
+			return nil, fmt.Errorf("journal: directed page: %w", classify(err))
 		}
 		d.Dead = dead != 0
 		if payload.Valid {
@@ -219,7 +219,7 @@ func (s *Store) DirectedPage(after int64, limit int, withPayload bool) ([]Direct
 		out = append(out, d)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("journal: directed page: %w", err)
+		return nil, fmt.Errorf("journal: directed page: %w", classify(err))
 	}
 	return out, nil
 }
@@ -254,7 +254,7 @@ func (s *Store) Directed(seq int64) (DirectedChat, bool, error) {
 		return d, false, nil
 	}
 	if err != nil {
-		return d, false, fmt.Errorf("journal: directed chat: %w", err)
+		return d, false, fmt.Errorf("journal: directed chat: %w", classify(err))
 	}
 	d.Dead = dead != 0
 	return d, true, nil
@@ -264,7 +264,7 @@ func (s *Store) Directed(seq int64) (DirectedChat, bool, error) {
 func (s *Store) Watermarks() (map[string]int64, error) {
 	rows, err := s.rdb.Query(`SELECT identity, through_seq FROM mailbox_watermarks`)
 	if err != nil {
-		return nil, fmt.Errorf("journal: watermarks: %w", err)
+		return nil, fmt.Errorf("journal: watermarks: %w", classify(err))
 	}
 	defer rows.Close()
 	out := map[string]int64{}
@@ -272,7 +272,7 @@ func (s *Store) Watermarks() (map[string]int64, error) {
 		var id string
 		var through int64
 		if err := rows.Scan(&id, &through); err != nil {
-			return nil, fmt.Errorf("journal: watermarks: %w", err)
+			return nil, fmt.Errorf("journal: watermarks: %w", classify(err))
 		}
 		out[id] = through
 	}
@@ -284,7 +284,7 @@ func (s *Store) Watermark(identity string) (int64, error) {
 	var n int64
 	err := s.rdb.QueryRow(`SELECT COALESCE((SELECT through_seq FROM mailbox_watermarks WHERE identity = ?), 0)`, identity).Scan(&n)
 	if err != nil {
-		return 0, fmt.Errorf("journal: watermark: %w", err)
+		return 0, fmt.Errorf("journal: watermark: %w", classify(err))
 	}
 	return n, nil
 }
@@ -300,7 +300,7 @@ type ChatRow struct {
 func (s *Store) ChatTail(n int) ([]ChatRow, error) {
 	rows, err := s.rdb.Query(`SELECT seq, payload FROM events WHERE kind = 'chat' ORDER BY seq DESC LIMIT ?`, n)
 	if err != nil {
-		return nil, fmt.Errorf("journal: chat tail: %w", err)
+		return nil, fmt.Errorf("journal: chat tail: %w", classify(err))
 	}
 	defer rows.Close()
 	var out []ChatRow
@@ -308,13 +308,13 @@ func (s *Store) ChatTail(n int) ([]ChatRow, error) {
 		var r ChatRow
 		var p string
 		if err := rows.Scan(&r.Seq, &p); err != nil {
-			return nil, fmt.Errorf("journal: chat tail: %w", err)
+			return nil, fmt.Errorf("journal: chat tail: %w", classify(err))
 		}
 		r.Payload = []byte(p)
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("journal: chat tail: %w", err)
+		return nil, fmt.Errorf("journal: chat tail: %w", classify(err))
 	}
 	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
 		out[i], out[j] = out[j], out[i]
@@ -342,7 +342,7 @@ func (s *Store) Receipt(messageSeq int64) (ReceiptRow, bool, error) {
 		return r, false, nil
 	}
 	if err != nil {
-		return r, false, fmt.Errorf("journal: receipt: %w", err)
+		return r, false, fmt.Errorf("journal: receipt: %w", classify(err))
 	}
 	return r, true, nil
 }
@@ -352,19 +352,19 @@ func (s *Store) Receipt(messageSeq int64) (ReceiptRow, bool, error) {
 func (s *Store) PendingReceiptRows() ([]ReceiptRow, error) {
 	rows, err := s.rdb.Query(`SELECT ` + receiptColumns + ` FROM delivery_receipts WHERE state = 'pending' ORDER BY message_seq`)
 	if err != nil {
-		return nil, fmt.Errorf("journal: receipts: %w", err)
+		return nil, fmt.Errorf("journal: receipts: %w", classify(err))
 	}
 	defer rows.Close()
 	var out []ReceiptRow
 	for rows.Next() {
 		r, err := scanReceipt(rows)
 		if err != nil {
-			return nil, fmt.Errorf("journal: receipts: %w", err)
+			return nil, fmt.Errorf("journal: receipts: %w", classify(err))
 		}
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("journal: receipts: %w", err)
+		return nil, fmt.Errorf("journal: receipts: %w", classify(err))
 	}
 	return out, nil
 }
@@ -374,7 +374,7 @@ func (s *Store) ReceiptCount(state string) (int64, error) {
 	var n int64
 	err := s.rdb.QueryRow(`SELECT count(*) FROM delivery_receipts WHERE state = ?`, state).Scan(&n)
 	if err != nil {
-		return 0, fmt.Errorf("journal: receipts: %w", err)
+		return 0, fmt.Errorf("journal: receipts: %w", classify(err))
 	}
 	return n, nil
 }
@@ -384,7 +384,7 @@ func (s *Store) OutboxPending(sender string) ([]OutboxRow, error) {
 	rows, err := s.rdb.Query(`SELECT notification_id, message_seq, phase, sender, frame_json, attempts FROM delivery_receipt_outbox
 		WHERE sender = ? AND delivered_at IS NULL ORDER BY message_seq, rowid`, sender)
 	if err != nil {
-		return nil, fmt.Errorf("journal: outbox: %w", err)
+		return nil, fmt.Errorf("journal: outbox: %w", classify(err))
 	}
 	defer rows.Close()
 	var out []OutboxRow
@@ -392,7 +392,7 @@ func (s *Store) OutboxPending(sender string) ([]OutboxRow, error) {
 		var o OutboxRow
 		var frame string
 		if err := rows.Scan(&o.NotificationID, &o.MessageSeq, &o.Phase, &o.Sender, &frame, &o.Attempts); err != nil {
-			return nil, fmt.Errorf("journal: outbox: %w", err)
+			return nil, fmt.Errorf("journal: outbox: %w", classify(err))
 		}
 		o.Frame = []byte(frame)
 		out = append(out, o)

@@ -148,6 +148,8 @@ func Replay(st *Store, lim coord.Limits, now float64, opts ReplayOptions) (*Reco
 		return nil, fmt.Errorf("journal: replay: %w", err)
 	}
 	r.Expired = len(r.State.Tick(now).Events)
+	st.replayFrom.Store(r.SnapshotSeq)
+	st.replayed.Store(true)
 	return r, nil
 }
 

@@ -273,7 +273,10 @@ func TestReplay_SkipsBadSnapshot(t *testing.T) {
 	first, _ := st.LastSeq()
 	r.now++
 	r.step(t, coord.UpdateRequest{Agent: "p/a", TaskID: "A", Status: "working"})
-	r.snapshot(t)
+	second := r.snapshot(t)
+	if _, from, err := st.SnapshotPosition(); err != nil || from != second {
+		t.Errorf("SnapshotPosition before any replay: from %d, %v; want the newest snapshot, %d", from, err, second)
+	}
 	r.now++
 	r.step(t, coord.ClaimRequest{Agent: "p/b", TaskID: "B"})
 	if _, err := st.wc.ExecContext(context.Background(), `UPDATE snapshots SET body = CAST('garbage' AS BLOB) WHERE seq = (SELECT MAX(seq) FROM snapshots)`); err != nil {
@@ -286,6 +289,11 @@ func TestReplay_SkipsBadSnapshot(t *testing.T) {
 	}
 	if rec.SnapshotSeq != first || len(rec.Warnings) != 1 {
 		t.Errorf("snapshot seq %d (want %d), warnings %q", rec.SnapshotSeq, first, rec.Warnings)
+	}
+	// What a restart replays is counted from the snapshot it could use,
+	// not from the damaged newest one.
+	if last, from, err := st.SnapshotPosition(); err != nil || last != rec.LastSeq || from != first {
+		t.Errorf("SnapshotPosition after the replay = %d, %d, %v; want %d, %d", last, from, err, rec.LastSeq, first)
 	}
 	if rec.Degraded() {
 		t.Error("a skipped snapshot should not degrade the hub while the log is whole")

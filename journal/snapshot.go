@@ -74,6 +74,26 @@ func (s *Store) WriteSnapshot(seq int64, img coord.Image, createdAt float64) err
 	return nil
 }
 
+// SnapshotPosition returns the journal's last seq and the seq of the
+// snapshot a state rebuilt from it starts at: the one the last Replay of
+// this store started from (0 for none, a damaged newest snapshot skipped),
+// or, before any Replay, the newest stored snapshot. last - from is what a
+// restart would replay now; the sequencer counts on from it, so records
+// add up across restarts.
+func (s *Store) SnapshotPosition() (last, from int64, err error) {
+	if last, err = s.LastSeq(); err != nil {
+		return 0, 0, err
+	}
+	if s.replayed.Load() {
+		return last, s.replayFrom.Load(), nil
+	}
+	err = s.rdb.QueryRow(`SELECT COALESCE(MAX(seq), 0) FROM snapshots`).Scan(&from)
+	if err != nil {
+		return 0, 0, fmt.Errorf("journal: snapshot position: %w", err)
+	}
+	return last, from, nil
+}
+
 // snapshotDir is where snapshot bodies live: beside the database.
 func (s *Store) snapshotDir() string { return s.path + ".snapshots" }
 

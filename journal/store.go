@@ -20,6 +20,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/synapse-hub/synapse/pyjson"
@@ -33,7 +34,12 @@ import (
 //	1: events_kind_idx, snapshots, meta
 //	2: directed_chats and mailbox_watermarks (delivery.go), back-filled
 //	   from the chat and mailbox_watermark rows already in the file
-const SchemaVersion = 2
+//	3: operations_committed_idx and idempotency_expired (retention.go);
+//	   an older file gets them when it is opened for writing
+//
+// A file of a newer version is refused (ErrNewerSchema): this binary does
+// not know what its newer parts promise.
+const SchemaVersion = 3
 
 // Options tune Open. The zero value works.
 type Options struct {
@@ -61,6 +67,12 @@ type Options struct {
 	// file further fails with SQLITE_FULL and rolls back, as on a full disk.
 	// For fault-injection tests; a hub leaves it 0 (SQLite's default cap).
 	MaxPageCount int
+	// IdempotencyWindow, when positive, is how long an idempotency record
+	// is kept after it committed (`synapse hub --idempotency-window`,
+	// default 24 h there): a retry within it is answered with the stored
+	// response, one after it with ErrIdempotencyExpired for one more
+	// window (retention.go). 0 keeps every record forever.
+	IdempotencyWindow time.Duration
 	// MaxBytes, when positive, caps the file the same way, in bytes
 	// (rounded down to whole pages, never below the file's current size):
 	// `synapse hub --journal-max-kb`. An append beyond it fails with
@@ -73,6 +85,10 @@ var (
 	ErrClosed     = errors.New("journal: store is closed")
 	ErrBadBatch   = errors.New("journal: invalid batch")
 	ErrNotJournal = errors.New("journal: file has no journal schema")
+	// ErrNewerSchema means the file was written by a newer synapse, whose
+	// schema this binary does not know: it is refused rather than
+	// written with rules older than the file's.
+	ErrNewerSchema = errors.New("journal: file written by a newer synapse")
 )
 
 // Store is an open journal file.
@@ -87,6 +103,16 @@ type Store struct {
 	rdb    *sql.DB   // read-only pool
 	insert *sql.Stmt // INSERT INTO events on wc
 	hubID  string
+
+	// What the last Replay of this store started from (SnapshotPosition).
+	replayed   atomic.Bool
+	replayFrom atomic.Int64
+
+	// The idempotency expiry goroutine (retention.go).
+	stopExpiry chan struct{}
+	expiryDone chan struct{}
+	haltOnce   sync.Once
+	expired    atomic.Int64
 
 	// beforeCommit, when set (tests only), runs inside every append
 	// transaction just before COMMIT, on the writer connection.
@@ -119,7 +145,7 @@ CREATE INDEX IF NOT EXISTS events_kind_idx ON events(kind);
 CREATE TABLE IF NOT EXISTS snapshots (seq INTEGER PRIMARY KEY, created_at REAL NOT NULL,
                      format INTEGER NOT NULL, sha256 TEXT NOT NULL, body BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-` + deliverySchema
+` + deliverySchema + retentionSchema
 
 // Open opens the journal at path, creating it (mode 0600) with the schema
 // when it does not exist. The file runs in WAL mode at synchronous=NORMAL;
@@ -160,8 +186,12 @@ func Open(path string, opts Options) (*Store, error) {
 	s := &Store{path: path, opts: opts}
 	if err := s.open(); err != nil {
 		s.closeAll()
+		if errors.Is(err, ErrNewerSchema) {
+			return nil, fmt.Errorf("journal: open %s: %w", path, err)
+		}
 		return nil, fmt.Errorf("journal: open %s: %w", path, classify(probeFolder(path, err)))
 	}
+	s.startExpiry()
 	return s, nil
 }
 
@@ -243,10 +273,12 @@ func (s *Store) createSchema(ctx context.Context) error {
 	if _, err := s.wc.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return err
 	}
-	_, err := s.wc.ExecContext(ctx, schema)
-	var version int
+	version, err := s.schemaVersion(ctx)
+	if err == nil && version > SchemaVersion {
+		err = newerSchema(version)
+	}
 	if err == nil {
-		err = s.wc.QueryRowContext(ctx, `SELECT COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'), 0)`).Scan(&version)
+		_, err = s.wc.ExecContext(ctx, schema)
 	}
 	if err == nil && version < 2 { // a file of ours at v1, or the reference's own
 		err = s.migrateDelivery(ctx)
@@ -254,15 +286,39 @@ func (s *Store) createSchema(ctx context.Context) error {
 	if err == nil {
 		_, err = s.wc.ExecContext(ctx, `INSERT OR IGNORE INTO meta(key, value) VALUES ('hub_id', ?)`, hub)
 	}
+	if err == nil && s.opts.IdempotencyWindow > 0 { // what this hub keeps, so `journal stats` can say why (tools open with none)
+		_, err = s.wc.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES ('idempotency_window_seconds', ?)`,
+			fmt.Sprint(s.opts.IdempotencyWindow.Seconds()))
+	}
 	if err == nil && version < SchemaVersion {
 		_, err = s.wc.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)`, fmt.Sprint(SchemaVersion))
 	}
 	if err != nil {
 		s.wc.ExecContext(ctx, "ROLLBACK")
+		if errors.Is(err, ErrNewerSchema) {
+			return err
+		}
 		return fmt.Errorf("create schema: %w", err)
 	}
 	_, err = s.wc.ExecContext(ctx, "COMMIT")
 	return err
+}
+
+// schemaVersion reads the file's schema_version: 0 for a file without a
+// meta table (new, or the reference's) or without the key.
+func (s *Store) schemaVersion(ctx context.Context) (int, error) {
+	var n int
+	err := s.wc.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'`).Scan(&n)
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	var v int
+	err = s.wc.QueryRowContext(ctx, `SELECT COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'), 0)`).Scan(&v)
+	return v, err
+}
+
+func newerSchema(v int) error {
+	return fmt.Errorf("%w: its schema is version %d, this binary knows versions up to %d; run the newer synapse on it (or a copy), nothing was changed", ErrNewerSchema, v, SchemaVersion)
 }
 
 // checkSchema verifies a file opened read-only has our tables.
@@ -275,6 +331,12 @@ func (s *Store) checkSchema(ctx context.Context) error {
 		if n == 0 {
 			return fmt.Errorf("%w: no table %s", ErrNotJournal, t)
 		}
+	}
+	if v, err := s.schemaVersion(ctx); err != nil || v > SchemaVersion {
+		if err == nil {
+			err = newerSchema(v)
+		}
+		return err
 	}
 	return nil
 }
@@ -309,6 +371,7 @@ func (s *Store) HubID() string { return s.hubID }
 
 // Close closes the store. Appends after Close fail with ErrClosed.
 func (s *Store) Close() error {
+	s.halt() // before the mutex: an expiry round holds it
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -481,15 +544,18 @@ func idempotencyPayload(op preparedOp, first, commit int64) []byte {
 }
 
 // Operation returns the idempotency record stored under key (INV-CR-1).
-// Operation rows are kept forever and survive restart, so the store itself
-// is the idempotency guard: a replayed request is looked up here. Response
-// is the stored response in canonical form (compact, ASCII-escaped).
+// Operation rows survive restart and are kept for Options.IdempotencyWindow
+// (forever without one), so the store itself is the idempotency guard: a
+// replayed request is looked up here. Response is the stored response in
+// canonical form (compact, ASCII-escaped). A key whose record expired gives
+// an error matching ErrIdempotencyExpired (an *ExpiredError) for one more
+// window; after that it is unknown.
 func (s *Store) Operation(key string) (Operation, bool, error) {
 	var op Operation
 	var resp string
-	err := s.rdb.QueryRow(`SELECT request_digest, response_json FROM operations WHERE operation_key = ?`, key).Scan(&op.RequestDigest, &resp)
+	err := s.rdb.QueryRow(`SELECT request_digest, response_json, committed_at FROM operations WHERE operation_key = ?`, key).Scan(&op.RequestDigest, &resp, &op.CommittedAt)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Operation{}, false, nil
+		return Operation{}, false, s.expiredOperation(key)
 	}
 	if err != nil {
 		return Operation{}, false, fmt.Errorf("journal: operation: %w", err)

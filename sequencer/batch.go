@@ -126,13 +126,16 @@ func (s *Sequencer) render(p *pending) bool {
 // lookup finds the committed operation of an idempotency key: in the cache,
 // then in the journal.
 func (s *Sequencer) lookup(key string) (journal.Operation, bool, error) {
-	if op, ok := s.cache.get(key); ok {
+	if op, ok := s.cache.get(key, s.lastNow); ok {
 		return op, true, nil
 	}
 	if s.j == nil {
 		return journal.Operation{}, false, nil
 	}
 	op, ok, err := s.j.Operation(key)
+	if errors.Is(err, journal.ErrIdempotencyExpired) {
+		return op, false, fmt.Errorf("%w: %w", ErrIdempotencyExpired, err)
+	}
 	if err != nil {
 		return op, false, fmt.Errorf("%w: read operation: %w", ErrJournal, err)
 	}
@@ -203,6 +206,7 @@ func (s *Sequencer) commit(ps []*pending, b *journal.Batch) {
 		return
 	}
 	for _, op := range b.Operations {
+		op.CommittedAt = b.TS
 		s.cache.put(op)
 	}
 	// Publish in commit order, request by request, so a chat committed

@@ -10,13 +10,19 @@ import (
 	"github.com/synapse-hub/synapse/journal"
 )
 
-// Periodic snapshots (docs/journal.md, Snapshots). After a batch whose
-// append takes the journal SnapshotEvery records or more past the last
-// snapshot, the leader takes the committed state's image and hands it to one
-// writer goroutine. The image is taken between batches, right after the
-// append, so it is the state at exactly the last committed seq (the expiry
-// that batch's clock reading did included: expiry is volatile, and replay's
-// final Tick recomputes it).
+// Periodic snapshots (docs/journal.md, Snapshots). A snapshot is due when
+// the journal holds SnapshotEvery records or more after its newest snapshot
+// — counted in the file, not by one process, so the records of many short
+// lives add up (INV-RS-1): at New the count starts from the journal's own
+// position (SnapshotPosition), and a journal whose restart had to replay
+// that many records or more is snapshotted at once, before the first
+// batch. After a batch whose append makes one due, the leader takes the
+// committed state's image and hands it to one writer goroutine. The image
+// is taken between batches, right after the append, so it is the state at
+// exactly the last committed seq (the expiry that batch's clock reading did
+// included: expiry is volatile, and replay's final Tick recomputes it).
+// Close writes one more when records were committed after the newest, so a
+// clean stop is followed by a restart that replays nothing.
 //
 // Who owns what: the seq tracker's fields are the leader's (only the leader
 // appends). The writer goroutine owns the image it was handed; a Claim,
@@ -30,6 +36,7 @@ import (
 // BenchmarkSnapshotStall_Image100kClaims), once per SnapshotEvery records.
 // Sorting and copying into the Image, encoding and writing happen on the
 // writer goroutine; the capture shares only values the state never changes.
+// The snapshots at New and at Close stall no batch: no call is decided then.
 //
 // A failed snapshot is logged and counted, nothing more: the journal is
 // still the truth, and replay falls back to an older snapshot or the whole
@@ -62,8 +69,17 @@ type snapshots struct {
 type seqTracker struct {
 	Journal
 	last     int64 // the last committed seq
-	since    int64 // records committed since the last snapshot was taken
+	since    int64 // records in the journal after the newest snapshot taken
+	known    bool  // last is the journal's (from its position or an append)
 	appended bool  // an append committed since maybeSnapshot last looked
+}
+
+// positioner is a Journal that can say where its newest snapshot is.
+// *journal.Store implements it.
+type positioner interface {
+	// SnapshotPosition returns the journal's last seq and the seq of the
+	// snapshot a state rebuilt from it starts at.
+	SnapshotPosition() (last, from int64, err error)
 }
 
 func (t *seqTracker) Append(ctx context.Context, b *journal.Batch) (int64, error) {
@@ -71,7 +87,7 @@ func (t *seqTracker) Append(ctx context.Context, b *journal.Batch) (int64, error
 	if n := int64(len(b.Records) + len(b.Operations)); err == nil && n > 0 {
 		t.last = first + n - 1
 		t.since += n
-		t.appended = true
+		t.known, t.appended = true, true
 	}
 	return first, err
 }
@@ -88,8 +104,24 @@ func (s *Sequencer) setUpSnapshots() {
 		return
 	}
 	s.snaps.w, s.snaps.every = w, int64(s.opts.SnapshotEvery)
-	s.snaps.track = &seqTracker{Journal: s.j}
-	s.j = s.snaps.track
+	t := &seqTracker{Journal: s.j}
+	s.snaps.track, s.j = t, t
+	p, ok := t.Journal.(positioner)
+	if !ok {
+		return
+	}
+	last, from, err := p.SnapshotPosition()
+	if err != nil {
+		s.log.Warn("sequencer: cannot read the journal's snapshot position; counting from now", "err", err)
+		return
+	}
+	t.last, t.since, t.known = last, last-from, true
+	if t.since >= s.snaps.every {
+		// The restart replayed a long tail: snapshot now, so the next
+		// one does not. The state is the journal's as of last (New's
+		// contract), and nothing decides yet.
+		s.startSnapshot()
+	}
 }
 
 // maybeSnapshot runs under the leader lock after each batch: if that batch's append
@@ -101,15 +133,40 @@ func (s *Sequencer) maybeSnapshot() {
 		return // only right after an append is the state exactly at t.last
 	}
 	t.appended = false
-	if t.since < s.snaps.every || s.Err() != nil || !s.snaps.busy.CompareAndSwap(false, true) {
+	if t.since >= s.snaps.every {
+		s.startSnapshot()
+	}
+}
+
+// startSnapshot takes the image and starts the writer, unless the
+// sequencer is degraded or a writer runs. The caller owns the state.
+func (s *Sequencer) startSnapshot() {
+	t := s.snaps.track
+	if s.Err() != nil || !s.snaps.busy.CompareAndSwap(false, true) {
 		return
 	}
 	start := time.Now()
 	capture := s.state.Capture() // the stall (see above)
 	stall := time.Since(start)
 	t.since = 0
+	at := s.lastNow
+	if at == 0 { // no batch yet: the snapshot at New
+		at = s.opts.Clock()
+	}
 	s.snaps.wg.Add(1)
-	go s.writeSnapshot(t.last, capture, s.lastNow, stall)
+	go s.writeSnapshot(t.last, capture, at, stall)
+}
+
+// closingSnapshot runs in Close, once the loop has returned and the writer
+// has finished: it writes the state as of the last committed seq when the
+// journal holds records after the newest snapshot.
+func (s *Sequencer) closingSnapshot() {
+	t := s.snaps.track
+	if t == nil || !t.known || t.since == 0 {
+		return
+	}
+	s.startSnapshot()
+	s.snaps.wg.Wait()
 }
 
 // writeSnapshot is the writer goroutine.

@@ -19,6 +19,7 @@ import (
 const benchUsage = `Usage: synapse bench core|journal [--json] [--runs N]
        synapse bench load [flags]   (a hub over real sockets: 'synapse bench load --help')
        synapse bench soak [flags]   (a mixed fleet for minutes, failing on growth: 'synapse bench soak --help')
+       synapse bench crashloop [flags]  (a hub SIGKILLed and restarted under load: 'synapse bench crashloop --help')
 
 Runs in-process benchmarks and prints the median of N runs. Progress goes to
 stderr; --json prints one JSON object on stdout for scripts.
@@ -69,6 +70,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return runBenchLoad(args[1:], stdout, stderr)
 	case "soak":
 		return runBenchSoak(args[1:], stdout, stderr)
+	case "crashloop":
+		return runBenchCrashLoop(args[1:], stdout, stderr)
 	case "echo-server": // bench load --floor's child: not for users
 		return runEchoServer(args[1:], stderr)
 	case "attack": // bench load --hostile's child: not for users
@@ -78,7 +81,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 0
 	default:
-		fmt.Fprintln(stderr, "synapse bench: say what to measure: 'synapse bench core', 'synapse bench journal', 'synapse bench load' or 'synapse bench soak'.")
+		fmt.Fprintln(stderr, "synapse bench: say what to measure: 'synapse bench core', 'synapse bench journal', 'synapse bench load', 'synapse bench soak' or 'synapse bench crashloop'.")
 		return 2
 	}
 	asJSON := fs.Bool("json", false, "print one JSON object for scripts")

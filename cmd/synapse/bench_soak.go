@@ -52,7 +52,7 @@ judged. For RSS, live heap, goroutines and open files:
     across it (still climbing, not a step that levelled off).
   Floors: RSS 8 MiB, heap 4 MiB, goroutines 32, open files 32.
 The journal grows with every mutation while the hub runs (a snapshot every
-100,000 records bounds replay, not size; 'synapse journal compact' drops
+20,000 records bounds replay, not size; 'synapse journal compact' drops
 rows with the hub stopped), so what must level off is its growth per
 operation: bytes per op across the last third may exceed bytes per op across
 the middle third by at most 50 % + 32 bytes.

@@ -16,7 +16,7 @@ var subcommands = map[string][]string{
 	"task":     {"declare", "update", "progress"},
 	"git-hook": {"install", "uninstall", "check"},
 	"ns":       {"list"},
-	"bench":    {"load", "soak"},
+	"bench":    {"load", "soak", "crashloop"},
 }
 
 // docs/cli.md reproduces every command's --help: this test keeps it true.

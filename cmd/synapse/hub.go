@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/synapse-hub/synapse/cluster"
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/dashboard"
 	"github.com/synapse-hub/synapse/gate"
@@ -60,8 +61,9 @@ type hubFlags struct {
 	maxMsgKB, maxHistory   int
 	leaseOfflineTTL        float64
 	logJSON                bool
-	limits                 coord.Limits // the core's limits (registerLimits)
-	journalMaxKB           int64        // the journal file's cap (--journal-max-kb)
+	limits                 coord.Limits  // the core's limits (registerLimits)
+	journalMaxKB           int64         // the journal file's cap (--journal-max-kb)
+	idemWindow             time.Duration // how long idempotency records answer (--idempotency-window)
 	malformedRate          float64
 	malformedBurst         int
 	closesRate             float64
@@ -241,7 +243,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		}
 		progress := func(done, total int64) { log.Info("replaying the journal", "rows", done, "of", total) }
 		rec, err := journal.Recover(f.db, journal.RecoverOptions{
-			Open:   journal.Options{HubID: f.hubID, MaxBytes: f.journalMaxKB << 10},
+			Open:   journal.Options{HubID: f.hubID, MaxBytes: f.journalMaxKB << 10, IdempotencyWindow: f.idemWindow},
 			Limits: cfg.Limits, Now: float64(time.Now().UnixNano()) / 1e9,
 			Replay: journal.ReplayOptions{Logger: log, Progress: progress},
 		})
@@ -275,6 +277,10 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	h, err := hub.New(cfg)
+	if errors.Is(err, journal.ErrDamaged) { // a damaged page that replay did not read, the hub's own rebuild did
+		fmt.Fprintln(stderr, "synapse hub:", journalOpenFailure(f.db, err))
+		return 1
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "synapse hub:", err)
 		return 1
@@ -374,6 +380,7 @@ func (f *hubFlags) registerLimits(fs *flag.FlagSet) {
 	fs.IntVar(&f.aheadBurst, "ahead-burst", hub.DefaultAheadBurst, "frames a socket may send ahead of its answers (a registration with its ping) before its frames go through the heavy lane, earned back at 1 a second; -1 = none")
 	fs.Float64Var(&f.closesRate, "closes-per-host", hub.DefaultClosesPerHostPerSecond, "sockets per second one remote host may have closed for cause (oversized frame, wrong token, refused name or takeover, registration timeout, slow consumer) past --closes-burst; beyond, its new sockets wait before the upgrade (docs/security.md), 0 = off")
 	fs.IntVar(&f.closesBurst, "closes-burst", hub.DefaultClosesPerHostBurst, "sockets one remote host may have closed for cause before its new sockets wait")
+	fs.DurationVar(&f.idemWindow, "idempotency-window", cluster.IdemRetention, "how long the journal keeps an idempotency record after it committed: a retry with the same idem_key within it gets the first answer, one later an error frame with error_code idempotency_expired (for one more window; then the key is new), 0 = forever (docs/journal.md, Retention); a fleet on etcd keeps its records as long")
 	fs.Int64Var(&f.journalMaxKB, "journal-max-kb", 0, "largest the journal file may grow, in KiB, 0 = no cap: past it every mutation is refused as on a full disk until the hub restarts with room (docs/journal.md, Disk faults)")
 	fs.DurationVar(&f.presenceWindow, "presence-window", hub.DefaultPresenceWindow, "presence changes within this of the last presence_update are sent together at its end (docs/protocol.md, Presence)")
 	fs.IntVar(&f.eventBuffer, "dashboard-event-buffer", dashboard.DefaultEventBuffer, "events queued to one /api/events stream before it is dropped as too slow (its browser reconnects and reloads the state)")

@@ -137,6 +137,7 @@ func TestHub_EveryLimitHasAFlag(t *testing.T) {
 		{"closes-per-host", "3.5", func() any { return f.closesRate }, 3.5},
 		{"closes-burst", "8", func() any { return f.closesBurst }, 8},
 		{"journal-max-kb", "64", func() any { return f.journalMaxKB }, int64(64)},
+		{"idempotency-window", "90s", func() any { return f.idemWindow }, 90 * time.Second},
 		{"presence-window", "250ms", func() any { return f.presenceWindow }, 250 * time.Millisecond},
 		{"dashboard-event-buffer", "16", func() any { return f.eventBuffer }, 16},
 		{"dashboard-streams", "3", func() any { return f.eventStreams }, 3},

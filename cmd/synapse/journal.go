@@ -18,6 +18,7 @@ import (
 
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/journal"
+	"github.com/synapse-hub/synapse/sequencer"
 )
 
 const journalUsage = `Usage: synapse journal check|compact|stats PATH [flags]
@@ -462,8 +463,11 @@ func lastTS(st *journal.Store, last, snapSeq int64) (float64, error) {
 
 const statsUsage = `Usage: synapse journal stats PATH [--json]
 
-Rows per kind, last seq, snapshots and file size of a journal, read-only. It
-can run while the hub runs; it reads every row (about a second per million).
+Rows per kind, last seq, snapshots and file size of a journal, read-only,
+and what it keeps and why: the rows a restart would replay now, the
+idempotency records kept under the window the last hub used
+(--idempotency-window) and the expired keys still refused. It can run while
+the hub runs; it reads every row (about a second per million).
 
 Flags:
 `
@@ -477,6 +481,7 @@ type statsJSON struct {
 	Events    int64            `json:"events"`
 	Kinds     map[string]int64 `json:"kinds"`
 	Snapshots []snapshotJSON   `json:"snapshots"`
+	Kept      journal.Kept     `json:"kept"`
 }
 
 func runJournalStats(args []string, stdout, stderr io.Writer) int {
@@ -509,6 +514,9 @@ func runJournalStats(args []string, stdout, stderr io.Writer) int {
 		return openFailure(stderr, "stats", path, err)
 	}
 	out.Snapshots = snapshotsJSON(snaps)
+	if out.Kept, err = st.Kept(); err != nil {
+		return openFailure(stderr, "stats", path, err)
+	}
 	if *asJSON {
 		return writeJSON(stdout, stderr, "stats", out)
 	}
@@ -518,5 +526,18 @@ func runJournalStats(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "events     %d rows\n", out.Events)
 	printKinds(stdout, out.Kinds)
 	printSnapshots(stdout, snaps)
+	printKept(stdout, out.Kept)
 	return 0
+}
+
+// printKept says what the journal keeps and why.
+func printKept(w io.Writer, k journal.Kept) {
+	fmt.Fprintf(w, "restart    replays %d rows after the newest snapshot (the hub snapshots every %d)\n", k.ReplayRows, sequencer.DefaultSnapshotEvery)
+	window := "no window recorded (a hub with --idempotency-window 0, or before schema 3): kept forever"
+	switch {
+	case k.WindowKnown:
+		window = fmt.Sprintf("--idempotency-window %s: each answers a retry that long, then expires", k.Window)
+	}
+	fmt.Fprintf(w, "idempotency %d records kept (%s); %d expired keys refused as idempotency_expired for one more window\n",
+		k.Operations, window, k.Tombstones)
 }

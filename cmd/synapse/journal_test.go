@@ -5,10 +5,12 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/journal"
@@ -248,5 +250,41 @@ func TestJournal_UsageErrors(t *testing.T) {
 	}
 	if code, _, errOut := runCmd("journal", "compact", "--help"); code != 0 || !strings.Contains(errOut, "--vacuum") {
 		t.Errorf("journal compact --help: exit %d\n%s", code, errOut)
+	}
+}
+
+// journal stats says what the journal keeps and why: the rows a restart
+// replays now, and the idempotency records under the window the last hub
+// kept with the expired keys it still refuses (INV-CR-1's window).
+func TestJournalStats_SaysWhatIsKeptAndWhy_INV_CR_1(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hub.db")
+	st, err := journal.Open(path, journal.Options{IdempotencyWindow: 90 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const at = 4_000_000_000.0
+	for i, ts := range []float64{at, at + 100} {
+		key := fmt.Sprintf("k%d", i)
+		if _, err := st.Append(context.Background(), &journal.Batch{TS: ts, Operations: []journal.Operation{{Key: key, RequestDigest: "d", Response: []byte(`{}`)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.ExpireOperations(context.Background(), at+100, 10); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	code, out, errOut := runCmd("journal", "stats", "--json", path)
+	var r statsJSON
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+	if k := r.Kept; k.Operations != 1 || k.Tombstones != 1 || !k.WindowKnown || k.Window != 90*time.Second || k.ReplayRows != 1 {
+		t.Fatalf("kept %+v; want 1 record, 1 expired key, the 90 s window, 1 row to replay", k)
+	}
+	code, out, _ = runCmd("journal", "stats", path)
+	for _, want := range []string{"replays 1 rows", "1 records kept (--idempotency-window 1m30s", "1 expired keys refused as idempotency_expired"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("exit %d, no %q in:\n%s", code, want, out)
+		}
 	}
 }

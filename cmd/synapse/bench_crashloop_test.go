@@ -1,0 +1,61 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/synapse-hub/synapse/bench"
+	"github.com/synapse-hub/synapse/internal/testbin"
+)
+
+// Two SIGKILLs of a real hub under a small fleet, then a clean stop: every
+// start is measured, the file grows, and nothing acknowledged is lost
+// (INV-JA-1: an acknowledged claim survives a SIGKILL).
+func TestBenchCrashLoop_KillsARealHubAndLosesNothing_INV_JA_1(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a hub child through two SIGKILLs")
+	}
+	cmd := exec.Command(testbin.Synapse(t), "bench", "crashloop", "--kills", "2", "--agents", "3", "--life", "700ms", "--json")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("bench crashloop: %v\n%s", err, errOut.String())
+	}
+	var res bench.CrashLoopResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out.String())
+	}
+	if len(res.Restarts) != 4 {
+		t.Fatalf("%d starts; want the first, two after a SIGKILL and one after the clean stop\n%s", len(res.Restarts), out.String())
+	}
+	for i, want := range []string{"start", "sigkill", "sigkill", "clean stop"} {
+		x := res.Restarts[i]
+		if x.After != want || x.BannerMS <= 0 || x.AnswerMS < x.BannerMS || x.Journal == "" {
+			t.Errorf("start %d: %+v; want after %q, a banner time, an answer time after it, the journal line", i, x, want)
+		}
+	}
+	if last := res.Restarts[3]; last.OpsAck <= 0 || last.Seq <= 0 || last.FilesMB <= 0 {
+		t.Errorf("the fleet or the measures read nothing: %+v", last)
+	}
+	if len(res.Problems) != 0 {
+		t.Errorf("the checker found acknowledged claims lost: %v", res.Problems)
+	}
+	if !strings.Contains(errOut.String(), "banner ms") {
+		t.Errorf("no progress table on stderr with --json:\n%s", errOut.String())
+	}
+}
+
+func TestBenchCrashLoop_BadFlagsExitTwo(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "crashloop", "--kills", "0"},
+		{"bench", "crashloop", "--life", "0s"},
+		{"bench", "crashloop", "extra"},
+	} {
+		if code, out, _ := runCmd(args...); code != 2 || out != "" {
+			t.Errorf("%v: exit %d, stdout %q; want 2 and nothing", args, code, out)
+		}
+	}
+}
