@@ -71,6 +71,7 @@ func (s *Store) WriteSnapshot(seq int64, img coord.Image, createdAt float64) err
 		return fmt.Errorf("journal: write snapshot: %w", err)
 	}
 	s.pruneSnapshotFiles(ctx)
+	s.kickCompaction()
 	return nil
 }
 

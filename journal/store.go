@@ -73,6 +73,12 @@ type Options struct {
 	// response, one after it with ErrIdempotencyExpired for one more
 	// window (retention.go). 0 keeps every record forever.
 	IdempotencyWindow time.Duration
+	// CompactBatch, when positive, compacts the journal online: after each
+	// snapshot a background goroutine drops the rows the oldest sound
+	// snapshot covers, this many per transaction (compaction.go;
+	// `synapse hub --journal-compact-batch`, DefaultCompactBatch there). 0
+	// leaves every row until `synapse journal compact`.
+	CompactBatch int
 	// MaxBytes, when positive, caps the file the same way, in bytes
 	// (rounded down to whole pages, never below the file's current size):
 	// `synapse hub --journal-max-kb`. An append beyond it fails with
@@ -113,6 +119,15 @@ type Store struct {
 	expiryDone chan struct{}
 	haltOnce   sync.Once
 	expired    atomic.Int64
+
+	// Online compaction (compaction.go): the goroutine's channels, the
+	// rows it dropped, and its cursor (under mu).
+	compactKick     chan struct{}
+	stopCompact     chan struct{}
+	compactDone     chan struct{}
+	haltCompactOnce sync.Once
+	compacted       atomic.Int64
+	compactFrom     int64
 
 	// beforeCommit, when set (tests only), runs inside every append
 	// transaction just before COMMIT, on the writer connection.
@@ -192,6 +207,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("journal: open %s: %w", path, classify(probeFolder(path, err)))
 	}
 	s.startExpiry()
+	s.startCompaction()
 	return s, nil
 }
 
@@ -371,7 +387,8 @@ func (s *Store) HubID() string { return s.hubID }
 
 // Close closes the store. Appends after Close fail with ErrClosed.
 func (s *Store) Close() error {
-	s.halt() // before the mutex: an expiry round holds it
+	s.halt()           // before the mutex: an expiry round holds it
+	s.haltCompaction() // and so does a compaction batch
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

@@ -64,6 +64,7 @@ type hubFlags struct {
 	limits                 coord.Limits  // the core's limits (registerLimits)
 	journalMaxKB           int64         // the journal file's cap (--journal-max-kb)
 	idemWindow             time.Duration // how long idempotency records answer (--idempotency-window)
+	compactBatch           int           // rows per online compaction transaction (--journal-compact-batch)
 	malformedRate          float64
 	malformedBurst         int
 	closesRate             float64
@@ -243,7 +244,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		}
 		progress := func(done, total int64) { log.Info("replaying the journal", "rows", done, "of", total) }
 		rec, err := journal.Recover(f.db, journal.RecoverOptions{
-			Open:   journal.Options{HubID: f.hubID, MaxBytes: f.journalMaxKB << 10, IdempotencyWindow: f.idemWindow},
+			Open:   journal.Options{HubID: f.hubID, MaxBytes: f.journalMaxKB << 10, IdempotencyWindow: f.idemWindow, CompactBatch: f.compactBatch},
 			Limits: cfg.Limits, Now: float64(time.Now().UnixNano()) / 1e9,
 			Replay: journal.ReplayOptions{Logger: log, Progress: progress},
 		})
@@ -381,6 +382,7 @@ func (f *hubFlags) registerLimits(fs *flag.FlagSet) {
 	fs.Float64Var(&f.closesRate, "closes-per-host", hub.DefaultClosesPerHostPerSecond, "sockets per second one remote host may have closed for cause (oversized frame, wrong token, refused name or takeover, registration timeout, slow consumer) past --closes-burst; beyond, its new sockets wait before the upgrade (docs/security.md), 0 = off")
 	fs.IntVar(&f.closesBurst, "closes-burst", hub.DefaultClosesPerHostBurst, "sockets one remote host may have closed for cause before its new sockets wait")
 	fs.DurationVar(&f.idemWindow, "idempotency-window", cluster.IdemRetention, "how long the journal keeps an idempotency record after it committed: a retry with the same idem_key within it gets the first answer, one later an error frame with error_code idempotency_expired (for one more window; then the key is new), 0 = forever (docs/journal.md, Retention); a fleet on etcd keeps its records as long")
+	fs.IntVar(&f.compactBatch, "journal-compact-batch", journal.DefaultCompactBatch, "rows the hub drops per transaction, in the background after each snapshot, of those the oldest snapshot kept covers (claims, updates, releases, board rows), so the file stops growing with history; a commit waits for at most one such batch (docs/journal.md, Compaction), 0 = keep every row until 'synapse journal compact'")
 	fs.Int64Var(&f.journalMaxKB, "journal-max-kb", 0, "largest the journal file may grow, in KiB, 0 = no cap: past it every mutation is refused as on a full disk until the hub restarts with room (docs/journal.md, Disk faults)")
 	fs.DurationVar(&f.presenceWindow, "presence-window", hub.DefaultPresenceWindow, "presence changes within this of the last presence_update are sent together at its end (docs/protocol.md, Presence)")
 	fs.IntVar(&f.eventBuffer, "dashboard-event-buffer", dashboard.DefaultEventBuffer, "events queued to one /api/events stream before it is dropped as too slow (its browser reconnects and reloads the state)")
