@@ -34,7 +34,7 @@ const compactKinds = `('claim', 'task_update', 'checkpoint', 'handoff', 'release
 
 // DefaultCompactBatch is how many rows one compaction transaction drops
 // when a hub compacts online (`synapse hub --journal-compact-batch`).
-const DefaultCompactBatch = 128
+const DefaultCompactBatch = 32
 
 // compactPause separates two batches of one round, so commits queued
 // behind a batch go first; a variable so tests can shorten it.
