@@ -11,7 +11,8 @@ import (
 // from the newest sound snapshot and never reads them again, and falls back
 // at most to the oldest snapshot kept. With Options.CompactBatch set, a
 // background goroutine drops the rows the oldest sound snapshot covers,
-// after every snapshot written and once at Open (a backlog from before), in
+// after every snapshot written and once a little after Open (a backlog from
+// before; not during the hub's replay), in
 // batches of CompactBatch rows, each its own short transaction on the
 // writer, so a commit waits for at most one batch. Audit rows (denials,
 // expiries, federation records), chats, receipts and idempotency records
@@ -36,12 +37,18 @@ const compactKinds = `('claim', 'task_update', 'checkpoint', 'handoff', 'release
 // when a hub compacts online (`synapse hub --journal-compact-batch`).
 const DefaultCompactBatch = 32
 
-// compactPause separates two batches of one round, so commits queued
-// behind a batch go first; a variable so tests can shorten it.
-var compactPause = 2 * time.Millisecond
+// Tunables; variables so tests can shorten them.
+var (
+	// compactPause separates two batches of one round, so commits queued
+	// behind a batch go first.
+	compactPause = 2 * time.Millisecond
+	// compactStartDelay is how long after Open the first round (a backlog
+	// from before) waits, so it never competes with the hub's replay.
+	compactStartDelay = 10 * time.Second
+)
 
 // startCompaction starts the compaction goroutine when the store compacts
-// online; a first round runs at once.
+// online; a first round runs compactStartDelay after Open.
 func (s *Store) startCompaction() {
 	if s.opts.CompactBatch <= 0 || s.opts.ReadOnly {
 		return
@@ -49,14 +56,16 @@ func (s *Store) startCompaction() {
 	s.compactKick = make(chan struct{}, 1)
 	s.stopCompact = make(chan struct{})
 	s.compactDone = make(chan struct{})
-	s.compactKick <- struct{}{}
 	go func() {
 		defer close(s.compactDone)
+		first := time.NewTimer(compactStartDelay)
+		defer first.Stop()
 		for {
 			select {
 			case <-s.stopCompact:
 				return
 			case <-s.compactKick:
+			case <-first.C:
 			}
 			s.compactRound()
 		}

@@ -124,6 +124,7 @@ func TestCompaction_OffKeepsEveryRow(t *testing.T) {
 const compactChildEnv = "SYNAPSE_JOURNAL_COMPACT_CHILD"
 
 func TestMain(m *testing.M) {
+	compactStartDelay = 0 // tests want a backlog compacted at once
 	if path := os.Getenv(compactChildEnv); path != "" {
 		compactPause = 0
 		st, err := Open(path, Options{CompactBatch: 1})
