@@ -168,6 +168,11 @@ var argOptions = map[string]string{
 	"sed": "efl", "perl": "eIMmx", "mv": "tS", "cp": "tS", "ln": "tS", "install": "tSmgo",
 }
 
+// longWithValue are long options whose value is the next word (unless
+// attached with "=").
+var longWithValue = map[string]bool{"--source": true, "--target-directory": true, "--suffix": true, "--expression": true,
+	"--file": true, "--reference": true, "--date": true, "--size": true, "--mode": true, "--owner": true, "--group": true}
+
 // operands are the words of args that are not options (nor their values);
 // everything after "--" is an operand.
 func operands(args []shWord, withValue string) []shWord {
@@ -178,7 +183,9 @@ func operands(args []shWord, withValue string) []shWord {
 		case a == "--":
 			return append(out, args[i+1:]...)
 		case strings.HasPrefix(a, "--"):
-			// a long option; its value is attached (--file=x) or unknown
+			if longWithValue[a] {
+				i++ // --source REV: the value is the next word
+			}
 		case len(a) > 1 && a[0] == '-':
 			last := a[len(a)-1:]
 			if strings.Contains(withValue, last) && len(a) == 2 {
