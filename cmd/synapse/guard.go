@@ -176,7 +176,7 @@ func (g *guardRun) decide(stdin io.Reader) guardAnswer {
 		return g.cannotCheck(fmt.Sprintf("%v; is this running as a %s hook with --agent %s?", err, g.agent.title, g.agent.name))
 	}
 	cwd := cwdOr(call.cwd)
-	root := projectRoot(cwd)
+	root, ledger := guardRepo(cwd)
 	var rels []string
 	seen := map[string]bool{}
 	for _, file := range call.files {
@@ -202,8 +202,8 @@ func (g *guardRun) decide(stdin io.Reader) guardAnswer {
 	}
 	var recs []client.LeaseRecord
 	var warns []string
-	if l := ledgerFor(cwd); l != nil {
-		if recs, err = l.Records(); err != nil {
+	if ledger != nil {
+		if recs, err = ledger.Records(); err != nil {
 			warns = append(warns, fmt.Sprintf("%v; checking without the recorded grants", err))
 		}
 	}
@@ -300,4 +300,41 @@ func deny(stdout io.Writer, reason string) {
 	d.HookSpecificOutput.PermissionDecision = "deny"
 	d.HookSpecificOutput.PermissionDecisionReason = reason
 	printJSON(stdout, d)
+}
+
+// findRepo is the repository root above dir and its git dir, read from
+// the file system as git does (a .git folder, or a linked worktree's .git
+// file naming its git dir): two git processes fewer before every edit.
+// ok is false when it finds none or cannot read it; then ask git.
+func findRepo(dir string) (root, gitDir string, ok bool) {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		p := filepath.Join(d, ".git")
+		fi, err := os.Stat(p)
+		switch {
+		case err == nil && fi.IsDir():
+			return d, p, true
+		case err == nil:
+			b, err := os.ReadFile(p)
+			g, found := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir: ")
+			if err != nil || !found {
+				return "", "", false
+			}
+			return d, absFrom(d, g), true
+		}
+		if filepath.Dir(d) == d {
+			return "", "", false
+		}
+	}
+}
+
+// guardRepo is the project root and lease ledger of the checkout cwd is in.
+func guardRepo(cwd string) (string, *client.Ledger) {
+	root, gitDir, ok := findRepo(cwd)
+	if !ok {
+		return projectRoot(cwd), ledgerFor(cwd)
+	}
+	if p := os.Getenv("SYNAPSE_LEASES"); p != "" {
+		return root, &client.Ledger{Path: p}
+	}
+	return root, &client.Ledger{Path: filepath.Join(gitDir, "synapse", "leases.json")}
 }
