@@ -77,7 +77,9 @@ func BenchmarkGuard_RealBinaryRealHub(b *testing.B) {
 	}
 	b.StopTimer()
 	slices.Sort(times)
-	at := func(q float64) float64 { return float64(times[min(len(times)-1, int(q*float64(len(times))))].Microseconds()) / 1000 }
+	at := func(q float64) float64 {
+		return float64(times[min(len(times)-1, int(q*float64(len(times))))].Microseconds()) / 1000
+	}
 	b.ReportMetric(at(0.50), "p50-ms")
 	b.ReportMetric(at(0.99), "p99-ms")
 }
