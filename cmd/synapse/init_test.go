@@ -191,3 +191,20 @@ func TestInit_TemporaryBuildIsNotWrittenDown(t *testing.T) {
 		t.Error("an installed binary taken for a temporary build")
 	}
 }
+
+// --all does the CLIs on the PATH and those already configured here, and
+// says so when there are none.
+func TestInit_AllFindsCLIsOnThePathAndConfigured(t *testing.T) {
+	inDir(t)
+	bin := t.TempDir()
+	t.Setenv("PATH", bin)
+	if code, _, errOut := runCmd("init", "--all", "--command", "/opt/synapse"); code != exitRefused || !strings.Contains(errOut, "found no agent CLI") {
+		t.Fatalf("nothing found: exit %d %s", code, errOut)
+	}
+	os.WriteFile(filepath.Join(bin, "gemini"), []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(".mcp.json", []byte(`{"mcpServers": {"synapse": {"command": "/opt/synapse"}}}`), 0o644)
+	code, out, errOut := runCmd("init", "--all", "--dry-run", "--name", "proj/a", "--command", "/opt/synapse")
+	if code != 0 || !strings.Contains(out, ".claude/settings.json") || !strings.Contains(out, ".gemini/settings.json") || strings.Contains(out, ".codex") {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+}
