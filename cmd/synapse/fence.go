@@ -5,7 +5,7 @@ package main
 // fencing").
 
 import (
-	"cmp"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -74,6 +74,44 @@ type fenceCheck struct {
 	// fileFlag is how a suggested claim names the file: "--file" on a hub
 	// that takes files (file_scopes), so it claims the file alone.
 	fileFlag string
+	// uri is the hub the writer uses when it is not the default one, so
+	// the advice claims there; mcp says the writer has the synapse MCP
+	// server, so the advice names its tools rather than CLI commands.
+	uri string
+	mcp bool
+}
+
+// claimAdvice is how me claims task with the scope again: the MCP claim
+// tool's call, or the CLI command under me's own identity.
+func (fc *fenceCheck) claimAdvice(task string, paths, globs, files []string) string {
+	if fc.mcp {
+		args := map[string]any{"task_id": task}
+		for k, v := range map[string][]string{"paths": paths, "globs": globs, "files": files} {
+			if len(v) > 0 {
+				args[k] = v
+			}
+		}
+		b, _ := json.Marshal(args)
+		return fmt.Sprintf("the synapse MCP server's `claim` tool with %s", b)
+	}
+	return fmt.Sprintf("`synapse claim %s%s%s`", task, scopeFlags(paths, globs, files), fc.identity())
+}
+
+// identity is the --name (and --uri) flags that act as me.
+func (fc *fenceCheck) identity() string {
+	s := " --name " + shellJoin([]string{fc.me})
+	if fc.uri != "" {
+		s += " --uri " + shellJoin([]string{fc.uri})
+	}
+	return s
+}
+
+// fileScope is the scope a suggested claim of rel alone names.
+func (fc *fenceCheck) fileScope(rel string) (paths, files []string) {
+	if fc.fileFlag == "--file" {
+		return nil, []string{rel}
+	}
+	return []string{rel}, nil
 }
 
 // file decides whether me may write rel by the write-path rule
@@ -81,21 +119,21 @@ type fenceCheck struct {
 // CLI's words.
 func (fc *fenceCheck) file(rel string) fenceVerdict {
 	me := fc.me
-	claimFile := cmp.Or(fc.fileFlag, "--paths") + " " + rel
 	f := client.Fence{Claims: fc.claims, Records: fc.recs, Worktree: fc.worktree, Root: fc.root, Agent: me, NeedClaim: fc.needClaim, Strict: fc.strict}
 	d := f.Check(rel)
 	cl, rec := d.Claim, d.Record
+	newPaths, newFiles := fc.fileScope(rel)
 	switch d.Verdict {
 	case client.WriteSuperseded:
 		return fenceVerdict{short: fmt.Sprintf("superseded: your claim on '%s' is live under epoch %d, you recorded epoch %d", cl.TaskID, cl.Epoch, rec.Epoch),
 			reason: fmt.Sprintf("Your claim on '%s' was re-granted since you recorded it: you were granted epoch %d, the live claim is epoch %d. "+
 				"Your lease lapsed or was renewed elsewhere under your name (%s), so someone else may have changed %s meanwhile. "+
-				"Re-claim it (`synapse claim %s%s --name %s`), re-check your work against the current files, then retry.",
-				cl.TaskID, rec.Epoch, cl.Epoch, me, rel, cl.TaskID, scopeFlags(cl.Paths, cl.Globs, cl.Files), me)}
+				"Re-claim it (%s), re-check your work against the current files, then retry.",
+				cl.TaskID, rec.Epoch, cl.Epoch, me, rel, fc.claimAdvice(cl.TaskID, cl.Paths, cl.Globs, cl.Files))}
 	case client.WriteUnrecorded:
 		msg := fmt.Sprintf("Your claim on '%s' (epoch %d) covers %s but this checkout recorded no grant of it, so a superseded lease cannot be told from a live one. "+
-			"Claim it here with `synapse claim %s%s --name %s` (or the synapse MCP server's claim tool) to fence on its epoch.",
-			cl.TaskID, cl.Epoch, rel, cl.TaskID, scopeFlags(cl.Paths, cl.Globs, cl.Files), me)
+			"Claim it here with %s to fence on its epoch.",
+			cl.TaskID, cl.Epoch, rel, fc.claimAdvice(cl.TaskID, cl.Paths, cl.Globs, cl.Files))
 		if !d.Allowed {
 			return fenceVerdict{reason: msg + " (--strict)", short: fmt.Sprintf("your claim on '%s' (epoch %d) was not recorded in this checkout (--strict)", cl.TaskID, cl.Epoch)}
 		}
@@ -106,22 +144,30 @@ func (fc *fenceCheck) file(rel string) fenceVerdict {
 			lost = fmt.Sprintf("Your claim on '%s' (epoch %d) lapsed or was released and ", rec.TaskID, rec.Epoch)
 			short += fmt.Sprintf("; your claim on '%s' (epoch %d) is gone", rec.TaskID, rec.Epoch)
 		}
-		return fenceVerdict{short: short, reason: fmt.Sprintf("%s%s is claimed by %s (task %s), not by you (%s). Ask them with `synapse send %s TEXT` or wait with `synapse wait %s`, then claim it: `synapse claim %s %s`.",
-			lost, rel, cl.Owner, cl.TaskID, me, cl.Owner, cl.TaskID, suggestTask(rel), claimFile)}
+		ask := fmt.Sprintf("Ask them with `synapse send %s TEXT%s` or wait with `synapse wait %s%s`", cl.Owner, fc.identity(), cl.TaskID, fc.identity())
+		if fc.mcp {
+			ask = fmt.Sprintf("Ask them with the synapse MCP server's `send` tool (to %q) or wait for the task with its `wait` tool", cl.Owner)
+		}
+		return fenceVerdict{short: short, reason: fmt.Sprintf("%s%s is claimed by %s (task %s), not by you (%s). %s, then claim it: %s.",
+			lost, rel, cl.Owner, cl.TaskID, me, ask, fc.claimAdvice(suggestTask(rel), newPaths, nil, newFiles))}
 	case client.WriteShared:
 		return fenceVerdict{short: fmt.Sprintf("your claim on '%s' is shared (read only)", cl.TaskID),
 			reason: fmt.Sprintf("Your claim on '%s' (epoch %d) covering %s is shared: it lets you read, and others read beside you, but not write. "+
-				"Release it and claim the files exclusively (`synapse claim %s%s --name %s`, without --shared), then edit.",
-				cl.TaskID, cl.Epoch, rel, cl.TaskID, scopeFlags(cl.Paths, cl.Globs, cl.Files), me)}
+				"Release it and claim the files exclusively (%s, not shared), then edit.",
+				cl.TaskID, cl.Epoch, rel, fc.claimAdvice(cl.TaskID, cl.Paths, cl.Globs, cl.Files))}
 	case client.WriteGone:
+		drop := fmt.Sprintf("`synapse release %s%s`", rec.TaskID, fc.identity())
+		if fc.mcp {
+			drop = fmt.Sprintf("the synapse MCP server's `release` tool with {\"task_id\":%q}", rec.TaskID)
+		}
 		return fenceVerdict{short: fmt.Sprintf("your claim on '%s' (epoch %d) is gone: expired or released", rec.TaskID, rec.Epoch),
 			reason: fmt.Sprintf("Your claim on '%s' (epoch %d) is gone: its lease expired or it was released. Someone may have changed %s since. "+
-				"Re-claim it (`synapse claim %s%s --name %s`), re-check your work against the current files, then retry; or, if you are done with it, drop the record with `synapse release %s --name %s`.",
-				rec.TaskID, rec.Epoch, rel, rec.TaskID, scopeFlags(rec.Paths, rec.Globs, rec.Files), me, rec.TaskID, me)}
+				"Re-claim it (%s), re-check your work against the current files, then retry; or, if you are done with it, drop the record with %s.",
+				rec.TaskID, rec.Epoch, rel, fc.claimAdvice(rec.TaskID, rec.Paths, rec.Globs, rec.Files), drop)}
 	case client.WriteUnclaimed:
 		return fenceVerdict{short: "no claim of yours covers it",
-			reason: fmt.Sprintf("You (%s) hold no claim covering %s. Claim it first: `synapse claim %s %s --name %s` (or the claim tool of the synapse MCP server), then edit.",
-				me, rel, suggestTask(rel), claimFile, me)}
+			reason: fmt.Sprintf("You (%s) hold no claim covering %s. Claim it first with %s, then edit.",
+				me, rel, fc.claimAdvice(suggestTask(rel), newPaths, nil, newFiles))}
 	}
 	return fenceVerdict{allowed: true}
 }

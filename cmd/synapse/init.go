@@ -1,7 +1,8 @@
 package main
 
-// init: write an agent host's MCP configuration (and, for Claude Code, the
-// guard hook) into the current project, merging with what is there.
+// init: write an agent CLI's MCP configuration and its guard hook into the
+// current project, merging with what is there (init_hosts.go has each CLI's
+// files), and take them out again.
 
 import (
 	"bytes"
@@ -13,47 +14,73 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 )
 
-const initUsage = `Usage: synapse init claude|codex|cursor [--name NAME] [--uri URI] [--dry-run]
+const initUsage = `Usage: synapse init claude|codex|gemini|opencode|cursor|--all [--name NAME]
+                    [--uri URI] [--remove] [--dry-run]
 
-Writes the MCP configuration that makes the agent host start 'synapse mcp'
-as agent NAME, in the current project (the git repository's root, else the
-current folder), merging with the file's other entries:
+Writes what makes an agent CLI run 'synapse mcp' as agent NAME and check
+each of its writes with 'synapse guard' (docs/agents.md), in the current
+project (the git repository's root, else the current folder), merging with
+the files' other entries:
 
-  claude   .mcp.json             mcpServers.synapse {command, args}
-           .claude/settings.json hooks.PreToolUse: Edit|Write|MultiEdit runs
-                                 'synapse guard', which denies an edit of a
-                                 file NAME has not claimed
-  codex    .codex/config.toml    [mcp_servers.synapse]
-  cursor   .cursor/mcp.json      mcpServers.synapse {command, args}
+  claude    .mcp.json              mcpServers.synapse {command, args, env}
+            .claude/settings.json  hooks.PreToolUse: Edit|Write|MultiEdit|
+                                   NotebookEdit|Bash runs the guard
+  codex     .codex/config.toml     [mcp_servers.synapse] (and .env)
+            .codex/hooks.json      hooks.PreToolUse: apply_patch|Bash runs
+                                   the guard (Codex runs project hooks only
+                                   in a trusted project, once you trust them)
+  gemini    .gemini/settings.json  mcpServers.synapse and hooks.BeforeTool:
+                                   write_file|replace|run_shell_command
+  opencode  opencode.json          mcp.synapse {type local, command, environment}
+            .opencode/plugins/synapse-guard.js   tool.execute.before runs
+                                   the guard for edit, write, patch, bash
+  cursor    .cursor/mcp.json       mcpServers.synapse {command, args, env}
+            .cursor/hooks.json     hooks.beforeShellExecution runs the guard
 
-NAME defaults to $SYNAPSE_NAME, else <project folder>/<host> (e.g.
+--all does each CLI found on the PATH (claude, codex, gemini, opencode,
+cursor-agent) or already configured in the project. The hub URI (--uri) is
+written into the server's environment as SYNAPSE_URI, never as an
+argument. Running it again changes nothing ("unchanged"); --remove takes
+out exactly what it wrote (and a file it created, once nothing else is in
+it). NAME defaults to $SYNAPSE_NAME, else <project folder>/<cli> (e.g.
 myproject/claude); give each agent running at once its own name. Restart
-the host afterwards. It prints what it wrote and how to undo it.
+the CLI afterwards. It prints each change and how to undo it.
 
 Flags:
 `
 
-// integration is one host's configuration file in a project.
+// integration is one host's MCP configuration file in a project (the
+// files doctor checks).
 type integration struct {
-	host string // claude | codex | cursor
+	host string // claude | codex | gemini | cursor
 	file string // relative to the project root
 }
 
 var integrations = []integration{
 	{"claude", ".mcp.json"},
 	{"codex", filepath.Join(".codex", "config.toml")},
+	{"gemini", filepath.Join(".gemini", "settings.json")},
 	{"cursor", filepath.Join(".cursor", "mcp.json")},
+}
+
+// initHosts are the CLIs init knows, in order, with the program that says
+// one is installed.
+var initHosts = []struct{ host, program string }{
+	{"claude", "claude"}, {"codex", "codex"}, {"gemini", "gemini"}, {"opencode", "opencode"}, {"cursor", "cursor-agent"},
 }
 
 // claudeSettings is where Claude Code reads the project's hooks.
 var claudeSettings = filepath.Join(".claude", "settings.json")
 
-// guardMatcher is the PreToolUse matcher of the guard hook.
-const guardMatcher = "Edit|Write|MultiEdit"
+// guardMatcher is the PreToolUse matcher of Claude Code's guard hook.
+const guardMatcher = "Edit|Write|MultiEdit|NotebookEdit|Bash"
+
+// hookTimeout is the timeout init writes for the guard hook, in seconds:
+// above the guard's own --deadline, below every CLI's default.
+const hookTimeout = 10
 
 // projectRoot is the git repository's top folder, else dir.
 func projectRoot(dir string) string {
@@ -96,27 +123,16 @@ func runInit(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, initUsage); fs.PrintDefaults() }
-	name := fs.String("name", "", "agent name the host acts as (default $SYNAPSE_NAME, else <project>/<host>)")
-	uri := fs.String("uri", "", "hub address to put in the configuration (default: none, so SYNAPSE_URI or the config file decide)")
+	name := fs.String("name", "", "agent name the CLI acts as (default $SYNAPSE_NAME, else <project>/<cli>)")
+	uri := fs.String("uri", "", "hub address, written as SYNAPSE_URI into the server's environment (default: none, so SYNAPSE_URI or the config file decide)")
 	dir := fs.String("dir", "", "project folder (default: the current git repository's root)")
-	command := fs.String("command", "", "the synapse binary the host runs (default: this one, "+thisBinary()+")")
+	command := fs.String("command", "", "the synapse binary the CLI runs (default: this one, "+thisBinary()+")")
 	dryRun := fs.Bool("dry-run", false, "print what would be written, write nothing")
+	remove := fs.Bool("remove", false, "take out what init wrote")
+	all := fs.Bool("all", false, "every CLI found on the PATH or configured in the project")
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
-	}
-	if len(pos) != 1 {
-		return usageError(stderr, "init", "say which host: claude, codex or cursor")
-	}
-	host := pos[0]
-	var in *integration
-	for i := range integrations {
-		if integrations[i].host == host {
-			in = &integrations[i]
-		}
-	}
-	if in == nil {
-		return usageError(stderr, "init", "unknown host %q: say claude, codex or cursor", host)
 	}
 	root := *dir
 	if root == "" {
@@ -127,87 +143,125 @@ func runInit(args []string, stdout, stderr io.Writer) int {
 		}
 		root = projectRoot(wd)
 	}
-	if *name == "" {
-		*name = strings.TrimSpace(os.Getenv("SYNAPSE_NAME"))
+	var hosts []string
+	switch {
+	case *all && len(pos) == 0:
+		hosts = foundHosts(root)
+		if len(hosts) == 0 {
+			fmt.Fprintln(stderr, "synapse init: --all found no agent CLI on the PATH (claude, codex, gemini, opencode, cursor-agent) nor configured in this project; name one.")
+			return exitRefused
+		}
+	case len(pos) == 1 && !*all:
+		hosts = pos
+	default:
+		return usageError(stderr, "init", "say which CLI: claude, codex, gemini, opencode or cursor (or --all)")
 	}
-	if *name == "" {
-		*name = filepath.Base(root) + "/" + host
+	for _, h := range hosts {
+		if hostTitle(h) == "" {
+			return usageError(stderr, "init", "unknown CLI %q: say claude, codex, gemini, opencode or cursor", h)
+		}
 	}
 	bin := *command
 	if bin == "" {
 		bin = thisBinary()
 		if !filepath.IsAbs(bin) {
-			fmt.Fprintln(stderr, "synapse init: no installed synapse was found (this one is a temporary `go run` build), so the host will run \"synapse\" from its PATH. Install it with 'go install ./cmd/synapse' from the checkout, or pass --command PATH.")
+			fmt.Fprintln(stderr, "synapse init: no installed synapse was found (this one is a temporary `go run` build), so the CLI will run \"synapse\" from its PATH. Install it with 'go install ./cmd/synapse' from the checkout, or pass --command PATH.")
 		}
 	}
-	mcpArgs := []string{"mcp", "--name", *name}
-	if *uri != "" {
-		mcpArgs = append(mcpArgs, "--uri", *uri)
-	}
-
-	var writes []fileWrite
-	var err error
-	switch host {
-	case "claude", "cursor":
-		var w fileWrite
-		w, err = mergeMCPJSON(filepath.Join(root, in.file), bin, mcpArgs)
-		writes = append(writes, w)
-		if err == nil && host == "claude" {
-			guard := shellJoin(append([]string{bin, "guard", "--name", *name}, uriArg(*uri)...))
-			w, err = mergeClaudeHook(filepath.Join(root, claudeSettings), guard)
-			writes = append(writes, w)
+	for _, host := range hosts {
+		n := *name
+		if n == "" {
+			n = strings.TrimSpace(os.Getenv("SYNAPSE_NAME"))
 		}
-	case "codex":
-		var w fileWrite
-		w, err = mergeCodexTOML(filepath.Join(root, in.file), bin, mcpArgs)
-		writes = append(writes, w)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "synapse init: %v\n", err)
-		return exitRefused
-	}
-	for _, w := range writes {
-		rel, _ := filepath.Rel(root, w.path)
-		if *dryRun {
-			fmt.Fprintf(stdout, "would write %s:\n%s\n", rel, w.data)
-			continue
+		if n == "" {
+			n = filepath.Base(root) + "/" + host
 		}
-		if err := os.MkdirAll(filepath.Dir(w.path), 0o755); err != nil {
+		sp := initSpec{root: root, bin: bin, name: n, uri: *uri, remove: *remove}
+		writes, err := sp.plan(host)
+		if err == nil {
+			err = applyWrites(root, writes, *dryRun, stdout)
+		}
+		if err != nil {
 			fmt.Fprintf(stderr, "synapse init: %v\n", err)
 			return exitRefused
 		}
+		switch {
+		case *dryRun:
+		case *remove:
+			fmt.Fprintf(stdout, "Synapse is out of %s's configuration in this project. Restart %s.\n", hostTitle(host), hostTitle(host))
+		default:
+			fmt.Fprintf(stdout, "The %s agent is %s. Start the hub ('synapse hub'), then restart %s. Check with 'synapse doctor'.\n", host, n, hostTitle(host))
+			if host == "codex" {
+				fmt.Fprintf(stdout, "Codex reads .codex/ only in a trusted project: trust %s when Codex asks (or add [projects.%q] trust_level = \"trusted\" to ~/.codex/config.toml), then review and trust the new hook in Codex (/hooks).\n", root, root)
+			}
+		}
+	}
+	return exitOK
+}
+
+// foundHosts are the CLIs on the PATH or already configured in root.
+func foundHosts(root string) []string {
+	var out []string
+	for _, h := range initHosts {
+		sp := initSpec{root: root}
+		if _, err := lookPath(h.program); err == nil || sp.configured(h.host) {
+			out = append(out, h.host)
+		}
+	}
+	return out
+}
+
+// applyWrites writes (or prints) each change and how to undo it.
+func applyWrites(root string, writes []fileWrite, dryRun bool, stdout io.Writer) error {
+	for _, w := range writes {
+		rel, _ := filepath.Rel(root, w.path)
+		old, err := os.ReadFile(w.path)
+		existed := err == nil
+		switch {
+		case w.remove && !existed, !w.remove && existed && bytes.Equal(old, w.data):
+			fmt.Fprintf(stdout, "unchanged %s\n", rel)
+			continue
+		case dryRun && w.remove:
+			fmt.Fprintf(stdout, "would delete %s\n", rel)
+			continue
+		case dryRun:
+			fmt.Fprintf(stdout, "would write %s:\n%s\n", rel, w.data)
+			continue
+		case w.remove:
+			if err := os.Remove(w.path); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "deleted %s: %s\n", rel, w.what)
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(w.path), 0o755); err != nil {
+			return err
+		}
 		if err := os.WriteFile(w.path, w.data, 0o644); err != nil {
-			fmt.Fprintf(stderr, "synapse init: cannot write %s: %v\n", w.path, err)
-			return exitRefused
+			return fmt.Errorf("cannot write %s: %w", w.path, err)
 		}
 		verb := "updated"
 		if w.created {
 			verb = "created"
 		}
-		fmt.Fprintf(stdout, "%s %s: %s\n  undo: %s\n", verb, rel, w.what, strings.ReplaceAll(w.undo, w.path, rel))
+		fmt.Fprintf(stdout, "%s %s: %s\n", verb, rel, w.what)
+		if w.undo != "" {
+			fmt.Fprintf(stdout, "  undo: %s\n", strings.ReplaceAll(w.undo, w.path, rel))
+		}
 	}
-	if !*dryRun {
-		fmt.Fprintf(stdout, "The %s agent is %s. Start the hub ('synapse hub'), then restart %s. Check with 'synapse doctor'.\n", host, *name, hostTitle(host))
-	}
-	return exitOK
-}
-
-func uriArg(uri string) []string {
-	if uri == "" {
-		return nil
-	}
-	return []string{"--uri", uri}
+	return nil
 }
 
 func hostTitle(host string) string {
-	return map[string]string{"claude": "Claude Code", "codex": "Codex", "cursor": "Cursor"}[host]
+	return map[string]string{"claude": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI", "opencode": "OpenCode", "cursor": "Cursor"}[host]
 }
 
-// fileWrite is one file init writes.
+// fileWrite is one file init writes (or, with remove, deletes).
 type fileWrite struct {
 	path    string
 	data    []byte
 	created bool
+	remove  bool
 	what    string // what changed
 	undo    string // how to undo it
 }
@@ -240,57 +294,6 @@ func marshalJSON(v any) []byte {
 	return buf.Bytes()
 }
 
-// mergeMCPJSON sets mcpServers.synapse in a Claude Code / Cursor file.
-func mergeMCPJSON(path, bin string, args []string) (fileWrite, error) {
-	m, created, err := readJSONObject(path)
-	if err != nil {
-		return fileWrite{}, err
-	}
-	servers, _ := m["mcpServers"].(map[string]any)
-	if servers == nil {
-		servers = map[string]any{}
-	}
-	servers["synapse"] = map[string]any{"command": bin, "args": args}
-	m["mcpServers"] = servers
-	undo := `remove "synapse" from "mcpServers" in ` + filepath.Base(path)
-	if created {
-		undo = "delete " + path
-	}
-	return fileWrite{path: path, data: marshalJSON(m), created: created,
-		what: "mcpServers.synapse runs " + shellJoin(append([]string{bin}, args...)), undo: undo}, nil
-}
-
-// mergeClaudeHook adds (or replaces) the guard's PreToolUse hook.
-func mergeClaudeHook(path, command string) (fileWrite, error) {
-	m, created, err := readJSONObject(path)
-	if err != nil {
-		return fileWrite{}, err
-	}
-	hooks, _ := m["hooks"].(map[string]any)
-	if hooks == nil {
-		hooks = map[string]any{}
-	}
-	pre, _ := hooks["PreToolUse"].([]any)
-	entry := map[string]any{"matcher": guardMatcher, "hooks": []any{map[string]any{"type": "command", "command": command}}}
-	replaced := false
-	for i, e := range pre {
-		if isGuardEntry(e) {
-			pre[i], replaced = entry, true
-		}
-	}
-	if !replaced {
-		pre = append(pre, entry)
-	}
-	hooks["PreToolUse"] = pre
-	m["hooks"] = hooks
-	undo := `remove the PreToolUse entry running "synapse guard" from ` + claudeSettings
-	if created {
-		undo = "delete " + path
-	}
-	return fileWrite{path: path, data: marshalJSON(m), created: created,
-		what: "PreToolUse " + guardMatcher + " runs " + command, undo: undo}, nil
-}
-
 // isGuardEntry reports whether a PreToolUse entry runs `synapse guard`.
 func isGuardEntry(e any) bool {
 	em, _ := e.(map[string]any)
@@ -301,7 +304,8 @@ func isGuardEntry(e any) bool {
 			return true
 		}
 	}
-	return false
+	c, _ := em["command"].(string) // Cursor's entries are the hook itself
+	return isGuardCommand(c)
 }
 
 // isGuardCommand reports whether a hook command line is "BIN guard ...".
@@ -322,56 +326,6 @@ func isGuardCommand(c string) bool {
 
 // codexSection is the header of the Synapse server in Codex's config.
 const codexSection = "[mcp_servers.synapse]"
-
-// mergeCodexTOML replaces (or appends) the [mcp_servers.synapse] table,
-// leaving the rest of the file as it was.
-func mergeCodexTOML(path, bin string, args []string) (fileWrite, error) {
-	old, err := os.ReadFile(path)
-	created := errors.Is(err, os.ErrNotExist)
-	if err != nil && !created {
-		return fileWrite{}, err
-	}
-	quoted := make([]string, len(args))
-	for i, a := range args {
-		quoted[i] = strconv.Quote(a)
-	}
-	table := fmt.Sprintf("%s\ncommand = %s\nargs = [%s]\n", codexSection, strconv.Quote(bin), strings.Join(quoted, ", "))
-	var out []string
-	lines := strings.Split(strings.TrimRight(string(old), "\n"), "\n")
-	if len(old) == 0 {
-		lines = nil
-	}
-	skipping, placed := false, false
-	for _, l := range lines {
-		t := strings.TrimSpace(l)
-		if strings.HasPrefix(t, "[") {
-			mine := t == codexSection || strings.HasPrefix(t, "[mcp_servers.synapse.")
-			if mine && !placed {
-				out = append(out, strings.TrimRight(table, "\n"))
-				placed = true
-			}
-			skipping = mine
-			if mine {
-				continue
-			}
-		}
-		if !skipping {
-			out = append(out, l)
-		}
-	}
-	if !placed {
-		if len(out) > 0 && strings.TrimSpace(out[len(out)-1]) != "" {
-			out = append(out, "")
-		}
-		out = append(out, strings.TrimRight(table, "\n"))
-	}
-	undo := "remove the " + codexSection + " table from " + filepath.Join(".codex", "config.toml")
-	if created {
-		undo = "delete " + path
-	}
-	return fileWrite{path: path, data: []byte(strings.Join(out, "\n") + "\n"), created: created,
-		what: codexSection + " runs " + shellJoin(append([]string{bin}, args...)), undo: undo}, nil
-}
 
 // shellJoin quotes words for a POSIX shell when they need it.
 func shellJoin(words []string) string {

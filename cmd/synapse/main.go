@@ -53,7 +53,7 @@ func groups() []group {
 		{"Agent integrations", []command{
 			{"mcp", "serve the hub to Claude Code, Codex or Cursor as an MCP server (stdio or --http)", runMCP},
 			{"init", "write Claude Code, Codex or Cursor's MCP configuration for this project", runInit},
-			{"guard", "Claude Code pre-edit hook: deny editing a file you have not claimed", runGuard},
+			{"guard", "agent CLIs' pre-edit hook: deny writing a file you have not claimed", runGuard},
 			{"git-hook", "pre-commit check refusing files claimed by others: git-hook install|check", runGitHook},
 			{"doctor", "check the hub, journal, port and this project's agent integrations", runDoctor},
 		}},
