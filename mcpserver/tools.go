@@ -23,8 +23,15 @@ const callTimeout = 15 * time.Second
 
 // Wait tool bounds.
 const (
-	defaultWait = 60 * time.Second
-	maxWait     = time.Hour
+	// DefaultWait is the wait tool's timeout when the call gives none:
+	// under the 60 s after which the MCP TypeScript SDK's clients give up
+	// on a request (-32001 Request timed out).
+	DefaultWait = 50 * time.Second
+	// DefaultProgressEvery is how often a waiting wait tool reports
+	// progress to a client that gave a progress token: well inside that
+	// 60 s, so a client that resets its timeout on progress keeps waiting.
+	DefaultProgressEvery = 10 * time.Second
+	maxWait              = time.Hour
 )
 
 // addTool registers a tool unless the profile leaves it out.
@@ -196,12 +203,28 @@ type ClaimResult struct {
 func (s *Server) refusedClaim(task string, err error) (*mcp.CallToolResult, ClaimResult, error) {
 	out := ClaimResult{TaskID: task}
 	var ref *client.Refused
+	text := s.explain(err)
 	if errors.As(err, &ref) {
 		out.Code, out.Message, out.Holder, out.ConflictTask = ref.Code, ref.Message, ref.Holder, ref.ConflictTask
 		out.ConflictPattern, out.ConflictMode = ref.ConflictPattern, ref.ConflictMode
 		out.Namespace, out.OwnerHubID, out.Pending = ref.Namespace, ref.OwnerHubID, ref.Pending
+		if conflict := conflictTask(ref); conflict != "" && s.ch.watch(conflict, EventConflictResolved, ref.Holder) {
+			text += " A channel event (kind conflict_resolved) will tell you when it is gone."
+		}
 	}
-	return refuse(out, s.explain(err))
+	return refuse(out, text)
+}
+
+// conflictTask is the live claim another agent holds that refused a
+// claim: the task itself (LEASE_LIVE) or the one whose files overlap.
+func conflictTask(ref *client.Refused) string {
+	switch {
+	case ref.Code == "LEASE_LIVE" && ref.Holder != "":
+		return ref.TaskID
+	case ref.Code == "SCOPE_CONFLICT" && ref.Holder != "":
+		return ref.ConflictTask
+	}
+	return ""
 }
 
 type claimIn struct {
@@ -219,6 +242,7 @@ type claimIn struct {
 func (s *Server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimIn) (*mcp.CallToolResult, ClaimResult, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
+	defer s.ch.claim(in.TaskID)()
 	cl, err := s.c.Claim(ctx, client.ClaimRequest{TaskID: in.TaskID, Paths: in.Paths, Globs: in.Globs, Files: in.Files, Shared: in.Shared, Worktree: in.Worktree, Note: in.Note,
 		TTL: time.Duration(in.TTLSeconds * float64(time.Second)), BoardTask: in.BoardTask, Checkout: s.checkout})
 	if err != nil {
@@ -306,6 +330,7 @@ func (s *Server) renew(ctx context.Context, _ *mcp.CallToolRequest, in renewIn) 
 	if err := s.renewFence(cl); err != nil {
 		return s.refusedClaim(in.TaskID, err)
 	}
+	defer s.ch.claim(in.TaskID)()
 	req := cl.Request()
 	if in.TTLSeconds > 0 {
 		req.TTL = time.Duration(in.TTLSeconds * float64(time.Second))
@@ -442,7 +467,7 @@ func (s *Server) checkpoint(ctx context.Context, _ *mcp.CallToolRequest, in chec
 
 type waitIn struct {
 	TaskID         string  `json:"task_id" jsonschema:"the task to wait for (for a file conflict: the conflicting task)"`
-	TimeoutSeconds float64 `json:"timeout_seconds,omitempty" jsonschema:"give up after this many seconds (default 60, at most 3600)"`
+	TimeoutSeconds float64 `json:"timeout_seconds,omitempty" jsonschema:"give up after this many seconds (default 50, at most 3600)"`
 }
 
 // WaitResult says whether the task became free.
@@ -453,24 +478,60 @@ type WaitResult struct {
 	Holder string `json:"holder,omitempty" jsonschema:"who held it when the wait began"`
 }
 
-func (s *Server) wait(ctx context.Context, _ *mcp.CallToolRequest, in waitIn) (*mcp.CallToolResult, WaitResult, error) {
-	d := defaultWait
+func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, in waitIn) (*mcp.CallToolResult, WaitResult, error) {
+	d := s.waitDefault
 	if in.TimeoutSeconds > 0 {
 		d = min(time.Duration(in.TimeoutSeconds*float64(time.Second)), maxWait)
 	}
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
+	if req != nil && req.Session != nil && req.Params.GetProgressToken() != nil {
+		stop := s.reportProgress(ctx, req, in.TaskID, d)
+		defer stop()
+	}
 	var holder string
 	w, err := s.c.WaitWithNotice(ctx, in.TaskID, func(h string) { holder = h })
 	if errors.Is(err, context.DeadlineExceeded) {
-		return ok(WaitResult{TaskID: in.TaskID, Reason: "timeout", Holder: holder},
-			"'%s' is still held by %s after %s. Call wait again, or send %s a message.", in.TaskID, orSomeone(holder), d, orSomeone(holder))
+		text := fmt.Sprintf("'%s' is still held by %s after %s. Call wait again, or send %s a message.", in.TaskID, orSomeone(holder), d, orSomeone(holder))
+		if s.ch.watch(in.TaskID, EventTaskFree, holder) {
+			text += " A channel event (kind task_free) will tell you when it is free."
+		}
+		return ok(WaitResult{TaskID: in.TaskID, Reason: "timeout", Holder: holder}, "%s", text)
 	}
 	if err != nil {
 		return refuse(WaitResult{TaskID: in.TaskID, Reason: "refused"}, s.explain(err))
 	}
 	return ok(WaitResult{TaskID: w.TaskID, Free: true, Reason: w.Reason, Holder: w.Holder},
 		"'%s' is free (%s). Claim it now with the claim tool.", w.TaskID, w.Reason)
+}
+
+// reportProgress sends notifications/progress for req every
+// progressEvery (seconds waited of the total) until stop is called, so a
+// client that resets its request timeout on progress keeps waiting.
+func (s *Server) reportProgress(ctx context.Context, req *mcp.CallToolRequest, task string, total time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	token := req.Params.GetProgressToken()
+	start := time.Now()
+	go func() {
+		defer close(done)
+		t := time.NewTicker(s.progressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			waited := time.Since(start)
+			err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token,
+				Progress: waited.Seconds(), Total: total.Seconds(), Message: fmt.Sprintf("waiting for '%s' (%s of %s)", task, waited.Round(time.Second), total)})
+			if err != nil {
+				s.log.Debug("wait progress", "err", err)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 func orSomeone(h string) string {
