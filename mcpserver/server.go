@@ -95,6 +95,10 @@ type Options struct {
 	// default DefaultWait, under the 60 s request timeout of the MCP
 	// TypeScript SDK's clients.
 	WaitDefault time.Duration
+	// OutputSchemas lists each tool's output schema in tools/list (about
+	// 13 KB more); by default the tools have none, and their results carry
+	// structured content all the same.
+	OutputSchemas bool
 	// ProgressEvery is how often the wait tool sends
 	// notifications/progress to a client that gave a progress token;
 	// default DefaultProgressEvery.
@@ -122,6 +126,7 @@ type Server struct {
 	ch            *channel
 	waitDefault   time.Duration
 	progressEvery time.Duration
+	outputSchemas bool
 
 	mu      sync.Mutex
 	keepers map[string]*client.Keeper // task id → the keeper renewing it
@@ -154,7 +159,7 @@ func New(opts Options) *Server {
 		c: opts.Client, profile: profile, log: log, ctx: ctx, cancel: cancel, ledger: opts.Ledger, checkout: opts.Checkout,
 		keepers:     map[string]*client.Keeper{},
 		inbox:       newInbox(opts.InboxCap),
-		waitDefault: opts.WaitDefault, progressEvery: opts.ProgressEvery,
+		waitDefault: opts.WaitDefault, progressEvery: opts.ProgressEvery, outputSchemas: opts.OutputSchemas,
 	}
 	if s.waitDefault <= 0 {
 		s.waitDefault = DefaultWait

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/synapse-hub/synapse/client"
@@ -34,16 +35,42 @@ const (
 	maxWait              = time.Hour
 )
 
-// addTool registers a tool unless the profile leaves it out.
+// addTool registers a tool unless the profile leaves it out. Its input
+// schema comes from In, with list arguments plain arrays; its output
+// schema from Out only when Options.OutputSchemas asks (the results carry
+// structured content either way): the schemas of every result would
+// more than double tools/list, which every host pays for on every turn.
 func addTool[In, Out any](s *Server, name, desc string, readOnly bool, h mcp.ToolHandlerFor[In, Out]) {
 	if s.profile == ProfileMinimal && !minimalTools[name] {
 		return
 	}
-	t := &mcp.Tool{Name: name, Description: desc}
+	t := &mcp.Tool{Name: name, Description: desc, InputSchema: inputSchema[In]()}
 	if readOnly {
 		t.Annotations = &mcp.ToolAnnotations{ReadOnlyHint: true}
 	}
-	mcp.AddTool(s.srv, t, h)
+	if s.outputSchemas {
+		mcp.AddTool(s.srv, t, h)
+		return
+	}
+	mcp.AddTool(s.srv, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
+		return h(ctx, req, in)
+	})
+}
+
+// inputSchema is In's JSON schema with every list argument typed "array",
+// not ["null","array"] (what the schema package makes of a Go slice):
+// clients such as the MCP Inspector offer no way to fill the latter.
+func inputSchema[In any]() *jsonschema.Schema {
+	sc, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic(fmt.Sprintf("mcpserver: input schema of %T: %v", *new(In), err))
+	}
+	for _, p := range sc.Properties {
+		if slices.Equal(p.Types, []string{"null", "array"}) {
+			p.Types, p.Type = nil, "array"
+		}
+	}
+	return sc
 }
 
 func (s *Server) addTools() {
@@ -51,7 +78,7 @@ func (s *Server) addTools() {
 	addTool(s, "renew", "Renew a claim you hold now (the server also renews in the background).", false, s.renew)
 	addTool(s, "release", "Release a claim you hold, with evidence of what was done.", false, s.release)
 	addTool(s, "handoff", "Pass a claim you hold to another online agent in one step.", false, s.handoff)
-	addTool(s, "update_task", "Change the status, note or data_ref of a claim you hold.", false, s.updateTask)
+	addTool(s, "claim_update", "Change the status, note or data_ref of a claim you hold (board tasks: task_update).", false, s.updateTask)
 	addTool(s, "checkpoint", "Save a resume point on a claim you hold; the next holder inherits it.", false, s.checkpoint)
 	addTool(s, "wait", "Block until a task is free to claim (woken by the hub), up to a timeout.", true, s.wait)
 	addTool(s, "send", "Send a message to an agent, a project, a role or all.", false, s.send)
@@ -423,7 +450,7 @@ type updateIn struct {
 	DataRef string `json:"data_ref,omitempty" jsonschema:"pointer to the output: a PR, a branch, a file"`
 }
 
-// UpdateResult is a claim after update_task.
+// UpdateResult is a claim after claim_update.
 type UpdateResult struct {
 	TaskID  string `json:"task_id"`
 	Owner   string `json:"owner,omitempty"`

@@ -39,7 +39,7 @@ ADDR it serves Streamable HTTP at http://ADDR/mcp instead; each request
 names its agent with ?name=PROJECT/AGENT or the header X-Synapse-Name
 (default --name). The hub serves the same endpoint at /mcp.
 
-Tools (--tools full): claim renew release handoff update_task checkpoint
+Tools (--tools full): claim renew release handoff claim_update checkpoint
 wait send inbox who status board task_declare task_update task_progress.
 --tools minimal: claim release wait send inbox status.
 
