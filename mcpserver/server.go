@@ -95,6 +95,9 @@ type Options struct {
 	// default DefaultWait, under the 60 s request timeout of the MCP
 	// TypeScript SDK's clients.
 	WaitDefault time.Duration
+	// SessionID, when set, names each new MCP session (Streamable HTTP:
+	// the Mcp-Session-Id); HTTPHandler sets it to bind sessions to names.
+	SessionID func() string
 	// OutputSchemas lists each tool's output schema in tools/list (about
 	// 13 KB more); by default the tools have none, and their results carry
 	// structured content all the same.
@@ -176,6 +179,7 @@ func New(opts Options) *Server {
 		Instructions:       instructions(s.c.Name(), !opts.Channel.Off),
 		Logger:             log,
 		Capabilities:       s.ch.capabilities(),
+		GetSessionID:       opts.SessionID,
 		SubscribeHandler:   s.subscribe,
 		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
 		// Events that came before the handshake wait for it.
