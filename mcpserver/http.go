@@ -77,8 +77,8 @@ type HTTPHandler struct {
 	agents   map[string]*httpAgent
 	sessions map[string]string // Mcp-Session-Id → the agent name it was made for
 	closed   bool
-	stop   chan struct{}
-	done   chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 type httpAgent struct {
