@@ -52,8 +52,12 @@ type HTTPOptions struct {
 	// SDK's own check (loopback listener ⇒ loopback Host only) would
 	// refuse; that check is then off. Leave it false when serving alone.
 	HostChecked bool
-	// Channel configures every agent's claude/channel events.
-	Channel ChannelOptions
+	// Channel, WaitDefault, ProgressEvery and OutputSchemas are every
+	// agent's, as in Options.
+	Channel       ChannelOptions
+	WaitDefault   time.Duration
+	ProgressEvery time.Duration
+	OutputSchemas bool
 	// Logger receives one line per agent connected or reaped (the SDK's
 	// per-request chatter is not logged).
 	Logger *slog.Logger
@@ -177,15 +181,17 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 const sessionHeader = "Mcp-Session-Id"
 
 // endSession forgets a session its client ended with DELETE, and
-// disconnects its agent at once when no other session and no other
-// request holds the name: messages to it must not say "delivered" for 30
-// minutes more. Its claims stay until their leases end.
+// disconnects its agent at once when no other session holds the name:
+// messages to it must not say "delivered" for 30 minutes more. Requests
+// still in flight (the ended session's listening stream) end with it. A
+// new session's id is bound when its initialize arrives, so it counts.
+// The claims stay until their leases end.
 func (h *HTTPHandler) endSession(name, sid string, a *httpAgent) {
 	h.mu.Lock()
 	delete(h.sessions, sid)
 	a.inflight--
 	a.last = time.Now()
-	alone := a.inflight == 0 && h.agents[name] == a && !h.holdsSessionLocked(name)
+	alone := h.agents[name] == a && !h.holdsSessionLocked(name)
 	if alone {
 		delete(h.agents, name)
 	}
@@ -294,6 +300,7 @@ func (h *HTTPHandler) dial(ctx context.Context, name string, a *httpAgent) {
 	} else {
 		a.c = c
 		a.srv = New(Options{Client: c, Profile: h.opts.Profile, Version: h.opts.Version, Channel: h.opts.Channel,
+			WaitDefault: h.opts.WaitDefault, ProgressEvery: h.opts.ProgressEvery, OutputSchemas: h.opts.OutputSchemas,
 			SessionID: func() string { return h.newSessionID(name) }})
 		h.log.Info("mcp agent connected", "name", name)
 	}
