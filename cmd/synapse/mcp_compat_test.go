@@ -55,3 +55,13 @@ func TestMCP_TypeScriptSDKClient_Issue21_8(t *testing.T) {
 		t.Fatalf("the TypeScript SDK client's checks failed: %v", err)
 	}
 }
+
+// Each limit of synapse mcp is a flag that refuses a value it cannot use.
+func TestMCP_TuningFlagsRefuseNonPositiveDurations_Issue21_6(t *testing.T) {
+	isolate(t)
+	for _, flag := range []string{"--lease-lead", "--wait-default", "--progress-every"} {
+		if code, _, errOut := runCmd("mcp", flag, "0s", "--name", "proj/x"); code != exitUsage || !strings.Contains(errOut, flag) {
+			t.Errorf("%s 0s: exit %d: %s", flag, code, errOut)
+		}
+	}
+}
