@@ -34,8 +34,8 @@ func TestTools_FederatedRefusalNamesTheOwnerHubAndNamespace(t *testing.T) {
 	if msg := text(res); !strings.Contains(msg, "syn-a") || !strings.Contains(msg, "'proj'") {
 		t.Fatalf("claim refusal text does not name the owner and namespace: %q", msg)
 	}
-	if res := call(t, cs, "update_task", map[string]any{"task_id": "T1", "status": "working"}, nil); !res.IsError || !strings.Contains(text(res), "syn-a") {
-		t.Fatalf("update_task: isError %v %q", res.IsError, text(res))
+	if res := call(t, cs, "claim_update", map[string]any{"task_id": "T1", "status": "working"}, nil); !res.IsError || !strings.Contains(text(res), "syn-a") {
+		t.Fatalf("claim_update: isError %v %q", res.IsError, text(res))
 	}
 }
 

@@ -5,6 +5,7 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -51,6 +52,12 @@ type HTTPOptions struct {
 	// SDK's own check (loopback listener ⇒ loopback Host only) would
 	// refuse; that check is then off. Leave it false when serving alone.
 	HostChecked bool
+	// Channel, WaitDefault, ProgressEvery and OutputSchemas are every
+	// agent's, as in Options.
+	Channel       ChannelOptions
+	WaitDefault   time.Duration
+	ProgressEvery time.Duration
+	OutputSchemas bool
 	// Logger receives one line per agent connected or reaped (the SDK's
 	// per-request chatter is not logged).
 	Logger *slog.Logger
@@ -70,11 +77,12 @@ type HTTPHandler struct {
 	sdk  *mcp.StreamableHTTPHandler
 	log  *slog.Logger
 
-	mu     sync.Mutex
-	agents map[string]*httpAgent
-	closed bool
-	stop   chan struct{}
-	done   chan struct{}
+	mu       sync.Mutex
+	agents   map[string]*httpAgent
+	sessions map[string]string // Mcp-Session-Id → the agent name it was made for
+	closed   bool
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 type httpAgent struct {
@@ -100,7 +108,7 @@ func NewHTTPHandler(opts HTTPOptions) *HTTPHandler {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	h := &HTTPHandler{opts: opts, log: log, agents: map[string]*httpAgent{}, stop: make(chan struct{}), done: make(chan struct{})}
+	h := &HTTPHandler{opts: opts, log: log, agents: map[string]*httpAgent{}, sessions: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
 	h.sdk = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		if a, ok := r.Context().Value(agentKey{}).(*httpAgent); ok {
 			return a.srv.MCP()
@@ -129,6 +137,24 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	name := RequestName(r)
+	sid := r.Header.Get(sessionHeader)
+	if sid != "" {
+		h.mu.Lock()
+		bound, known := h.sessions[sid]
+		h.mu.Unlock()
+		switch {
+		case !known:
+			// Refused before a name is dialled: an old or made-up session
+			// id must not bring an agent online.
+			http.Error(w, "synapse mcp: unknown or ended MCP session "+sid+": start a new session (initialize again).", http.StatusNotFound)
+			return
+		case name != "" && name != bound:
+			http.Error(w, fmt.Sprintf("synapse mcp: session %s belongs to %s, not %s: a session keeps the agent name it began with; start a new session for %s.",
+				sid, bound, name, name), http.StatusBadRequest)
+			return
+		}
+		name = bound
+	}
 	if name == "" {
 		name = h.opts.DefaultName
 	}
@@ -143,8 +169,65 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, msg, status)
 		return
 	}
-	defer h.releaseAgent(a)
 	h.sdk.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), agentKey{}, a)))
+	if r.Method == http.MethodDelete && sid != "" {
+		h.endSession(name, sid, a)
+		return
+	}
+	h.releaseAgent(a)
+}
+
+// sessionHeader is Streamable HTTP's session id header.
+const sessionHeader = "Mcp-Session-Id"
+
+// endSession forgets a session its client ended with DELETE, and
+// disconnects its agent at once when no other session holds the name:
+// messages to it must not say "delivered" for 30 minutes more. Requests
+// still in flight (the ended session's listening stream) end with it. A
+// new session's id is bound when its initialize arrives, so it counts.
+// The claims stay until their leases end.
+func (h *HTTPHandler) endSession(name, sid string, a *httpAgent) {
+	h.mu.Lock()
+	delete(h.sessions, sid)
+	a.inflight--
+	a.last = time.Now()
+	alone := h.agents[name] == a && !h.holdsSessionLocked(name)
+	if alone {
+		delete(h.agents, name)
+	}
+	h.mu.Unlock()
+	if alone {
+		h.log.Info("mcp agent's last session ended: disconnecting", "name", name)
+		a.srv.Close()
+		a.c.Close()
+	}
+}
+
+func (h *HTTPHandler) holdsSessionLocked(name string) bool {
+	for _, n := range h.sessions {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// newSessionID makes a session id bound to name.
+func (h *HTTPHandler) newSessionID(name string) string {
+	id := rand.Text()
+	h.mu.Lock()
+	h.sessions[id] = name
+	h.mu.Unlock()
+	return id
+}
+
+// forgetSessionsLocked drops the session ids bound to name.
+func (h *HTTPHandler) forgetSessionsLocked(name string) {
+	for id, n := range h.sessions {
+		if n == name {
+			delete(h.sessions, id)
+		}
+	}
 }
 
 // dialFailure maps a failed dial to an HTTP status and a sentence.
@@ -216,7 +299,9 @@ func (h *HTTPHandler) dial(ctx context.Context, name string, a *httpAgent) {
 		delete(h.agents, name)
 	} else {
 		a.c = c
-		a.srv = New(Options{Client: c, Profile: h.opts.Profile, Version: h.opts.Version})
+		a.srv = New(Options{Client: c, Profile: h.opts.Profile, Version: h.opts.Version, Channel: h.opts.Channel,
+			WaitDefault: h.opts.WaitDefault, ProgressEvery: h.opts.ProgressEvery, OutputSchemas: h.opts.OutputSchemas,
+			SessionID: func() string { return h.newSessionID(name) }})
 		h.log.Info("mcp agent connected", "name", name)
 	}
 	close(a.ready)
@@ -245,6 +330,7 @@ func (h *HTTPHandler) reap() {
 		for name, a := range h.agents {
 			if a.srv != nil && a.inflight == 0 && time.Since(a.last) >= h.opts.IdleTimeout {
 				delete(h.agents, name)
+				h.forgetSessionsLocked(name)
 				idle = append(idle, a)
 			}
 		}

@@ -134,3 +134,68 @@ func TestHTTP_IdleAgentsAreDisconnected(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// eventually polls cond (a state another goroutine reaches after a reply
+// the test already has) with a generous bound: no timing is asserted.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+	}
+}
+
+func TestHTTP_DeleteEndsTheAgentWhenNoOtherSessionHoldsIt_Issue21_6(t *testing.T) {
+	uri := startHub(t)
+	h, base := serveHTTP(t, uri, HTTPOptions{})
+	peer := dial(t, uri, "proj/peer")
+	online := func(name string) bool {
+		w, err := peer.Who(context.Background())
+		return err == nil && slices.Contains(w.OnlineAgents, name)
+	}
+	one, _ := connectHTTP(t, base+"?name=proj/a", "2025-11-25")
+	two, _ := connectHTTP(t, base+"?name=proj/a", "2025-11-25")
+	call(t, one, "status", nil, nil)
+	call(t, two, "status", nil, nil)
+	if !online("proj/a") {
+		t.Fatal("proj/a is not online")
+	}
+	one.Close() // DELETE: the other session still holds the name
+	call(t, two, "status", nil, nil)
+	if !slices.Contains(h.Agents(), "proj/a") || !online("proj/a") {
+		t.Fatal("ending one of two sessions disconnected the agent")
+	}
+	two.Close() // DELETE of the last session: offline now, not in 30 minutes
+	eventually(t, "proj/a offline after its last session's DELETE", func() bool { return !slices.Contains(h.Agents(), "proj/a") && !online("proj/a") })
+}
+
+func TestHTTP_RefusesASessionUsedUnderAnotherName_Issue21_6(t *testing.T) {
+	uri := startHub(t)
+	h, base := serveHTTP(t, uri, HTTPOptions{})
+	cs, _ := connectHTTP(t, base+"?name=proj/a", "2025-11-25")
+	call(t, cs, "status", nil, nil)
+	post := func(name, sid string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, base+"?name="+name, strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/list"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := post("proj/phantom", cs.ID()); code != http.StatusBadRequest || !strings.Contains(body, "belongs to proj/a") {
+		t.Fatalf("mismatch: %d %s", code, body)
+	}
+	if code, body := post("proj/ghost", "no-such-session"); code != http.StatusNotFound {
+		t.Fatalf("unknown session: %d %s", code, body)
+	}
+	if got := h.Agents(); !slices.Equal(got, []string{"proj/a"}) {
+		t.Fatalf("agents %v: a refused request brought an agent online", got)
+	}
+	call(t, cs, "status", nil, nil) // the real session is untouched
+}

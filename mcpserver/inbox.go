@@ -50,11 +50,11 @@ func newInbox(capacity int) inbox {
 
 // add files m unless it is a duplicate (the same hub seq, or the same
 // sender and client_msg_id: chat is at-least-once). It reports whether m
-// was new.
-func (b *inbox) add(m Message) bool {
+// was new, and m as filed (with its inbox id).
+func (b *inbox) add(m Message) (Message, bool) {
 	for _, o := range b.msgs {
 		if (m.Seq != 0 && o.Seq == m.Seq) || (m.clientMsgID != "" && o.From == m.From && o.clientMsgID == m.clientMsgID) {
-			return false
+			return o, false
 		}
 	}
 	m.ID, b.next = b.next, b.next+1
@@ -65,7 +65,7 @@ func (b *inbox) add(m Message) bool {
 	if len(b.msgs) > b.cap {
 		b.msgs = append([]Message(nil), b.msgs[len(b.msgs)-b.cap:]...)
 	}
-	return true
+	return m, true
 }
 
 // ackThrough marks every message up to id read. It returns how many it

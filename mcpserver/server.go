@@ -89,6 +89,23 @@ type Options struct {
 	// covering itself alone (client.ClaimRequest.Checkout). synapse mcp
 	// sets it; the hub's /mcp has none, and sends paths as they are.
 	Checkout string
+	// Channel configures the claude/channel events (channel.go).
+	Channel ChannelOptions
+	// WaitDefault is the wait tool's timeout when the call gives none;
+	// default DefaultWait, under the 60 s request timeout of the MCP
+	// TypeScript SDK's clients.
+	WaitDefault time.Duration
+	// SessionID, when set, names each new MCP session (Streamable HTTP:
+	// the Mcp-Session-Id); HTTPHandler sets it to bind sessions to names.
+	SessionID func() string
+	// OutputSchemas lists each tool's output schema in tools/list (about
+	// 13 KB more); by default the tools have none, and their results carry
+	// structured content all the same.
+	OutputSchemas bool
+	// ProgressEvery is how often the wait tool sends
+	// notifications/progress to a client that gave a progress token;
+	// default DefaultProgressEvery.
+	ProgressEvery time.Duration
 }
 
 // Server is one agent's MCP server.
@@ -108,6 +125,11 @@ type Server struct {
 	ctx    context.Context // ends at Close: the keepers and the watcher
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	ch            *channel
+	waitDefault   time.Duration
+	progressEvery time.Duration
+	outputSchemas bool
 
 	mu      sync.Mutex
 	keepers map[string]*client.Keeper // task id → the keeper renewing it
@@ -138,30 +160,44 @@ func New(opts Options) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		c: opts.Client, profile: profile, log: log, ctx: ctx, cancel: cancel, ledger: opts.Ledger, checkout: opts.Checkout,
-		keepers: map[string]*client.Keeper{},
-		inbox:   newInbox(opts.InboxCap),
+		keepers:     map[string]*client.Keeper{},
+		inbox:       newInbox(opts.InboxCap),
+		waitDefault: opts.WaitDefault, progressEvery: opts.ProgressEvery, outputSchemas: opts.OutputSchemas,
 	}
+	if s.waitDefault <= 0 {
+		s.waitDefault = DefaultWait
+	}
+	if s.progressEvery <= 0 {
+		s.progressEvery = DefaultProgressEvery
+	}
+	s.ch = newChannel(s, opts.Channel)
 	version := opts.Version
 	if version == "" {
 		version = "dev"
 	}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "synapse", Title: "Synapse coordination hub", Version: version}, &mcp.ServerOptions{
-		Instructions:       instructions(s.c.Name()),
+		Instructions:       instructions(s.c.Name(), !opts.Channel.Off),
 		Logger:             log,
+		Capabilities:       s.ch.capabilities(),
+		GetSessionID:       opts.SessionID,
 		SubscribeHandler:   s.subscribe,
 		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+		// Events that came before the handshake wait for it.
+		InitializedHandler: func(context.Context, *mcp.InitializedRequest) { go s.ch.flush() },
 	})
 	s.addTools()
 	s.addResources()
 	frames := s.c.Subscribe(ctx, watched)
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.watch(frames)
 	go func() {
 		defer s.wg.Done()
 		fctx, cancel := context.WithTimeout(ctx, mailboxTimeout)
 		defer cancel()
+		s.ch.start(fctx)
 		s.fetchMailbox(fctx)
 	}()
+	go s.ch.leaseLoop()
 	return s
 }
 
@@ -186,12 +222,23 @@ func (s *Server) fetchMailbox(ctx context.Context) {
 	}
 }
 
-func instructions(name string) string {
-	return "You act as agent " + name + " on a Synapse hub that stops agents from editing the same files. " +
+func instructions(name string, channel bool) string {
+	s := "You act as agent " + name + " on a Synapse hub that stops agents from editing the same files. " +
 		"Claim a task and the files you will edit (claim) before editing; the server renews the lease while you work. " +
 		"When refused, the text says who holds what: wait for the task, or send the holder a message. " +
 		"Release with evidence when done. Read inbox for messages; subscribe to " + InboxURI + " to be told of new mail and to " + ClaimsURI +
 		" to be told when your claims change; wait for a task to be told when it is freed."
+	if !channel {
+		return s
+	}
+	return s + " Events from this server arrive as <channel source=\"synapse\" kind=... urgency=...>. " +
+		"urgency=\"urgent\": act on it before you continue; urgency=\"normal\": finish your current step first. " +
+		"kind=\"message\": a message to you (from, msg_id, priority); answer with send, then call inbox with ack_through set to its inbox_id. " +
+		"kind=\"task_free\": a task you waited for is free; claim it. " +
+		"kind=\"conflict_resolved\": the claim that refused yours is gone; claim again. " +
+		"kind=\"handoff\": a claim was handed to you; call status to see it, work, then release. " +
+		"kind=\"lease_expiring\": your lease ends soon; renew it, or release it. " +
+		"kind=\"task_ready\": a board task suggested to you has its dependencies done; claim it with board_task."
 }
 
 // MCP returns the SDK server, to serve on any transport.
@@ -256,6 +303,7 @@ func watched(f client.Frame) bool {
 func (s *Server) watch(frames <-chan client.Frame) {
 	defer s.wg.Done()
 	for f := range frames {
+		s.ch.observe(f)
 		switch f.Type {
 		case "chat":
 			if s.receive(f) {
@@ -290,8 +338,12 @@ func (s *Server) receive(f client.Frame) bool {
 		Channel: f.String("channel"), clientMsgID: f.String("client_msg_id"),
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.inbox.add(m)
+	m, fresh := s.inbox.add(m)
+	s.mu.Unlock()
+	if fresh {
+		s.ch.message(m)
+	}
+	return fresh
 }
 
 // adoptHandoff keeps alive a claim another agent handed to this one.
@@ -337,9 +389,10 @@ func (s *Server) watchKeeper(task string, k *client.Keeper) {
 	if s.keepers[task] == k {
 		delete(s.keepers, task)
 	}
-	s.inbox.add(Message{From: "synapse", To: s.c.Name(), Directed: true,
+	m, _ := s.inbox.add(Message{From: "synapse", To: s.c.Name(), Directed: true, Priority: true,
 		Text: fmt.Sprintf("Your lease on '%s' was lost (%v). Stop editing its files; claim it again if you still need it.", task, err)})
 	s.mu.Unlock()
+	s.ch.message(m)
 	s.notify(InboxURI)
 	s.notify(ClaimsURI)
 }

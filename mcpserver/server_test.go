@@ -80,8 +80,8 @@ func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
 
 // FullTools and MinimalTools are the two profiles' tool lists.
 var (
-	fullTools = []string{"board", "checkpoint", "claim", "handoff", "inbox", "release", "renew", "send", "status",
-		"task_declare", "task_progress", "task_update", "update_task", "wait", "who"}
+	fullTools = []string{"board", "checkpoint", "claim", "claim_update", "handoff", "inbox", "release", "renew", "send", "status",
+		"task_declare", "task_progress", "task_update", "wait", "who"}
 	minimalToolList = []string{"claim", "inbox", "release", "send", "status", "wait"}
 )
 
@@ -143,8 +143,8 @@ func TestTools_EveryToolSucceeds(t *testing.T) {
 		t.Fatalf("renew: %q %+v", text(res), rn)
 	}
 	var up UpdateResult
-	if res := call(t, cs, "update_task", map[string]any{"task_id": "T1", "status": "working"}, &up); res.IsError || up.Status != "working" {
-		t.Fatalf("update_task: %q %+v", text(res), up)
+	if res := call(t, cs, "claim_update", map[string]any{"task_id": "T1", "status": "working"}, &up); res.IsError || up.Status != "working" {
+		t.Fatalf("claim_update: %q %+v", text(res), up)
 	}
 	var ck CheckpointResult
 	if res := call(t, cs, "checkpoint", map[string]any{"task_id": "T1", "checkpoint": "half done"}, &ck); res.IsError || !ck.Saved {
@@ -229,7 +229,7 @@ func TestTools_RefusalsAreToolErrors(t *testing.T) {
 		{"renew", map[string]any{"task_id": "T1"}, "proj/alpha"},
 		{"release", map[string]any{"task_id": "T1"}, "T1"},
 		{"handoff", map[string]any{"task_id": "T1", "to": "proj/alpha"}, "T1"},
-		{"update_task", map[string]any{"task_id": "T1", "status": "working"}, "T1"},
+		{"claim_update", map[string]any{"task_id": "T1", "status": "working"}, "T1"},
 		{"checkpoint", map[string]any{"task_id": "T1", "checkpoint": "x"}, "T1"},
 		{"send", map[string]any{"to": "proj/nobody", "text": "hi"}, "who"},
 		{"task_update", map[string]any{"task_id": "NOPE", "status": "done"}, "NOPE"},

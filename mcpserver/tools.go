@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/synapse-hub/synapse/client"
@@ -23,20 +24,53 @@ const callTimeout = 15 * time.Second
 
 // Wait tool bounds.
 const (
-	defaultWait = 60 * time.Second
-	maxWait     = time.Hour
+	// DefaultWait is the wait tool's timeout when the call gives none:
+	// under the 60 s after which the MCP TypeScript SDK's clients give up
+	// on a request (-32001 Request timed out).
+	DefaultWait = 50 * time.Second
+	// DefaultProgressEvery is how often a waiting wait tool reports
+	// progress to a client that gave a progress token: well inside that
+	// 60 s, so a client that resets its timeout on progress keeps waiting.
+	DefaultProgressEvery = 10 * time.Second
+	maxWait              = time.Hour
 )
 
-// addTool registers a tool unless the profile leaves it out.
+// addTool registers a tool unless the profile leaves it out. Its input
+// schema comes from In, with list arguments plain arrays; its output
+// schema from Out only when Options.OutputSchemas asks (the results carry
+// structured content either way): the schemas of every result would
+// more than double tools/list, which every host pays for on every turn.
 func addTool[In, Out any](s *Server, name, desc string, readOnly bool, h mcp.ToolHandlerFor[In, Out]) {
 	if s.profile == ProfileMinimal && !minimalTools[name] {
 		return
 	}
-	t := &mcp.Tool{Name: name, Description: desc}
+	t := &mcp.Tool{Name: name, Description: desc, InputSchema: inputSchema[In]()}
 	if readOnly {
 		t.Annotations = &mcp.ToolAnnotations{ReadOnlyHint: true}
 	}
-	mcp.AddTool(s.srv, t, h)
+	if s.outputSchemas {
+		mcp.AddTool(s.srv, t, h)
+		return
+	}
+	mcp.AddTool(s.srv, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
+		return h(ctx, req, in)
+	})
+}
+
+// inputSchema is In's JSON schema with every list argument typed "array",
+// not ["null","array"] (what the schema package makes of a Go slice):
+// clients such as the MCP Inspector offer no way to fill the latter.
+func inputSchema[In any]() *jsonschema.Schema {
+	sc, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic(fmt.Sprintf("mcpserver: input schema of %T: %v", *new(In), err))
+	}
+	for _, p := range sc.Properties {
+		if slices.Equal(p.Types, []string{"null", "array"}) {
+			p.Types, p.Type = nil, "array"
+		}
+	}
+	return sc
 }
 
 func (s *Server) addTools() {
@@ -44,7 +78,7 @@ func (s *Server) addTools() {
 	addTool(s, "renew", "Renew a claim you hold now (the server also renews in the background).", false, s.renew)
 	addTool(s, "release", "Release a claim you hold, with evidence of what was done.", false, s.release)
 	addTool(s, "handoff", "Pass a claim you hold to another online agent in one step.", false, s.handoff)
-	addTool(s, "update_task", "Change the status, note or data_ref of a claim you hold.", false, s.updateTask)
+	addTool(s, "claim_update", "Change the status, note or data_ref of a claim you hold (board tasks: task_update).", false, s.updateTask)
 	addTool(s, "checkpoint", "Save a resume point on a claim you hold; the next holder inherits it.", false, s.checkpoint)
 	addTool(s, "wait", "Block until a task is free to claim (woken by the hub), up to a timeout.", true, s.wait)
 	addTool(s, "send", "Send a message to an agent, a project, a role or all.", false, s.send)
@@ -196,12 +230,28 @@ type ClaimResult struct {
 func (s *Server) refusedClaim(task string, err error) (*mcp.CallToolResult, ClaimResult, error) {
 	out := ClaimResult{TaskID: task}
 	var ref *client.Refused
+	text := s.explain(err)
 	if errors.As(err, &ref) {
 		out.Code, out.Message, out.Holder, out.ConflictTask = ref.Code, ref.Message, ref.Holder, ref.ConflictTask
 		out.ConflictPattern, out.ConflictMode = ref.ConflictPattern, ref.ConflictMode
 		out.Namespace, out.OwnerHubID, out.Pending = ref.Namespace, ref.OwnerHubID, ref.Pending
+		if conflict := conflictTask(ref); conflict != "" && s.ch.watch(conflict, EventConflictResolved, ref.Holder) {
+			text += " A channel event (kind conflict_resolved) will tell you when it is gone."
+		}
 	}
-	return refuse(out, s.explain(err))
+	return refuse(out, text)
+}
+
+// conflictTask is the live claim another agent holds that refused a
+// claim: the task itself (LEASE_LIVE) or the one whose files overlap.
+func conflictTask(ref *client.Refused) string {
+	switch {
+	case ref.Code == "LEASE_LIVE" && ref.Holder != "":
+		return ref.TaskID
+	case ref.Code == "SCOPE_CONFLICT" && ref.Holder != "":
+		return ref.ConflictTask
+	}
+	return ""
 }
 
 type claimIn struct {
@@ -219,6 +269,7 @@ type claimIn struct {
 func (s *Server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimIn) (*mcp.CallToolResult, ClaimResult, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
+	defer s.ch.claim(in.TaskID)()
 	cl, err := s.c.Claim(ctx, client.ClaimRequest{TaskID: in.TaskID, Paths: in.Paths, Globs: in.Globs, Files: in.Files, Shared: in.Shared, Worktree: in.Worktree, Note: in.Note,
 		TTL: time.Duration(in.TTLSeconds * float64(time.Second)), BoardTask: in.BoardTask, Checkout: s.checkout})
 	if err != nil {
@@ -306,6 +357,7 @@ func (s *Server) renew(ctx context.Context, _ *mcp.CallToolRequest, in renewIn) 
 	if err := s.renewFence(cl); err != nil {
 		return s.refusedClaim(in.TaskID, err)
 	}
+	defer s.ch.claim(in.TaskID)()
 	req := cl.Request()
 	if in.TTLSeconds > 0 {
 		req.TTL = time.Duration(in.TTLSeconds * float64(time.Second))
@@ -398,7 +450,7 @@ type updateIn struct {
 	DataRef string `json:"data_ref,omitempty" jsonschema:"pointer to the output: a PR, a branch, a file"`
 }
 
-// UpdateResult is a claim after update_task.
+// UpdateResult is a claim after claim_update.
 type UpdateResult struct {
 	TaskID  string `json:"task_id"`
 	Owner   string `json:"owner,omitempty"`
@@ -442,7 +494,7 @@ func (s *Server) checkpoint(ctx context.Context, _ *mcp.CallToolRequest, in chec
 
 type waitIn struct {
 	TaskID         string  `json:"task_id" jsonschema:"the task to wait for (for a file conflict: the conflicting task)"`
-	TimeoutSeconds float64 `json:"timeout_seconds,omitempty" jsonschema:"give up after this many seconds (default 60, at most 3600)"`
+	TimeoutSeconds float64 `json:"timeout_seconds,omitempty" jsonschema:"give up after this many seconds (default 50, at most 3600)"`
 }
 
 // WaitResult says whether the task became free.
@@ -453,24 +505,60 @@ type WaitResult struct {
 	Holder string `json:"holder,omitempty" jsonschema:"who held it when the wait began"`
 }
 
-func (s *Server) wait(ctx context.Context, _ *mcp.CallToolRequest, in waitIn) (*mcp.CallToolResult, WaitResult, error) {
-	d := defaultWait
+func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, in waitIn) (*mcp.CallToolResult, WaitResult, error) {
+	d := s.waitDefault
 	if in.TimeoutSeconds > 0 {
 		d = min(time.Duration(in.TimeoutSeconds*float64(time.Second)), maxWait)
 	}
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
+	if req != nil && req.Session != nil && req.Params.GetProgressToken() != nil {
+		stop := s.reportProgress(ctx, req, in.TaskID, d)
+		defer stop()
+	}
 	var holder string
 	w, err := s.c.WaitWithNotice(ctx, in.TaskID, func(h string) { holder = h })
 	if errors.Is(err, context.DeadlineExceeded) {
-		return ok(WaitResult{TaskID: in.TaskID, Reason: "timeout", Holder: holder},
-			"'%s' is still held by %s after %s. Call wait again, or send %s a message.", in.TaskID, orSomeone(holder), d, orSomeone(holder))
+		text := fmt.Sprintf("'%s' is still held by %s after %s. Call wait again, or send %s a message.", in.TaskID, orSomeone(holder), d, orSomeone(holder))
+		if s.ch.watch(in.TaskID, EventTaskFree, holder) {
+			text += " A channel event (kind task_free) will tell you when it is free."
+		}
+		return ok(WaitResult{TaskID: in.TaskID, Reason: "timeout", Holder: holder}, "%s", text)
 	}
 	if err != nil {
 		return refuse(WaitResult{TaskID: in.TaskID, Reason: "refused"}, s.explain(err))
 	}
 	return ok(WaitResult{TaskID: w.TaskID, Free: true, Reason: w.Reason, Holder: w.Holder},
 		"'%s' is free (%s). Claim it now with the claim tool.", w.TaskID, w.Reason)
+}
+
+// reportProgress sends notifications/progress for req every
+// progressEvery (seconds waited of the total) until stop is called, so a
+// client that resets its request timeout on progress keeps waiting.
+func (s *Server) reportProgress(ctx context.Context, req *mcp.CallToolRequest, task string, total time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	token := req.Params.GetProgressToken()
+	start := time.Now()
+	go func() {
+		defer close(done)
+		t := time.NewTicker(s.progressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			waited := time.Since(start)
+			err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token,
+				Progress: waited.Seconds(), Total: total.Seconds(), Message: fmt.Sprintf("waiting for '%s' (%s of %s)", task, waited.Round(time.Second), total)})
+			if err != nil {
+				s.log.Debug("wait progress", "err", err)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 func orSomeone(h string) string {

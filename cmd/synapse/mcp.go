@@ -39,9 +39,24 @@ ADDR it serves Streamable HTTP at http://ADDR/mcp instead; each request
 names its agent with ?name=PROJECT/AGENT or the header X-Synapse-Name
 (default --name). The hub serves the same endpoint at /mcp.
 
-Tools (--tools full): claim renew release handoff update_task checkpoint
+Tools (--tools full): claim renew release handoff claim_update checkpoint
 wait send inbox who status board task_declare task_update task_progress.
---tools minimal: claim release wait send inbox status.
+--tools minimal: claim release wait send inbox status. claim_update changes a
+claim you hold; task_update changes a task on the board. Tools list no
+output schemas (their results carry structured content all the same);
+--output-schemas lists them (tools/list grows from about 7 KB to 20 KB).
+
+Wait: the wait tool gives up after --wait-default (50s) unless the call
+says timeout_seconds (at most 3600), and sends notifications/progress every
+--progress-every (10s) to a client that gave a progress token.
+
+Channel events (Claude Code's claude/channel; --channel=false turns them
+off): the server pushes a new turn to an idle agent for a directed message,
+a task it waited on coming free, a handoff to it, its lease nearing expiry
+(--lease-lead before, 5m; for claims this server does not renew), a board
+task suggested to it becoming ready, and the claim that refused it going
+away. Claude Code needs 'claude --dangerously-load-development-channels
+server:synapse' to take them (docs/mcp.md, "Channels").
 
 See docs/mcp.md.
 `
@@ -52,6 +67,11 @@ func runMCP(args []string, stdout, stderr io.Writer) int {
 	f.register(fs)
 	tools := fs.String("tools", "full", "tool profile: full or minimal")
 	httpAddr := fs.String("http", "", "serve Streamable HTTP on this address (e.g. 127.0.0.1:8877) instead of stdio")
+	channelOn := fs.Bool("channel", true, "declare claude/channel and push channel events (Claude Code)")
+	leaseLead := fs.Duration("lease-lead", mcpserver.DefaultLeaseLead, "warn this long before a lease this server does not renew ends (channel event lease_expiring)")
+	waitDefault := fs.Duration("wait-default", mcpserver.DefaultWait, "the wait tool's timeout when the call gives none (keep it under a client's request timeout: 60s for the TypeScript SDK)")
+	progressEvery := fs.Duration("progress-every", mcpserver.DefaultProgressEvery, "how often the wait tool sends notifications/progress to a client that gave a progress token")
+	outputSchemas := fs.Bool("output-schemas", false, "list each tool's output schema in tools/list (about 13 KB more)")
 	var allowHosts, allowOrigins listFlag
 	registerAllowLists(fs, &allowHosts, &allowOrigins)
 	pos, code, ok := parseArgs(fs, args)
@@ -69,6 +89,16 @@ func runMCP(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "synapse mcp: %v\n", err)
 		return exitUsage
 	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--lease-lead", *leaseLead}, {"--wait-default", *waitDefault}, {"--progress-every", *progressEvery}} {
+		if d.v <= 0 {
+			return usageError(stderr, "mcp", "%s %s: want a positive duration, e.g. 30s", d.flag, d.v)
+		}
+	}
+	tuning := mcpTuning{channel: mcpserver.ChannelOptions{Off: !*channelOn, LeaseLead: *leaseLead},
+		waitDefault: *waitDefault, progressEvery: *progressEvery, outputSchemas: *outputSchemas}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -78,7 +108,7 @@ func runMCP(args []string, stdout, stderr io.Writer) int {
 			return usageError(stderr, "mcp", "%v", err)
 		}
 		fmt.Fprintln(stdout, describeRequestPolicy(hosts, allowOrigins))
-		return serveMCPHTTP(ctx, &f, profile, *httpAddr, policy, stdout, stderr, log)
+		return serveMCPHTTP(ctx, &f, profile, tuning, *httpAddr, policy, stdout, stderr, log)
 	}
 
 	f.fanout = mcpserver.Fanout
@@ -88,7 +118,8 @@ func runMCP(args []string, stdout, stderr io.Writer) int {
 	}
 	defer c.Close()
 	wd, _ := os.Getwd()
-	s := mcpserver.New(mcpserver.Options{Client: c, Profile: profile, Version: version, Logger: log, Ledger: ledgerFor(wd), Checkout: projectRoot(wd)})
+	s := mcpserver.New(mcpserver.Options{Client: c, Profile: profile, Version: version, Logger: log, Ledger: ledgerFor(wd), Checkout: projectRoot(wd),
+		Channel: tuning.channel, WaitDefault: tuning.waitDefault, ProgressEvery: tuning.progressEvery, OutputSchemas: tuning.outputSchemas})
 	defer s.Close()
 	// stdout carries the protocol: nothing else may be written there.
 	// Every request read before stdin ends is answered before the exit.
@@ -97,6 +128,14 @@ func runMCP(args []string, stdout, stderr io.Writer) int {
 		return exitRefused
 	}
 	return exitOK
+}
+
+// mcpTuning is the flags that shape the tools and the channel events.
+type mcpTuning struct {
+	channel       mcpserver.ChannelOptions
+	waitDefault   time.Duration
+	progressEvery time.Duration
+	outputSchemas bool
 }
 
 // mcpDialer connects agents for an HTTP MCP endpoint, reconnecting.
@@ -123,10 +162,11 @@ func mcpRequestPolicy(addr string, allowHosts, allowOrigins []string) (*gate.Req
 	return p, hosts, err
 }
 
-func serveMCPHTTP(ctx context.Context, f *clientFlags, profile mcpserver.Profile, addr string, policy *gate.RequestPolicy, stdout, stderr io.Writer, log *slog.Logger) int {
+func serveMCPHTTP(ctx context.Context, f *clientFlags, profile mcpserver.Profile, tuning mcpTuning, addr string, policy *gate.RequestPolicy, stdout, stderr io.Writer, log *slog.Logger) int {
 	h := mcpserver.NewHTTPHandler(mcpserver.HTTPOptions{
 		Dial:        mcpDialer(f.uri, f.token, func() time.Duration { return f.timeout }),
 		DefaultName: f.name, Token: f.token, Profile: profile, Version: version, Logger: log,
+		Channel: tuning.channel, WaitDefault: tuning.waitDefault, ProgressEvery: tuning.progressEvery, OutputSchemas: tuning.outputSchemas,
 		HostChecked: true, // policy, below, checks Host and Origin as the hub does
 	})
 	defer h.Close()

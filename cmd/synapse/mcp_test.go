@@ -56,7 +56,7 @@ func mcpTools(t *testing.T, cs *mcp.ClientSession) []string {
 }
 
 var (
-	fullToolNames    = []string{"board", "checkpoint", "claim", "handoff", "inbox", "release", "renew", "send", "status", "task_declare", "task_progress", "task_update", "update_task", "wait", "who"}
+	fullToolNames    = []string{"board", "checkpoint", "claim", "claim_update", "handoff", "inbox", "release", "renew", "send", "status", "task_declare", "task_progress", "task_update", "wait", "who"}
 	minimalToolNames = []string{"claim", "inbox", "release", "send", "status", "wait"}
 )
 
