@@ -54,7 +54,7 @@ func groups() []group {
 			{"mcp", "serve the hub to Claude Code, Codex or Cursor as an MCP server (stdio or --http)", runMCP},
 			{"init", "write Claude Code, Codex or Cursor's MCP configuration for this project", runInit},
 			{"guard", "Claude Code pre-edit hook: deny editing a file you have not claimed", runGuard},
-			{"git-hook", "pre-commit check refusing files claimed by others: git-hook install|check", runGitHook},
+			{"git-hook", "git hooks: refuse files claimed by others, release claims on commit or merge", runGitHook},
 			{"doctor", "check the hub, journal, port and this project's agent integrations", runDoctor},
 		}},
 		{"Operating a hub", []command{
