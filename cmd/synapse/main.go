@@ -40,8 +40,9 @@ func groups() []group {
 		}},
 		{"Messages", []command{
 			{"send", "send a message to an agent, a project, a role or all", runSend},
-			{"inbox", "show (and --ack) the directed messages waiting for --name", runInbox},
+			{"inbox", "show (and --ack) the directed messages waiting for --name; --wait blocks until one is there", runInbox},
 			{"listen", "print what the hub sends --name as it arrives (mailbox first)", runListen},
+			{"arm", "keep a waiter running: a command for every message to an agent (for agents without channels)", runArm},
 		}},
 		{"Looking around", []command{
 			{"who", "list the agents online", runWho},
