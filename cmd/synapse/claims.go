@@ -543,6 +543,9 @@ holder releases it, hands it off, or lets its lease expire (no polling on
 this hub). Exits 0 at once if nobody holds it. The hub refuses (exit 1) a
 wait on a task you hold, or one that would deadlock (the holder waits on
 something you hold). Then claim it with 'synapse claim ID'.
+
+It waits for a task, not a message: 'synapse inbox --wait' waits for a
+message to --name, and 'synapse arm NAME' runs a command for every one.
 `
 
 func runWait(args []string, stdout, stderr io.Writer) int {

@@ -27,6 +27,7 @@ func groups() []group {
 		{"Start here", []command{
 			{"demo", "play a three-agent scene on an ephemeral hub and print success", runDemo},
 			{"hub", "run the coordination hub (WebSocket + /health + /metrics on 127.0.0.1:8876)", runHub},
+			{"service", "run the hub as a user service, always there: service install|uninstall|status", runService},
 		}},
 		{"Claims", []command{
 			{"claim", "claim a task and its files (refused: says who holds what)", runClaim},
