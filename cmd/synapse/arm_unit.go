@@ -61,8 +61,9 @@ EnvironmentFile=%E/synapse/arm/%i.env
 ExecStart=` + systemdQuote(bin) + ` arm %I
 Restart=on-failure
 RestartSec=2
-# 2: bad flags or a cursor of another agent's; restarting will not mend them.
-RestartPreventExitStatus=2
+# 1: a wrong token, or a cursor it cannot write; 2: bad flags or another
+# agent's cursor. Restarting mends none of them.
+RestartPreventExitStatus=1 2
 
 [Install]
 WantedBy=default.target

@@ -88,8 +88,13 @@ func runGitHook(args []string, stdout, stderr io.Writer) int {
 }
 
 // gitOut runs git in dir and returns its trimmed output.
-func gitOut(dir string, args ...string) (string, error) {
+func gitOut(dir string, args ...string) (string, error) { return gitRun(nil, dir, args...) }
+
+// gitRun runs git in dir with env (nil: this process's) and returns its
+// trimmed output, or an error with git's own words.
+func gitRun(env []string, dir string, args ...string) (string, error) {
 	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = env
 	out, err := cmd.Output()
 	if err != nil {
 		var ee *exec.ExitError

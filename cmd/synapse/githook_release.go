@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -303,17 +302,7 @@ func mergeCandidates(root string) ([]releaseCandidate, error) {
 // GIT_INDEX_FILE a hook inherits, which would point a command meant for
 // another worktree back at this one.
 func gitClean(dir string, args ...string) (string, error) {
-	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
-	cmd.Env = withoutGitEnv(os.Environ())
-	out, err := cmd.Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) && len(ee.Stderr) > 0 {
-			return "", fmt.Errorf("git %s: %s", strings.Join(args, " "), strings.TrimSpace(string(ee.Stderr)))
-		}
-		return "", fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
-	}
-	return strings.TrimRight(string(out), "\n"), nil
+	return gitRun(withoutGitEnv(os.Environ()), dir, args...)
 }
 
 // withoutGitEnv is env without the variables that tie git to one
