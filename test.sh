@@ -32,6 +32,8 @@ apt_install() { # package...
 if [ -z "${SYNAPSE_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; then
   apt_install chromium
 fi
+# The unit tests of 'synapse arm' and 'synapse service' run systemd-analyze verify.
+command -v systemd-analyze >/dev/null 2>&1 || apt_install systemd
 if [ -z "${SYNAPSE_ETCD_BIN:-}" ]; then
   command -v etcd >/dev/null 2>&1 || apt_install etcd-server
   SYNAPSE_ETCD_BIN="$(command -v etcd)"

@@ -123,6 +123,11 @@ type Options struct {
 	// SinceSeq is the mailbox cursor to start from (a seq acked by an
 	// earlier process); Ack advances it.
 	SinceSeq int64
+	// MailboxFor is the identity whose mailbox Inbox replays and Ack
+	// acknowledges, when this client is its sidecar (Name is
+	// MailboxFor+"-rx" or +"-pane-rx": a waiter beside the agent, PROTOCOL.md
+	// §1.7). Empty: Name's own. The hub ignores it for any other name.
+	MailboxFor string
 }
 
 func (o *Options) setDefaults() error {
@@ -409,6 +414,9 @@ func (c *Client) connectTo(ctx context.Context, uri string, takeover bool) (*con
 	if c.opts.Mailbox {
 		reg["mailbox"] = true
 		reg["since_seq"] = c.acked.Load()
+		if c.opts.MailboxFor != "" {
+			reg["mailbox_for"] = c.opts.MailboxFor
+		}
 	}
 	fail := func(err error) (*conn, Welcome, error) {
 		ws.CloseNow()

@@ -39,6 +39,35 @@ type LeaseRecord struct {
 	Files      []string `json:"files,omitempty"` // files, each covering itself alone
 	Epoch      int64    `json:"epoch"`
 	RecordedAt string   `json:"recorded_at"` // RFC 3339, this machine's clock
+	// ReleaseOn is the claimant's wish that git release the claim for it
+	// (synapse claim --release-on): the post-commit or post-merge hook of
+	// synapse git-hook releases it once its files are all committed, or
+	// merged. Empty: never; the claim is released by hand.
+	ReleaseOn ReleaseTrigger `json:"release_on,omitempty"`
+}
+
+// ReleaseTrigger is the git event that releases a recorded claim.
+type ReleaseTrigger string
+
+const (
+	ReleaseOnCommit ReleaseTrigger = "commit" // its files all committed in this checkout
+	ReleaseOnMerge  ReleaseTrigger = "merge"  // its files' commits merged into a checkout of the repository
+)
+
+// ErrReleaseTrigger is returned for a release trigger that is neither
+// commit nor merge.
+var ErrReleaseTrigger = errors.New("client: release trigger is neither commit nor merge")
+
+// ParseReleaseTrigger reads "commit", "merge", or "off" (and "", no
+// trigger).
+func ParseReleaseTrigger(s string) (ReleaseTrigger, error) {
+	switch t := ReleaseTrigger(s); t {
+	case ReleaseOnCommit, ReleaseOnMerge:
+		return t, nil
+	case "", "off":
+		return "", nil
+	}
+	return "", fmt.Errorf("%w: %q (say commit, merge or off)", ErrReleaseTrigger, s)
 }
 
 // Covers reports whether the recorded scope covers rel, by the hub's own
@@ -78,15 +107,38 @@ func (l *Ledger) Lookup(agent, task string) (LeaseRecord, bool, error) {
 }
 
 // Record stores cl's grant (its owner, scope and epoch) from hub,
-// replacing the owner's earlier record of the same task.
+// replacing the owner's earlier record of the same task; a renewal keeps
+// the earlier record's ReleaseOn.
 func (l *Ledger) Record(hub string, cl *Claim) error {
+	return l.record(hub, cl, nil)
+}
+
+// RecordReleaseOn is Record that also sets the record's ReleaseOn (""
+// clears it).
+func (l *Ledger) RecordReleaseOn(hub string, cl *Claim, on ReleaseTrigger) error {
+	if _, err := ParseReleaseTrigger(string(on)); err != nil {
+		return err
+	}
+	return l.record(hub, cl, &on)
+}
+
+func (l *Ledger) record(hub string, cl *Claim, on *ReleaseTrigger) error {
 	rec := LeaseRecord{Hub: hub, Agent: cl.Owner, TaskID: cl.TaskID, Worktree: cl.Worktree, Paths: slices.Clone(cl.Paths),
 		Globs: slices.Clone(cl.Globs), Files: slices.Clone(cl.Files), Epoch: cl.Epoch, RecordedAt: time.Now().UTC().Format(time.RFC3339)}
 	if rec.Paths == nil {
 		rec.Paths = []string{}
 	}
 	return l.locked(true, func(f *ledgerFile) bool {
-		f.Leases = slices.DeleteFunc(f.Leases, func(r LeaseRecord) bool { return r.Agent == rec.Agent && r.TaskID == rec.TaskID })
+		f.Leases = slices.DeleteFunc(f.Leases, func(r LeaseRecord) bool {
+			same := r.Agent == rec.Agent && r.TaskID == rec.TaskID
+			if same {
+				rec.ReleaseOn = r.ReleaseOn
+			}
+			return same
+		})
+		if on != nil {
+			rec.ReleaseOn = *on
+		}
 		f.Leases = append(f.Leases, rec)
 		return true
 	})

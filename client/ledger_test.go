@@ -151,3 +151,37 @@ func TestKeepLease_FenceRefusesToAdoptANewerEpoch_INV_EF_2(t *testing.T) {
 		t.Fatalf("the re-granted claim changed: %+v %v", st.Claim("T1"), err)
 	}
 }
+
+// A renewal keeps the claimant's release-on wish; RecordReleaseOn sets
+// or clears it; a trigger that is neither commit nor merge is refused and
+// changes nothing (issue 21 item 4).
+func TestLedger_ReleaseOnSurvivesRenewal_Issue21_4(t *testing.T) {
+	l := &Ledger{Path: filepath.Join(t.TempDir(), "leases.json")}
+	cl := &Claim{TaskID: "T1", Owner: "p/a", Paths: []string{"src"}, Epoch: 3}
+	if err := l.RecordReleaseOn("ws://h", cl, ReleaseOnCommit); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Record("ws://h", &Claim{TaskID: "T1", Owner: "p/a", Paths: []string{"src"}, Epoch: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, _ := l.Lookup("p/a", "T1"); r.ReleaseOn != ReleaseOnCommit || r.Epoch != 4 {
+		t.Fatalf("after a renewal: %+v", r)
+	}
+	if err := l.RecordReleaseOn("ws://h", cl, "push"); !errors.Is(err, ErrReleaseTrigger) {
+		t.Fatalf("a bad trigger: %v", err)
+	}
+	if r, _, _ := l.Lookup("p/a", "T1"); r.ReleaseOn != ReleaseOnCommit || r.Epoch != 4 {
+		t.Fatalf("a refused trigger changed the record: %+v", r)
+	}
+	if err := l.RecordReleaseOn("ws://h", cl, ""); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, _ := l.Lookup("p/a", "T1"); r.ReleaseOn != "" {
+		t.Fatalf("not cleared: %+v", r)
+	}
+	for in, want := range map[string]ReleaseTrigger{"commit": ReleaseOnCommit, "merge": ReleaseOnMerge, "off": "", "": ""} {
+		if got, err := ParseReleaseTrigger(in); err != nil || got != want {
+			t.Errorf("ParseReleaseTrigger(%q) = %q, %v", in, got, err)
+		}
+	}
+}

@@ -21,6 +21,9 @@ func (c *Client) Ack(ctx context.Context, seq int64) error {
 	}
 	m := c.envelope("ack", "")
 	m["seq"] = seq
+	if c.opts.MailboxFor != "" {
+		m["mailbox_for"] = c.opts.MailboxFor
+	}
 	if err := c.write(m); err != nil {
 		return err
 	}
@@ -44,6 +47,9 @@ func (c *Client) Inbox(ctx context.Context) ([]Frame, error) {
 	hb := c.envelope("heartbeat", "alive")
 	hb["mailbox"] = true
 	hb["since_seq"] = c.acked.Load()
+	if c.opts.MailboxFor != "" {
+		hb["mailbox_for"] = c.opts.MailboxFor
+	}
 	if c.opts.Roles != nil {
 		hb["roles"] = c.opts.Roles
 	}

@@ -47,6 +47,7 @@ type claimJSON struct {
 	ConflictPattern string   `json:"conflict_pattern,omitempty"`
 	ConflictMode    string   `json:"conflict_mode,omitempty"`
 	BoardTask       string   `json:"board_task,omitempty"` // a task-bound claim's board task
+	ReleaseOn       string   `json:"release_on,omitempty"` // commit or merge: the git hooks release it (claim --release-on)
 	Pending         []string `json:"pending,omitempty"`    // BOARD_TASK_NOT_READY: its undone dependencies
 }
 
@@ -124,7 +125,7 @@ func refusedClaim(f *clientFlags, stdout, stderr io.Writer, cmd, task string, er
 	return exitRefused
 }
 
-const claimUsage = `Usage: synapse claim ID [--paths P]... [--glob PATTERN]... [--file F]... [--shared] [--worktree W] [--ttl DURATION] [--note TEXT] [--task BOARD_TASK_ID]
+const claimUsage = `Usage: synapse claim ID [--paths P]... [--glob PATTERN]... [--file F]... [--shared] [--worktree W] [--ttl DURATION] [--note TEXT] [--task BOARD_TASK_ID] [--release-on commit|merge]
 
 Claims task ID and its files for --name, with a lease (default 1h on the
 hub, or --ttl). No two agents hold the same task or a common file in the
@@ -142,6 +143,14 @@ With --task, the claim also takes board task BOARD_TASK_ID, in the same
 step: the task must be ready (open, its dependencies done), and it becomes
 in_progress with you as its owner. Finish it with 'synapse release ID
 --outcome done' (or failed); if the lease expires, the task is ready again.
+
+With --release-on commit, git releases the claim for you once a commit in
+this checkout changed its files and none of them is left uncommitted; with
+--release-on merge, once that work is merged into a checkout of the
+repository (git merge, git pull). The wish is kept in this checkout's lease
+ledger beside the grant, and acted on by the post-commit and post-merge
+hooks of 'synapse git-hook install' (docs/claims.md, "Release on commit").
+Off by default; a renewal keeps it; --release-on off clears it.
 
 A refused claim exits 1 and says who holds what:
   synapse claim: Task 'T1' is already claimed by proj/alpha.
@@ -162,12 +171,22 @@ func runClaim(args []string, stdout, stderr io.Writer) int {
 	note := fs.String("note", "", "what you are doing, shown to others")
 	idem := fs.String("idem-key", "", "retry key: a repeated key gets the first answer instead of a second claim")
 	boardTask := fs.String("task", "", "board task to take in progress with the files, in one step (it must be ready)")
+	releaseOn := fs.String("release-on", "", "commit or merge: the git hooks release the claim once its files are committed, or merged (off: never; default off)")
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
 	}
 	if len(pos) != 1 {
 		return usageError(stderr, "claim", "give exactly one task ID")
+	}
+	trigger, err := client.ParseReleaseTrigger(*releaseOn)
+	if err != nil {
+		return usageError(stderr, "claim", "--release-on %q is not commit, merge or off", *releaseOn)
+	}
+	wd, _ := os.Getwd()
+	ledger := ledgerFor(wd)
+	if *releaseOn != "" && ledger == nil {
+		return usageError(stderr, "claim", "--release-on needs a git checkout: run it inside the repository whose commits release the claim")
 	}
 	c, code := f.start(stderr, "claim", false, false)
 	if c == nil {
@@ -181,11 +200,25 @@ func runClaim(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return refusedClaim(&f, stdout, stderr, "claim", pos[0], err)
 	}
-	recordGrant(f.uri, cl, stderr)
+	if *releaseOn == "" {
+		recordGrant(f.uri, cl, stderr)
+	} else if err := ledger.RecordReleaseOn(f.uri, cl, trigger); err != nil {
+		fmt.Fprintf(stderr, "synapse claim: warning: the grant of '%s' and its --release-on were not recorded (%v); git will not release it.\n", cl.TaskID, err)
+	}
+	res := claimResult(cl)
+	if r, ok, _ := ledger.Lookup(cl.Owner, cl.TaskID); ok {
+		res.ReleaseOn = string(r.ReleaseOn)
+	}
 	if f.asJSON {
-		printJSON(stdout, claimResult(cl))
-	} else {
-		printClaim(stdout, "Claimed", cl)
+		printJSON(stdout, res)
+		return exitOK
+	}
+	printClaim(stdout, "Claimed", cl)
+	if res.ReleaseOn != "" {
+		fmt.Fprintf(stdout, "  release:  when its files are %s (synapse git-hook's post-%s hook)\n", map[string]string{"commit": "committed", "merge": "merged"}[res.ReleaseOn], res.ReleaseOn)
+		if !gitHookInstalled(wd, "post-"+res.ReleaseOn) {
+			fmt.Fprintf(stderr, "synapse claim: warning: this repository has no Synapse post-%s hook, so nothing will release '%s' on %s: run 'synapse git-hook install'.\n", res.ReleaseOn, cl.TaskID, res.ReleaseOn)
+		}
 	}
 	return exitOK
 }
@@ -510,6 +543,9 @@ holder releases it, hands it off, or lets its lease expire (no polling on
 this hub). Exits 0 at once if nobody holds it. The hub refuses (exit 1) a
 wait on a task you hold, or one that would deadlock (the holder waits on
 something you hold). Then claim it with 'synapse claim ID'.
+
+It waits for a task, not a message: 'synapse inbox --wait' waits for a
+message to --name, and 'synapse arm NAME' runs a command for every one.
 `
 
 func runWait(args []string, stdout, stderr io.Writer) int {

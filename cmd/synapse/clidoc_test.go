@@ -14,7 +14,7 @@ var updateCLIDoc = flag.Bool("update-cli-doc", false, "rewrite docs/cli.md's com
 var subcommands = map[string][]string{
 	"journal":  {"check", "compact", "stats"},
 	"task":     {"declare", "update", "progress"},
-	"git-hook": {"install", "uninstall", "check"},
+	"git-hook": {"install", "uninstall", "check", "post-commit", "post-merge"},
 	"ns":       {"list"},
 	"bench":    {"load", "soak", "crashloop"},
 }

@@ -16,27 +16,52 @@ import (
 	"github.com/synapse-hub/synapse/client"
 )
 
-const gitHookUsage = `Usage: synapse git-hook install|uninstall|check [flags]
+const gitHookUsage = `Usage: synapse git-hook install|uninstall|check|post-commit|post-merge [flags]
 
-  install    writes the repository's pre-commit hook (.git/hooks/pre-commit,
-             or core.hooksPath) running 'synapse git-hook check --name NAME'.
-             A hook that is not Synapse's is left alone unless --force.
-  uninstall  removes the hook if it is Synapse's.
-  check      refuses (exit 1) when a staged file (git diff --cached) is
-             covered by a live claim of another agent, or by a claim of
-             NAME's that moved on since this checkout recorded its grant
-             (re-granted under a newer epoch, or expired or released),
-             naming the files and what happened. Files nobody claims pass
-             (--strict refuses them, and files under claims of NAME's this
-             checkout did not record). When the hub cannot be
-             reached it allows the commit with a warning (--fail-open, the
-             default). Bypass once with 'git commit --no-verify'.
+  install      writes the repository's hooks (.git/hooks, or core.hooksPath;
+               one set serves every linked worktree):
+                 pre-commit   'synapse git-hook check --name NAME' ($SYNAPSE_NAME
+                              when the committer's environment sets it)
+                 post-commit  'synapse git-hook post-commit'
+                 post-merge   'synapse git-hook post-merge'
+               A hook already there that is not Synapse's keeps running: it
+               is moved aside (HOOK.pre-synapse) and Synapse's hook runs it
+               first (a failing pre-commit still stops the commit).
+               --remove undoes it and puts back what was there.
+  uninstall    the same as 'install --remove'.
+  check        refuses (exit 1) when a staged file (git diff --cached) is
+               covered by a live claim of another agent, or by a claim of
+               NAME's that moved on since this checkout recorded its grant
+               (re-granted under a newer epoch, or expired or released),
+               naming the files and what happened. Files nobody claims pass
+               (--strict refuses them, and files under claims of NAME's this
+               checkout did not record). When the hub cannot be
+               reached it allows the commit with a warning (--fail-open, the
+               default). Bypass once with 'git commit --no-verify'.
+  post-commit  releases the claims recorded in this checkout with
+               'claim --release-on commit' once the commit changed their
+               files and none of their files is left uncommitted.
+  post-merge   releases the claims recorded with 'claim --release-on merge'
+               in any worktree of the repository once a merge here brought
+               their work in (docs/claims.md, "Release on commit").
 
 Run 'synapse git-hook <verb> --help' for its flags.
 `
 
-// gitHookMarker identifies a pre-commit hook Synapse wrote.
+// gitHookMarker identifies a hook Synapse wrote.
 const gitHookMarker = "# synapse git-hook"
+
+// chainedSuffix names the hook that was there before Synapse's, which
+// Synapse's hook runs first and --remove puts back.
+const chainedSuffix = ".pre-synapse"
+
+// gitHooks are the hooks install writes, each with what it runs after the
+// binary and what it is for.
+var gitHooks = []struct{ name, verb, what string }{
+	{"pre-commit", "check", "refuses staged files another agent has claimed"},
+	{"post-commit", "post-commit", "releases claims taken with --release-on commit once their files are committed"},
+	{"post-merge", "post-merge", "releases claims taken with --release-on merge once their work is merged"},
+}
 
 func runGitHook(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -50,17 +75,26 @@ func runGitHook(args []string, stdout, stderr io.Writer) int {
 	case "install":
 		return gitHookInstall(args[1:], stdout, stderr)
 	case "uninstall":
-		return gitHookUninstall(args[1:], stdout, stderr)
+		return gitHookInstall(append([]string{"--remove"}, args[1:]...), stdout, stderr)
 	case "check":
 		return gitHookCheck(args[1:], stdout, stderr)
+	case "post-commit":
+		return gitHookPostCommit(args[1:], stdout, stderr)
+	case "post-merge":
+		return gitHookPostMerge(args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "synapse git-hook: unknown verb %q: say install, uninstall or check.\n", args[0])
+	fmt.Fprintf(stderr, "synapse git-hook: unknown verb %q: say install, uninstall, check, post-commit or post-merge.\n", args[0])
 	return exitUsage
 }
 
 // gitOut runs git in dir and returns its trimmed output.
-func gitOut(dir string, args ...string) (string, error) {
+func gitOut(dir string, args ...string) (string, error) { return gitRun(nil, dir, args...) }
+
+// gitRun runs git in dir with env (nil: this process's) and returns its
+// trimmed output, or an error with git's own words.
+func gitRun(env []string, dir string, args ...string) (string, error) {
 	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = env
 	out, err := cmd.Output()
 	if err != nil {
 		var ee *exec.ExitError
@@ -72,9 +106,9 @@ func gitOut(dir string, args ...string) (string, error) {
 	return strings.TrimRight(string(out), "\n"), nil
 }
 
-// preCommitPath is the repository's pre-commit hook file.
-func preCommitPath(dir string) (string, error) {
-	p, err := gitOut(dir, "rev-parse", "--git-path", "hooks/pre-commit")
+// hookPath is the repository's hook file of that name.
+func hookPath(dir, name string) (string, error) {
+	p, err := gitOut(dir, "rev-parse", "--git-path", "hooks/"+name)
 	if err != nil {
 		return "", fmt.Errorf("not in a git repository (%v): run this inside the repository", err)
 	}
@@ -84,91 +118,166 @@ func preCommitPath(dir string) (string, error) {
 	return p, nil
 }
 
-const gitHookInstallUsage = `Usage: synapse git-hook install [--name NAME] [--force] [--strict]
+// preCommitPath is the repository's pre-commit hook file.
+func preCommitPath(dir string) (string, error) { return hookPath(dir, "pre-commit") }
 
-Writes the pre-commit hook running 'synapse git-hook check --name NAME'.
+// gitHookInstalled reports whether the repository dir is in has
+// Synapse's hook of that name.
+func gitHookInstalled(dir, name string) bool {
+	p, err := hookPath(dir, name)
+	if err != nil {
+		return false
+	}
+	b, err := os.ReadFile(p)
+	return err == nil && strings.Contains(string(b), gitHookMarker)
+}
+
+const gitHookInstallUsage = `Usage: synapse git-hook install [--name NAME] [--strict] [--force] [--remove]
+
+Writes the pre-commit, post-commit and post-merge hooks (see 'synapse
+git-hook --help'). A hook already there that is not Synapse's is moved to
+HOOK.pre-synapse and run first by Synapse's, so it keeps working; --force
+stops running it (it is still kept). Installing again rewrites Synapse's
+hooks and keeps what they chain. --remove removes Synapse's hooks and puts
+back the ones they chained, byte for byte.
 `
 
 func gitHookInstall(args []string, stdout, stderr io.Writer) int {
 	var f clientFlags
 	fs := newFlagSet("git-hook install", gitHookInstallUsage, "", stderr)
 	f.register(fs)
-	force := fs.Bool("force", false, "replace a pre-commit hook that is not Synapse's")
-	command := fs.String("command", "", "the synapse binary the hook runs (default: this one)")
-	strict := fs.Bool("strict", false, "the hook runs 'check --strict': every staged file needs a recorded claim of yours")
+	force := fs.Bool("force", false, "do not run a hook that was there before Synapse's (it is kept as HOOK.pre-synapse)")
+	command := fs.String("command", "", "the synapse binary the hooks run (default: this one)")
+	strict := fs.Bool("strict", false, "the pre-commit hook runs 'check --strict': every staged file needs a recorded claim of yours")
+	remove := fs.Bool("remove", false, "remove Synapse's hooks and restore the hooks they chained")
 	if _, code, ok := parseArgs(fs, args); !ok {
 		return code
+	}
+	wd, _ := os.Getwd()
+	paths := make([]string, len(gitHooks))
+	for i, h := range gitHooks {
+		p, err := hookPath(wd, h.name)
+		if err != nil {
+			fmt.Fprintf(stderr, "synapse git-hook: %v\n", err)
+			return exitRefused
+		}
+		paths[i] = p
+	}
+	if *remove {
+		return gitHookRemove(paths, stdout, stderr)
 	}
 	if err := f.resolve(); err != nil {
 		fmt.Fprintf(stderr, "synapse git-hook: %v\n", err)
 		return exitUsage
 	}
-	wd, _ := os.Getwd()
-	hookPath, err := preCommitPath(wd)
-	if err != nil {
-		fmt.Fprintf(stderr, "synapse git-hook: %v\n", err)
-		return exitRefused
-	}
-	if old, err := os.ReadFile(hookPath); err == nil && !strings.Contains(string(old), gitHookMarker) && !*force {
-		fmt.Fprintf(stderr, "synapse git-hook: %s exists and is not Synapse's; left alone. Add 'synapse git-hook check --name %s' to it yourself, or pass --force to replace it.\n", hookPath, f.name)
-		return exitRefused
+	// Decide every hook before writing any, so a refusal changes nothing.
+	for _, p := range paths {
+		old, err := os.ReadFile(p)
+		if err == nil && !strings.Contains(string(old), gitHookMarker) {
+			if _, err := os.Lstat(p + chainedSuffix); err == nil {
+				fmt.Fprintf(stderr, "synapse git-hook: %s is not Synapse's, and %s (a hook Synapse chained earlier) is still there; nothing changed. Merge the two by hand, or remove one of them, then install again.\n", p, p+chainedSuffix)
+				return exitRefused
+			}
+		}
 	}
 	bin := *command
 	if bin == "" {
 		bin = thisBinary()
 	}
-	words := []string{bin, "git-hook", "check", "--name", f.name}
-	if f.uri != "" {
-		words = append(words, "--uri", f.uri)
-	}
-	if *strict {
-		words = append(words, "--strict")
-	}
-	script := "#!/bin/sh\n" + gitHookMarker + ": refuses staged files another agent has claimed.\n" +
-		"# Remove with 'synapse git-hook uninstall'; bypass once with 'git commit --no-verify'.\n" +
-		"exec " + shellJoin(words) + "\n"
-	if err := os.MkdirAll(filepath.Dir(hookPath), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(paths[0]), 0o755); err != nil {
 		fmt.Fprintf(stderr, "synapse git-hook: %v\n", err)
 		return exitRefused
 	}
-	if err := os.WriteFile(hookPath, []byte(script), 0o755); err != nil {
-		fmt.Fprintf(stderr, "synapse git-hook: cannot write %s: %v\n", hookPath, err)
-		return exitRefused
+	for i, h := range gitHooks {
+		p := paths[i]
+		if old, err := os.ReadFile(p); err == nil && !strings.Contains(string(old), gitHookMarker) {
+			if err := os.Rename(p, p+chainedSuffix); err != nil {
+				fmt.Fprintf(stderr, "synapse git-hook: cannot move %s aside: %v\n", p, err)
+				return exitRefused
+			}
+			fmt.Fprintf(stdout, "kept %s as %s%s.\n", p, p+chainedSuffix, map[bool]string{true: " (not run: --force)", false: "; it runs first"}[*force])
+		}
+		words := []string{bin, "git-hook", h.verb}
+		if *strict && h.verb == "check" {
+			words = append(words, "--strict")
+		}
+		if f.uri != client.DefaultURI {
+			words = append(words, "--uri", f.uri)
+		}
+		script := gitHookScript(h.name, h.what, p+chainedSuffix, words, f.name, *force)
+		if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+			fmt.Fprintf(stderr, "synapse git-hook: cannot write %s: %v\n", p, err)
+			return exitRefused
+		}
+		_ = os.Chmod(p, 0o755)
+		fmt.Fprintf(stdout, "installed %s: %s.\n", p, h.what)
 	}
-	_ = os.Chmod(hookPath, 0o755)
-	fmt.Fprintf(stdout, "installed %s: commits are checked against the claims of agents other than %s.\n  undo: synapse git-hook uninstall\n", hookPath, f.name)
+	fmt.Fprintf(stdout, "Commits are checked against the claims of agents other than %s.\n  undo: synapse git-hook install --remove\n", f.name)
 	return exitOK
 }
 
-func gitHookUninstall(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-		fmt.Fprint(stdout, "Usage: synapse git-hook uninstall\n\nRemoves the pre-commit hook if Synapse wrote it.\n")
-		return exitOK
+// gitHookScript is one hook: the chained hook first (when not --force),
+// then Synapse's command. A chained pre-commit that fails stops the
+// commit; the post hooks' exit codes git ignores. The pre-commit check
+// runs as $SYNAPSE_NAME when the committer's environment names one, else
+// as the name given at install: one set of hooks serves every linked
+// worktree, and each may be another agent's.
+func gitHookScript(name, what, chained string, words []string, agent string, force bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "#!/bin/sh\n%s: %s.\n", gitHookMarker, what)
+	b.WriteString("# Remove with 'synapse git-hook install --remove' (it restores the hook that was here); bypass once with --no-verify.\n")
+	if !force {
+		fmt.Fprintf(&b, "chained=%s\n", shellJoin([]string{chained}))
+		if name == "pre-commit" {
+			b.WriteString("if [ -x \"$chained\" ]; then \"$chained\" \"$@\" || exit $?; fi\n")
+		} else {
+			b.WriteString("if [ -x \"$chained\" ]; then \"$chained\" \"$@\"; fi\n")
+		}
 	}
-	wd, _ := os.Getwd()
-	hookPath, err := preCommitPath(wd)
-	if err != nil {
-		fmt.Fprintf(stderr, "synapse git-hook: %v\n", err)
-		return exitRefused
+	if name == "pre-commit" {
+		b.WriteString("exec " + shellJoin(words) + " --name \"${SYNAPSE_NAME:-" + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "$", `\$`, "`", "\\`").Replace(agent) + "}\"\n")
+	} else {
+		b.WriteString("exec " + shellJoin(words) + " \"$@\"\n")
 	}
-	old, err := os.ReadFile(hookPath)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		fmt.Fprintf(stdout, "no pre-commit hook at %s.\n", hookPath)
-		return exitOK
-	case err != nil:
-		fmt.Fprintf(stderr, "synapse git-hook: %v\n", err)
-		return exitRefused
-	case !strings.Contains(string(old), gitHookMarker):
-		fmt.Fprintf(stderr, "synapse git-hook: %s is not Synapse's; left alone.\n", hookPath)
-		return exitRefused
+	return b.String()
+}
+
+// gitHookRemove removes Synapse's hooks at paths and puts back the hooks
+// they chained; a hook that is not Synapse's is left alone.
+func gitHookRemove(paths []string, stdout, stderr io.Writer) int {
+	code := exitOK
+	for _, p := range paths {
+		old, err := os.ReadFile(p)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			fmt.Fprintf(stdout, "no hook at %s.\n", p)
+			continue
+		case err != nil:
+			fmt.Fprintf(stderr, "synapse git-hook: %v\n", err)
+			code = exitRefused
+			continue
+		case !strings.Contains(string(old), gitHookMarker):
+			fmt.Fprintf(stderr, "synapse git-hook: %s is not Synapse's; left alone.\n", p)
+			code = exitRefused
+			continue
+		}
+		if err := os.Remove(p); err != nil {
+			fmt.Fprintf(stderr, "synapse git-hook: %v\n", err)
+			code = exitRefused
+			continue
+		}
+		if _, err := os.Lstat(p + chainedSuffix); err == nil {
+			if err := os.Rename(p+chainedSuffix, p); err != nil {
+				fmt.Fprintf(stderr, "synapse git-hook: removed %s but cannot put back %s: %v\n", p, p+chainedSuffix, err)
+				code = exitRefused
+				continue
+			}
+			fmt.Fprintf(stdout, "removed %s and put back the hook that was there.\n", p)
+			continue
+		}
+		fmt.Fprintf(stdout, "removed %s.\n", p)
 	}
-	if err := os.Remove(hookPath); err != nil {
-		fmt.Fprintf(stderr, "synapse git-hook: %v\n", err)
-		return exitRefused
-	}
-	fmt.Fprintf(stdout, "removed %s.\n", hookPath)
-	return exitOK
+	return code
 }
 
 const gitHookCheckUsage = `Usage: synapse git-hook check [--name NAME] [--worktree W] [--fail-open=true] [--strict]

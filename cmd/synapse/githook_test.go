@@ -52,25 +52,22 @@ func TestGitHookCheck_RefusesStagedFilesClaimedByOthers(t *testing.T) {
 	}
 }
 
-func TestGitHookInstall_WritesTheHookAndRespectsAForeignOne(t *testing.T) {
+func TestGitHookInstall_WritesTheHookAndKeepsAForeignOne(t *testing.T) {
 	uri := startCLIHub(t, hub.Config{})
 	dir := inDir(t)
 	hook := filepath.Join(dir, ".git", "hooks", "pre-commit")
 	os.MkdirAll(filepath.Dir(hook), 0o755)
 	os.WriteFile(hook, []byte("#!/bin/sh\nmake lint\n"), 0o755)
-	if code, _, errOut := runCmd("git-hook", "install", "--name", "proj/claude-1"); code != exitRefused || !strings.Contains(errOut, "--force") {
-		t.Fatalf("foreign hook overwritten? exit %d %s", code, errOut)
-	}
-	if readFile(t, hook) != "#!/bin/sh\nmake lint\n" {
-		t.Fatal("the foreign hook changed")
-	}
 	bin := buildSynapse(t)
 	code, out, errOut := runCmd("git-hook", "install", "--name", "proj/claude-1", "--uri", uri, "--force", "--command", bin)
-	if code != 0 || !strings.Contains(out, "undo: synapse git-hook uninstall") {
+	if readFile(t, hook+chainedSuffix) != "#!/bin/sh\nmake lint\n" {
+		t.Fatal("the foreign hook was not kept")
+	}
+	if code != 0 || !strings.Contains(out, "undo: synapse git-hook install --remove") {
 		t.Fatalf("exit %d: %s %s", code, out, errOut)
 	}
 	script := readFile(t, hook)
-	if !strings.Contains(script, gitHookMarker) || !strings.Contains(script, "git-hook check --name proj/claude-1 --uri "+uri) {
+	if !strings.Contains(script, gitHookMarker) || !strings.Contains(script, "git-hook check --uri "+uri+` --name "${SYNAPSE_NAME:-proj/claude-1}"`) {
 		t.Fatalf("hook:\n%s", script)
 	}
 	// The installed hook really blocks a commit of someone else's file.

@@ -16,26 +16,56 @@ import (
 )
 
 const inboxUsage = `Usage: synapse inbox [--ack] [--json]
+       synapse inbox --wait [--timeout 10m] [--directed-only] [--ack] [--json]
 
 Shows the directed messages waiting for --name, oldest first: what was sent
 to it (or to its project or roles) while it was offline, or not yet
 acknowledged. --ack acknowledges them: they are not shown again, and each
 sender that asked for a receipt is told the message was delivered.
 
+--wait blocks until there is a message for --name, for Stop hooks and
+scripts: it returns at once (exit 0) with the mailbox if anything is
+waiting after --name's cursor (the hub's mailbox watermark, which --ack
+moves), else with the first message that arrives: a directed one, or a
+chat to all unless --directed-only. It waits as the sidecar NAME-pane-rx,
+so the agent itself may stay connected as NAME, and while it waits a
+message to NAME counts as delivered. Without --ack the messages stay in the
+mailbox, and the next --wait returns them again at once.
+
+'synapse wait TASK' is another thing: it waits for a task to be free, not
+for a message. 'synapse arm NAME' is a waiter that never stops: it runs a
+command for every message (docs/waking.md).
+
 The mailbox lives in the hub's journal: a hub started with --no-db has none.
 `
 
 func runInbox(args []string, stdout, stderr io.Writer) int {
 	var f clientFlags
-	fs := newFlagSet("inbox", inboxUsage, "", stderr)
+	fs := newFlagSet("inbox", inboxUsage, ", 4 --wait timed out (nothing arrived)", stderr)
 	f.register(fs)
 	ack := fs.Bool("ack", false, "acknowledge the messages shown")
+	wait := fs.Bool("wait", false, "block until a message is there (the mailbox after the cursor, or one arriving)")
+	timeout := fs.Duration("timeout", 10*time.Minute, "with --wait: give up after this long, exit 4 (0 = wait until interrupted)")
+	directedOnly := fs.Bool("directed-only", false, "with --wait: only a message addressed to --name (or its project or roles) wakes it, not a chat to all")
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
 	}
 	if len(pos) > 0 {
 		return usageError(stderr, "inbox", "unexpected argument %q", pos[0])
+	}
+	if !*wait && (*directedOnly || isSet(fs, "timeout")) {
+		return usageError(stderr, "inbox", "--timeout and --directed-only go with --wait")
+	}
+	if *timeout < 0 {
+		return usageError(stderr, "inbox", "--timeout %s is negative (0 waits until interrupted)", *timeout)
+	}
+	if *wait {
+		if err := f.resolve(); err != nil {
+			fmt.Fprintf(stderr, "synapse inbox: %v\n", err)
+			return exitUsage
+		}
+		return inboxWait(&f, *timeout, *directedOnly, *ack, stdout, stderr)
 	}
 	c, code := f.start(stderr, "inbox", false, false)
 	if c == nil {

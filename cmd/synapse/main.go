@@ -27,6 +27,7 @@ func groups() []group {
 		{"Start here", []command{
 			{"demo", "play a three-agent scene on an ephemeral hub and print success", runDemo},
 			{"hub", "run the coordination hub (WebSocket + /health + /metrics on 127.0.0.1:8876)", runHub},
+			{"service", "run the hub as a user service, always there: service install|uninstall|status", runService},
 		}},
 		{"Claims", []command{
 			{"claim", "claim a task and its files (refused: says who holds what)", runClaim},
@@ -40,8 +41,9 @@ func groups() []group {
 		}},
 		{"Messages", []command{
 			{"send", "send a message to an agent, a project, a role or all", runSend},
-			{"inbox", "show (and --ack) the directed messages waiting for --name", runInbox},
+			{"inbox", "show (and --ack) the directed messages waiting for --name; --wait blocks until one is there", runInbox},
 			{"listen", "print what the hub sends --name as it arrives (mailbox first)", runListen},
+			{"arm", "keep a waiter running: a command for every message to an agent (for agents without channels)", runArm},
 		}},
 		{"Looking around", []command{
 			{"who", "list the agents online", runWho},
@@ -54,7 +56,7 @@ func groups() []group {
 			{"mcp", "serve the hub to Claude Code, Codex or Cursor as an MCP server (stdio or --http)", runMCP},
 			{"init", "write Claude Code, Codex or Cursor's MCP configuration for this project", runInit},
 			{"guard", "agent CLIs' pre-edit hook: deny writing a file you have not claimed", runGuard},
-			{"git-hook", "pre-commit check refusing files claimed by others: git-hook install|check", runGitHook},
+			{"git-hook", "git hooks: refuse files claimed by others, release claims on commit or merge", runGitHook},
 			{"doctor", "check the hub, journal, port and this project's agent integrations", runDoctor},
 		}},
 		{"Operating a hub", []command{
