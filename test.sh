@@ -5,10 +5,13 @@
 #   ./test.sh                 # go test ./...
 #   ./test.sh -run Presence ./hub/    # arguments go to go test instead of ./...
 #
-# Two tests need programs Go does not bring: the dashboard's browser tests
-# (Debian's chromium) and the fleet test on the etcd people run (Debian's
-# etcd-server, etcd 3.4). This script installs them with apt-get when they
-# are missing (as root, or through sudo), then runs go test. Set
+# Some tests need programs Go does not bring: the dashboard's browser tests
+# (Debian's chromium), the fleet test on the etcd people run (Debian's
+# etcd-server, etcd 3.4) and the unit files' checks (systemd-analyze, from
+# Debian's systemd). This script installs them with apt-get when they are
+# missing (as root, or through sudo), then runs go test. (The MCP
+# TypeScript SDK client's test needs node and npm: .ci/run installs them and
+# compat/mcpclient's packages; without node it is skipped.) Set
 # SYNAPSE_CHROMIUM or SYNAPSE_ETCD_BIN to use binaries of your own instead.
 set -euo pipefail
 cd "$(dirname "$0")"
