@@ -100,6 +100,14 @@ type Options struct {
 	// NoReconnect turns off automatic reconnection: a dropped socket closes
 	// the client. One-shot tools (the CLI) want this.
 	NoReconnect bool
+	// Background makes Dial return at once, before the first connection:
+	// the client connects in the background as it reconnects after a drop
+	// (jittered backoff up to ReconnectMax; a refused token ends it), and
+	// calls made meanwhile fail at once with ErrDisconnected. DownReason
+	// says why the last attempt failed. For a server that must answer its
+	// own clients whether or not the hub is up (synapse mcp). Ignores
+	// NoReconnect.
+	Background bool
 	// NoMovingRetry returns NAMESPACE_MOVING refusals to the caller
 	// instead of retrying them after the hub's hint until the call's
 	// context ends (a fleet on etcd moving a namespace).
@@ -210,6 +218,8 @@ type Client struct {
 	welcome Welcome
 	closed  bool
 	failErr error // why the client gave up, if it did
+	downErr error // why the last connection attempt failed; nil once connected (DownReason)
+	bound   bool  // a connection registered the name once: later ones take it over (reconnectLoop)
 
 	done       chan struct{} // closed by Close (or when the client gives up)
 	wg         sync.WaitGroup
@@ -234,6 +244,14 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c := &Client{opts: opts, subs: make(map[*subscriber]struct{}), done: make(chan struct{}), up: make(chan struct{})}
 	c.acked.Store(max(opts.SinceSeq, 0))
+	if opts.Background {
+		c.opts.NoReconnect = false
+		c.downErr = fmt.Errorf("%w: connecting to %s", ErrUnreachable, opts.URI)
+		c.wg.Add(2)
+		go c.reconnectLoop()
+		go c.heartbeatLoop()
+		return c, nil
+	}
 	hctx, cancel := context.WithTimeout(ctx, opts.HandshakeTimeout)
 	cn, w, err := c.connect(hctx, false)
 	cancel()
@@ -490,6 +508,7 @@ func (c *Client) install(cn *conn, w Welcome) {
 		return
 	}
 	c.conn, c.welcome = cn, w
+	c.downErr, c.bound = nil, true
 	close(c.up)
 	c.wg.Add(1)
 	go c.readLoop(cn)
@@ -559,14 +578,22 @@ func (c *Client) reconnectLoop() {
 			return
 		case <-t.C:
 		}
+		c.mu.Lock()
+		takeover := c.bound // a name never bound is not ours to take over (Background)
+		c.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), c.opts.HandshakeTimeout)
-		cn, w, err := c.connect(ctx, true)
+		cn, w, err := c.connect(ctx, takeover)
 		cancel()
 		if err == nil {
-			c.reconnects.Add(1)
+			if takeover {
+				c.reconnects.Add(1)
+			}
 			c.install(cn, w)
 			return
 		}
+		c.mu.Lock()
+		c.downErr = err
+		c.mu.Unlock()
 		var rej *RejectedError
 		if errors.As(err, &rej) && rej.AuthFailed() {
 			c.mu.Lock()
@@ -579,6 +606,24 @@ func (c *Client) reconnectLoop() {
 		delay = min(delay*2, c.opts.ReconnectMax)
 	}
 }
+
+// DownReason is why the client is not connected: the last connection
+// attempt's error, or ErrDisconnected after a drop; nil while connected.
+func (c *Client) DownReason() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.conn != nil:
+		return nil
+	case c.downErr != nil:
+		return c.downErr
+	}
+	return ErrDisconnected
+}
+
+// WaitUp blocks until the client is connected, the client is closed
+// (ErrClosed, with why) or ctx ends.
+func (c *Client) WaitUp(ctx context.Context) error { return c.awaitUp(ctx) }
 
 // awaitUp blocks until the client is connected.
 func (c *Client) awaitUp(ctx context.Context) error {

@@ -192,6 +192,9 @@ func New(opts Options) *Server {
 	go s.watch(frames)
 	go func() {
 		defer s.wg.Done()
+		if err := s.c.WaitUp(ctx); err != nil { // a client dialled in the background (synapse mcp) may not be up yet
+			return
+		}
 		fctx, cancel := context.WithTimeout(ctx, mailboxTimeout)
 		defer cancel()
 		s.ch.start(fctx)

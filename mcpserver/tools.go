@@ -134,9 +134,16 @@ func (s *Server) explain(err error) string {
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Sprintf("The hub at %s did not answer in time. Check that `synapse hub` is running, then retry.", s.c.URI())
 	case errors.Is(err, client.ErrDisconnected):
-		return fmt.Sprintf("Lost the connection to the hub at %s; the server reconnects by itself. Retry in a few seconds; if it persists, check that `synapse hub` is running.", s.c.URI())
+		why := s.c.DownReason()
+		if errors.As(why, &rej) {
+			return fmt.Sprintf("Not connected to the hub at %s as %s: %v. The server keeps trying and binds the name once it is free; or restart it with another --name.", s.c.URI(), s.c.Name(), why)
+		}
+		if why == nil || errors.Is(why, client.ErrDisconnected) {
+			return fmt.Sprintf("Lost the connection to the hub at %s; the server reconnects by itself. Retry in a few seconds; if it persists, check that `synapse hub` is running.", s.c.URI())
+		}
+		return fmt.Sprintf("Not connected to the hub at %s (%v); the server keeps trying by itself. Start it with `synapse hub` if it is not running, then retry.", s.c.URI(), why)
 	case errors.Is(err, client.ErrClosed):
-		return fmt.Sprintf("The connection to the hub at %s is closed. Restart the MCP server (and check that `synapse hub` is running).", s.c.URI())
+		return fmt.Sprintf("The connection to the hub at %s is closed (%v). Restart the MCP server (and check that `synapse hub` is running and the token is right).", s.c.URI(), err)
 	}
 	return err.Error()
 }

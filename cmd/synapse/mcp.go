@@ -111,12 +111,22 @@ func runMCP(args []string, stdout, stderr io.Writer) int {
 		return serveMCPHTTP(ctx, &f, profile, tuning, *httpAddr, policy, stdout, stderr, log)
 	}
 
+	// With the hub up the server starts connected. Otherwise its client
+	// connects in the background, so the MCP handshake still completes:
+	// with the hub down or the name taken each tool says so, the log says
+	// so, and the server binds once it can (issue 21).
 	f.fanout = mcpserver.Fanout
 	c, err := f.dial(ctx, f.name, true)
+	if err != nil {
+		log.Warn("synapse mcp: cannot connect to the hub yet; serving MCP anyway and retrying", "uri", f.uri, "name", f.name, "err", err)
+		c, err = client.Dial(ctx, client.Options{URI: f.uri, Token: f.token, Name: f.name, HandshakeTimeout: f.timeout,
+			Fanout: mcpserver.Fanout, Background: true})
+	}
 	if err != nil {
 		return f.failure(stderr, "mcp", err)
 	}
 	defer c.Close()
+	go logConnection(ctx, c, log)
 	wd, _ := os.Getwd()
 	s := mcpserver.New(mcpserver.Options{Client: c, Profile: profile, Version: version, Logger: log, Ledger: ledgerFor(wd), Checkout: projectRoot(wd),
 		Channel: tuning.channel, WaitDefault: tuning.waitDefault, ProgressEvery: tuning.progressEvery, OutputSchemas: tuning.outputSchemas})
@@ -218,4 +228,31 @@ func loopbackURI(host string, addr net.Addr) string {
 		host = "127.0.0.1"
 	}
 	return "ws://" + net.JoinHostPort(host, strconv.Itoa(port))
+}
+
+// logConnection logs when the client is not connected, and why, and when it
+// connects again: what `synapse mcp`'s host shows as the server's log.
+func logConnection(ctx context.Context, c *client.Client, log *slog.Logger) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	var said string
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		why, now := c.DownReason(), ""
+		if why != nil {
+			now = why.Error()
+		}
+		switch {
+		case now == said:
+		case now != "":
+			log.Warn("synapse mcp: not connected to the hub; tools answer with the reason until it is", "uri", c.URI(), "name", c.Name(), "reason", now)
+		default:
+			log.Warn("synapse mcp: connected to the hub", "uri", c.URI(), "name", c.Name())
+		}
+		said = now
+	}
 }
