@@ -33,8 +33,11 @@ synapse://inbox, with change notifications. Claims made through it are
 renewed in the background until released or the server exits (then they
 last until their lease runs out).
 
-By default it speaks MCP on stdin/stdout: the host starts it. 'synapse init
-claude|codex|cursor' writes the host's configuration for you. With --http
+By default it speaks MCP on stdin/stdout: the host starts it. It completes
+the MCP handshake even when the hub is down or --name is held by another
+live connection: every tool then answers with the reason, and the server
+connects (and binds the name) in the background as soon as it can. 'synapse init
+claude|codex|gemini|opencode|cursor' writes the host's configuration for you. With --http
 ADDR it serves Streamable HTTP at http://ADDR/mcp instead; each request
 names its agent with ?name=PROJECT/AGENT or the header X-Synapse-Name
 (default --name). The hub serves the same endpoint at /mcp.
