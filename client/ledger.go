@@ -44,6 +44,13 @@ type LeaseRecord struct {
 	// synapse git-hook releases it once its files are all committed, or
 	// merged. Empty: never; the claim is released by hand.
 	ReleaseOn ReleaseTrigger `json:"release_on,omitempty"`
+	// ReleaseDue, when set, is a git hook's word that the claim is due for
+	// release (the evidence: "committed in abc123") while its owner's name
+	// was online in another process, which could not be bound to release
+	// it: that process (synapse mcp) releases it, fenced on Epoch, and
+	// drops the record (MarkReleaseDue). DueFiles are the files git changed.
+	ReleaseDue string   `json:"release_due,omitempty"`
+	DueFiles   []string `json:"due_files,omitempty"`
 }
 
 // ReleaseTrigger is the git event that releases a recorded claim.
@@ -142,6 +149,23 @@ func (l *Ledger) record(hub string, cl *Claim, on *ReleaseTrigger) error {
 		f.Leases = append(f.Leases, rec)
 		return true
 	})
+}
+
+// MarkReleaseDue marks agent's record of task at epoch due for release with
+// evidence, for the process holding agent's name to release (ReleaseDue).
+// It reports false when no such record is there (released, renewed under
+// another epoch, or never recorded).
+func (l *Ledger) MarkReleaseDue(agent, task string, epoch int64, evidence string, files []string) (bool, error) {
+	marked := false
+	err := l.locked(true, func(f *ledgerFile) bool {
+		for i := range f.Leases {
+			if r := &f.Leases[i]; r.Agent == agent && r.TaskID == task && r.Epoch == epoch {
+				r.ReleaseDue, r.DueFiles, marked = evidence, slices.Clone(files), true
+			}
+		}
+		return marked
+	})
+	return marked, err
 }
 
 // Forget drops agent's record of task (a release); no record is no error.

@@ -1,9 +1,11 @@
 package mcpserver
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/synapse-hub/synapse/client"
 )
@@ -58,5 +60,57 @@ func TestServer_RecordsGrantsInTheLedger_INV_EF_2(t *testing.T) {
 	call(t, cs, "handoff", map[string]any{"task_id": "T2", "to": "proj/peer"}, &ho)
 	if _, ok := recorded("T2"); !ho.Granted || ok {
 		t.Fatalf("handoff: %+v, still recorded %v", ho, ok)
+	}
+}
+
+// A claim made with release_on commit is recorded with the wish; once a git
+// hook marks it due (the owner's name being this server's, the hook cannot
+// release it itself), the server releases it, fenced on the recorded
+// epoch, and drops the record (issue 21 item 4, INV-EF-2). A release_on the
+// server cannot honour is refused and claims nothing.
+func TestServer_ReleasesWhatAGitHookMarksDue_Issue21_4(t *testing.T) {
+	old := releaseDueEvery
+	releaseDueEvery = 20 * time.Millisecond
+	t.Cleanup(func() { releaseDueEvery = old })
+	uri := startHub(t)
+	l := &client.Ledger{Path: filepath.Join(t.TempDir(), "leases.json")}
+	s := New(Options{Client: serverClient(t, uri, "proj/me"), Ledger: l})
+	cs, _ := connectInMemory(t, s)
+
+	if res := call(t, cs, "claim", map[string]any{"task_id": "T0", "release_on": "push"}, nil); !res.IsError || !strings.Contains(text(res), "commit or merge") {
+		t.Fatalf("release_on push: %s", text(res))
+	}
+	var cl ClaimResult
+	call(t, cs, "claim", map[string]any{"task_id": "T1", "paths": []string{"src"}, "release_on": "commit"}, &cl)
+	r, ok, err := l.Lookup("proj/me", "T1")
+	if err != nil || !ok || r.ReleaseOn != client.ReleaseOnCommit || r.Epoch != cl.Claim.Epoch {
+		t.Fatalf("the wish not recorded: %+v %v %v", r, ok, err)
+	}
+	if marked, err := l.MarkReleaseDue("proj/me", "T1", r.Epoch+1, "committed in abc", nil); err != nil || marked {
+		t.Fatalf("a mark under another epoch took: %v %v", marked, err)
+	}
+	if marked, err := l.MarkReleaseDue("proj/me", "T1", r.Epoch, "committed in abc", []string{"src/a.go"}); err != nil || !marked {
+		t.Fatalf("mark: %v %v", marked, err)
+	}
+	watcher := dial(t, uri, "proj/watch")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st, err := watcher.State(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.ActiveClaims) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the due claim was never released: %+v", st.ActiveClaims)
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, ok, _ := l.Lookup("proj/me", "T1"); !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the released claim's record was never dropped")
+		}
 	}
 }

@@ -201,6 +201,10 @@ func New(opts Options) *Server {
 		s.fetchMailbox(fctx)
 	}()
 	go s.ch.leaseLoop()
+	if s.ledger != nil {
+		s.wg.Add(1)
+		go s.releaseDueLoop()
+	}
 	return s
 }
 

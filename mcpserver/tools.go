@@ -271,9 +271,18 @@ type claimIn struct {
 	Note       string   `json:"note,omitempty" jsonschema:"what you are doing, shown to others"`
 	TTLSeconds float64  `json:"ttl_seconds,omitempty" jsonschema:"lease length in seconds (default: the hub's, 1 hour); renewed in the background either way"`
 	BoardTask  string   `json:"board_task,omitempty" jsonschema:"a board task to take in progress with the files, in one step; it must be ready (open, dependencies done)"`
+	ReleaseOn  string   `json:"release_on,omitempty" jsonschema:"commit or merge: released by itself once git commits, or merges, all its files (synapse git-hook install)"`
 }
 
 func (s *Server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimIn) (*mcp.CallToolResult, ClaimResult, error) {
+	on, err := client.ParseReleaseTrigger(in.ReleaseOn)
+	if err != nil || on != "" && s.ledger == nil {
+		msg := fmt.Sprintf("release_on %q: want commit or merge (or leave it out). Nothing was claimed.", in.ReleaseOn)
+		if err == nil {
+			msg = "release_on needs a lease ledger (synapse mcp in a git checkout); this server has none. Nothing was claimed."
+		}
+		return refuse(ClaimResult{TaskID: in.TaskID}, msg)
+	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	defer s.ch.claim(in.TaskID)()
@@ -283,6 +292,11 @@ func (s *Server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimIn) 
 		return s.refusedClaim(in.TaskID, err)
 	}
 	s.keep(cl)
+	if on != "" {
+		if err := s.ledger.RecordReleaseOn(s.c.URI(), cl, on); err != nil {
+			s.log.Warn("synapse mcp: release_on not recorded", "task", cl.TaskID, "err", err)
+		}
+	}
 	v := s.view(cl)
 	return ok(ClaimResult{Granted: true, TaskID: cl.TaskID, Claim: &v},
 		"Claimed '%s' as %s (epoch %d): %s. The lease runs until %s and this server renews it until you release it.",

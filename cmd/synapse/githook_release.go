@@ -25,9 +25,11 @@ ledger holds with release_on "commit" ('synapse claim --release-on commit')
 once the commit just made changed at least one of its files and none of its
 files is left uncommitted (modified, staged, or new and not ignored). It
 releases as the claim's owner, on the hub the grant came from, with the
-epoch it recorded, the commit as evidence. A claim that cannot be released
-(the owner is online in another session, the hub is down, the lease moved
-on) stays, and the hook says why; it never fails the commit. Exits at once,
+epoch it recorded, the commit as evidence. While the owner's name is online
+in another process (its agent's 'synapse mcp'), the hook marks the record
+due in the ledger and that process releases it within seconds. A claim that
+cannot be released (the hub is down, the lease moved on) stays, and the
+hook says why; it never fails the commit. Exits at once,
 without asking the hub, when no recorded claim asked for it.
 `
 
@@ -215,6 +217,9 @@ func releaseRecorded(f *clientFlags, c releaseCandidate, evidence string, files 
 	var rej *client.RejectedError
 	switch {
 	case errors.As(err, &rej) && (rej.Code == 4009 || rej.Code == 4016):
+		if ok, merr := c.ledger.MarkReleaseDue(c.rec.Agent, c.rec.TaskID, c.rec.Epoch, evidence, files); merr == nil && ok {
+			return fmt.Sprintf("%s is online in another session; marked due in the lease ledger, which its 'synapse mcp' reads and releases within seconds (any other session must release it: 'release' tool or 'synapse release %s')", c.rec.Agent, c.rec.TaskID), false
+		}
 		return fmt.Sprintf("%s is online in another session (its agent's MCP server, say), which must release it ('release' tool or 'synapse release %s')", c.rec.Agent, c.rec.TaskID), false
 	case err != nil:
 		return fmt.Sprintf("cannot reach the hub at %s (%v); release it with 'synapse release %s --name %s'", g.uri, err, c.rec.TaskID, c.rec.Agent), false

@@ -219,3 +219,28 @@ func TestClaim_ReleaseOnBadInputClaimsNothing_Issue21_4(t *testing.T) {
 		t.Fatal("a refused --release-on claimed the task")
 	}
 }
+
+// While the owner's name is online in another process (its agent's
+// synapse mcp), the post-commit hook cannot bind it to release: it marks
+// the record due in the lease ledger, fenced on the recorded epoch, for
+// that process to release (issue 21 item 4; mcpserver's
+// TestServer_ReleasesWhatAGitHookMarksDue_Issue21_4 is the other half).
+func TestGitHook_OwnerOnlineMarksTheClaimDue_Issue21_4(t *testing.T) {
+	uri, dir := releaseRepo(t)
+	me := []string{"--uri", uri, "--name", "proj/alpha"}
+	if code, _, e := runCmd(append([]string{"claim", "T1", "--paths", "src", "--release-on", "commit"}, me...)...); code != 0 {
+		t.Fatalf("claim: %s", e)
+	}
+	waitOffline(t, uri, "proj/alpha")
+	agent(t, uri, "proj/alpha") // the agent's MCP server, holding the name
+	writeFiles(t, dir, "src/a.go")
+	gitIn(t, dir, "add", "src/a.go")
+	out := gitIn(t, dir, "commit", "-q", "-m", "work")
+	if !strings.Contains(out, "marked due in the lease ledger") || liveClaim(t, uri, "T1") == nil {
+		t.Fatalf("the hook did not hand the release over:\n%s", out)
+	}
+	r, ok, err := ledgerFor(dir).Lookup("proj/alpha", "T1")
+	if err != nil || !ok || !strings.HasPrefix(r.ReleaseDue, "committed in ") || len(r.DueFiles) != 1 || r.DueFiles[0] != "src/a.go" {
+		t.Fatalf("the record: %+v %v %v", r, ok, err)
+	}
+}
