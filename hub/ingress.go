@@ -192,8 +192,9 @@ func (s *session) handle(data []byte) {
 		s.acceptPeer(data)
 		return
 	}
+	v, known := verbs[typ] // one lookup: the verb's row serves every gate below
 	label := typ
-	if _, known := verbs[label]; !known {
+	if !known {
 		label = "other"
 	}
 	h.m.framesIn.WithLabelValues(label).Inc()
@@ -207,14 +208,14 @@ func (s *session) handle(data []byte) {
 	if s.deadCleared > 0 {
 		s.journalDeadLetterClear(sender)
 	}
-	if !s.allowAgentFrame(sender, typ) || !s.verifyMessage(sender, verbs[typ].signed, in) {
+	if !s.allowAgentFrame(sender, typ) || !s.verifyMessage(sender, v.signed, in) {
 		return
 	}
-	if mutation(typ) && h.cfg.Degraded != "" {
+	if v.idempotent && h.cfg.Degraded != "" {
 		s.fail(sender, "journal_recovery_required", "Mutation refused: durable journal recovery is required. Inspect the journal and run `synapse compact --drop-corrupt` ("+h.cfg.Degraded+").")
 		return
 	}
-	if err := h.cfg.JournalFault; mutation(typ) && err != nil {
+	if err := h.cfg.JournalFault; v.idempotent && err != nil {
 		what := "The " + typ
 		if task := in.Str("task_id"); task != "" {
 			what += " of task '" + task + "'"
@@ -231,13 +232,18 @@ func (s *session) handle(data []byte) {
 	if s.routeClaimFamily(sender, typ, in) { // §1.4 step 16, for every claim-family verb
 		return
 	}
-	s.dispatch(sender, typ, in)
+	s.run(v, known, sender, typ, in)
 }
 
 // dispatch runs one verb of a frame that passed every gate.
 func (s *session) dispatch(sender, typ string, in *wire.Inbound) {
-	v, ok := verbs[typ]
-	if !ok {
+	v, known := verbs[typ]
+	s.run(v, known, sender, typ, in)
+}
+
+// run runs verb row v of typ, or refuses a type the hub does not serve.
+func (s *session) run(v verb, known bool, sender, typ string, in *wire.Inbound) {
+	if !known {
 		s.fail(sender, "unknown_type", "Unknown message type '"+typ+"'.")
 		return
 	}

@@ -11,11 +11,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/synapse-hub/synapse/client"
+	"github.com/synapse-hub/synapse/journal"
 	"github.com/synapse-hub/synapse/wire"
 )
 
@@ -25,20 +25,13 @@ import (
 // holds the other sidecar, -rx, so the two run side by side.
 func paneSidecar(name string) string { return wire.Sidecars(name)[1] }
 
-// directedTarget reports whether a chat target names its recipients
-// (not all, not a glob): the chats the mailbox keeps.
-func directedTarget(t string) bool {
-	t = strings.TrimSpace(t)
-	return t != "" && t != "all" && !strings.Contains(t, "*")
-}
-
 // wakeFrame reports whether a live frame wakes a waiter for name: a chat
 // someone else sent it, directed or (unless directedOnly) to all.
 func wakeFrame(fr client.Frame, name string, directedOnly bool) bool {
 	if fr.Type != "chat" || fr.Replayed() || wire.Identity(fr.Sender) == name {
 		return false
 	}
-	return !directedOnly || directedTarget(fr.Target)
+	return !directedOnly || journal.IsDirected(fr.Target)
 }
 
 // inboxWait is inbox --wait: the mailbox after the cursor if anything is
@@ -111,7 +104,7 @@ func inboxWait(f *clientFlags, timeout time.Duration, directedOnly, ack bool, st
 	}
 	var last int64
 	for _, m := range msgs {
-		if directedTarget(m.Target) {
+		if journal.IsDirected(m.Target) {
 			last = max(last, m.Seq())
 		}
 	}
