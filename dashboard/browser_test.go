@@ -45,7 +45,7 @@ func chromium(t *testing.T) string {
 			return p
 		}
 	}
-	t.Fatal("no chromium for the dashboard's browser test: install it with `apt-get install -y chromium` (Debian; .ci/run does), or set SYNAPSE_CHROMIUM to a Chrome or Chromium binary")
+	t.Fatal("no chromium for the dashboard's browser test: install it with `apt-get install -y chromium` (Debian; ./deps.sh does), or set SYNAPSE_CHROMIUM to a Chrome or Chromium binary")
 	return ""
 }
 

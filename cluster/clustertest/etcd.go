@@ -201,7 +201,7 @@ type Binary struct {
 }
 
 // EtcdBinary finds an etcd binary: $SYNAPSE_ETCD_BIN, else /usr/bin/etcd.
-// Under CI (CI set) a missing binary fails the test, since .ci/run installs
+// Under CI (CI set) a missing binary fails the test, since ./deps.sh installs
 // Debian's etcd-server; elsewhere the test is skipped with how to get it.
 func EtcdBinary(t testing.TB) string {
 	t.Helper()
@@ -211,7 +211,7 @@ func EtcdBinary(t testing.TB) string {
 	}
 	if _, err := os.Stat(path); err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("no etcd binary at %s: .ci/run installs Debian's etcd-server", path)
+			t.Fatalf("no etcd binary at %s: ./deps.sh installs Debian's etcd-server", path)
 		}
 		t.Skipf("no etcd binary at %s (apt-get install etcd-server, or set SYNAPSE_ETCD_BIN)", path)
 	}

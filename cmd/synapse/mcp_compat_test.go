@@ -16,7 +16,7 @@ import (
 // against the real binaries: `synapse mcp` over stdio and the hub's /mcp —
 // tools, a refusal, wait with progress, channel events for a message and
 // a freed task, DELETE (issue 21 items 1, 6 and 8). It skips only where
-// node or npm is missing; .ci/run installs both, so CI always runs it.
+// node or npm is missing; ./deps.sh (the README's test command, and .ci/run) installs both.
 func TestMCP_TypeScriptSDKClient_Issue21_8(t *testing.T) {
 	isolate(t)
 	node, err := exec.LookPath("node")
