@@ -417,8 +417,7 @@ func (s *Store) closeAll() error {
 
 // Append commits a batch in one transaction and returns the seq of its
 // first row. Records get consecutive seqs in order, every row the batch's
-// TS. For each Operation it also writes an `idempotency` event (the
-// reference's atomic form) and the `operations` row, in the same
+// TS. For each Operation it also writes the `operations` row, in the same
 // transaction: either the whole batch is durable or none of it is
 // (INV-JA-2). A batch that needs FULL durability commits with
 // synchronous=FULL, any other at NORMAL (INV-JA-4).
@@ -499,7 +498,7 @@ func (s *Store) appendLocked(ctx context.Context, b *Batch, ops []preparedOp) (i
 }
 
 // writeBatch inserts the batch's rows with explicit seqs, continuing the
-// AUTOINCREMENT sequence, so an idempotency row can carry its own seq.
+// AUTOINCREMENT sequence, so a record's Stamp knows its seq.
 func (s *Store) writeBatch(ctx context.Context, b *Batch, ops []preparedOp) (int64, error) {
 	var last int64
 	if err := s.wc.QueryRowContext(ctx, `SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`).Scan(&last); err != nil {
@@ -527,12 +526,12 @@ func (s *Store) writeBatch(ctx context.Context, b *Batch, ops []preparedOp) (int
 			}
 		}
 	}
+	// The operations row is the idempotency record, stored once: commit_seq
+	// is the batch's last event (first-1 when it wrote none). The
+	// reference also wrote it as an `idempotency` event with the same
+	// response; its replay seeds its cache from the operations table too
+	// (PROTOCOL.md §4.5 step 5), so the copy only doubled the file.
 	for _, op := range ops {
-		last++
-		p := idempotencyPayload(op, first, last)
-		if _, err := s.insert.ExecContext(ctx, last, b.TS, KindIdempotency, string(p)); err != nil {
-			return 0, fmt.Errorf("insert idempotency event: %w", err)
-		}
 		if _, err := s.wc.ExecContext(ctx, `INSERT INTO operations(operation_key, request_digest, response_json,
 			response_sha256, first_event_seq, commit_seq, committed_at) VALUES(?, ?, ?, ?, ?, ?, ?)`,
 			op.Key, op.RequestDigest, op.response, op.sha, first, last, b.TS); err != nil {
@@ -540,24 +539,6 @@ func (s *Store) writeBatch(ctx context.Context, b *Batch, ops []preparedOp) (int
 		}
 	}
 	return first, nil
-}
-
-// idempotencyPayload is the reference's atomic idempotency event, keys
-// sorted as its atomic path writes them.
-func idempotencyPayload(op preparedOp, first, commit int64) []byte {
-	b := []byte(`{"commit_seq":`)
-	b = pyjson.AppendInt(b, commit)
-	b = append(b, `,"first_event_seq":`...)
-	b = pyjson.AppendInt(b, first)
-	b = append(b, `,"key":`...)
-	b = pyjson.AppendString(b, op.Key)
-	b = append(b, `,"request_digest":`...)
-	b = pyjson.AppendString(b, op.RequestDigest)
-	b = append(b, `,"response":`...)
-	b = append(b, op.response...)
-	b = append(b, `,"response_sha256":`...)
-	b = pyjson.AppendString(b, op.sha)
-	return append(b, '}')
 }
 
 // Operation returns the idempotency record stored under key (INV-CR-1).
