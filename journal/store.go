@@ -79,6 +79,10 @@ type Options struct {
 	// `synapse hub --journal-compact-batch`, DefaultCompactBatch there). 0
 	// leaves every row until `synapse journal compact`.
 	CompactBatch int
+	// Retain is how long chat, receipt and audit rows are kept (retain.go;
+	// `synapse hub --retain`, DefaultRetain there); the zero value keeps
+	// them forever.
+	Retain Retain
 	// MaxBytes, when positive, caps the file the same way, in bytes
 	// (rounded down to whole pages, never below the file's current size):
 	// `synapse hub --journal-max-kb`. An append beyond it fails with
@@ -119,6 +123,8 @@ type Store struct {
 	expiryDone chan struct{}
 	haltOnce   sync.Once
 	expired    atomic.Int64
+	retained   atomic.Int64 // rows the retention windows dropped (retain.go)
+	vacuumed   atomic.Int64 // pages given back (vacuum.go)
 
 	// Online compaction (compaction.go): the goroutine's channels, the
 	// rows it dropped, and its cursor (under mu).
@@ -233,7 +239,9 @@ func (s *Store) open() error {
 	var err error
 	wp := []string{"synchronous(NORMAL)"}
 	if !s.opts.ReadOnly {
-		wp = append([]string{"journal_mode(WAL)"}, wp...)
+		// auto_vacuum first: it takes only on a file with no page
+		// written yet (a new one; vacuum.go), and is a no-op on any other.
+		wp = append([]string{"auto_vacuum(INCREMENTAL)", "journal_mode(WAL)"}, wp...)
 	}
 	if s.opts.MaxPageCount > 0 {
 		wp = append(wp, fmt.Sprintf("max_page_count(%d)", s.opts.MaxPageCount))
@@ -305,6 +313,9 @@ func (s *Store) createSchema(ctx context.Context) error {
 	if err == nil && s.opts.IdempotencyWindow > 0 { // what this hub keeps, so `journal stats` can say why (tools open with none)
 		_, err = s.wc.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES ('idempotency_window_seconds', ?)`,
 			fmt.Sprint(s.opts.IdempotencyWindow.Seconds()))
+	}
+	if err == nil && s.opts.Retain != (Retain{}) {
+		_, err = s.wc.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES ('retain', ?)`, s.opts.Retain.String())
 	}
 	if err == nil && version < SchemaVersion {
 		_, err = s.wc.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)`, fmt.Sprint(SchemaVersion))
