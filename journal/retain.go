@@ -17,7 +17,7 @@ import (
 // expireBatch, each its own short transaction on the writer, like the
 // idempotency records. What is never dropped, whatever the windows:
 //
-//   - the newest KeepChatRows chat rows (the hub rebuilds its history and
+//   - the newest Options.KeepChatRows chat rows (the hub rebuilds its history and
 //     its msg_id high-water mark from them);
 //   - a directed chat that still waits (INV-DG-3): one dead-lettered (no
 //     live recipient when it was sent, not cleared since), or one that a
@@ -46,9 +46,10 @@ type Retain struct {
 // audit rows.
 var DefaultRetain = Retain{Chat: 7 * 24 * time.Hour, Receipts: 7 * 24 * time.Hour, Audit: 30 * 24 * time.Hour}
 
-// KeepChatRows is how many of the newest chat rows retention always keeps:
-// the hub's history cap (the reference's max_history).
-var KeepChatRows = 10_000
+// DefaultKeepChatRows is how many of the newest chat rows retention always
+// keeps (Options.KeepChatRows): the hub's history cap (the reference's
+// max_history), from which a restart rebuilds its history and msg_id.
+const DefaultKeepChatRows = 10_000
 
 // RetainKinds names the classes `--retain` takes, in order.
 var RetainKinds = []string{"chat", "receipts", "audit"}
@@ -232,13 +233,13 @@ func (s *Store) retainReceipts(ctx context.Context, cutoff float64, limit int) (
 }
 
 // retainChats drops chat rows written before cutoff, older than the newest
-// KeepChatRows, that no receipt refers to and that wait for nobody, with
+// Options.KeepChatRows, that no receipt refers to and that wait for nobody, with
 // their directed_chats rows; then mailbox_watermark events before cutoff
 // (the mailbox_watermarks table keeps each identity's highest).
 func (s *Store) retainChats(ctx context.Context, cutoff float64, limit int) (RetainStats, error) {
 	var st RetainStats
 	var tail int64 // the oldest seq of the kept history tail
-	err := s.wc.QueryRowContext(ctx, `SELECT seq FROM events WHERE kind = 'chat' ORDER BY seq DESC LIMIT 1 OFFSET ?`, KeepChatRows-1).Scan(&tail)
+	err := s.wc.QueryRowContext(ctx, `SELECT seq FROM events WHERE kind = 'chat' ORDER BY seq DESC LIMIT 1 OFFSET ?`, s.keepChats()-1).Scan(&tail)
 	switch {
 	case errors.Is(err, sql.ErrNoRows): // no more chat rows than the tail keeps
 	case err != nil:
@@ -379,6 +380,13 @@ func scanInts(rows *sql.Rows) ([]int64, error) {
 		out = append(out, v)
 	}
 	return out, rows.Err()
+}
+
+func (s *Store) keepChats() int {
+	if s.opts.KeepChatRows > 0 {
+		return s.opts.KeepChatRows
+	}
+	return DefaultKeepChatRows
 }
 
 // RetainedRows is how many rows this store's retention dropped.

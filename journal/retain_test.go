@@ -1,22 +1,29 @@
 package journal
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/synapse-hub/synapse/coord"
 )
 
 // Far from the wall clock, as in retention_test.go: the store's own
 // goroutine retains by it and never touches these rows; the test decides now.
 const retainT0 = 4_000_000_000.0
 
-func openRetained(t *testing.T, r Retain) *Store {
+func openRetained(t *testing.T, r Retain, keepChats int) *Store {
 	t.Helper()
-	st, err := Open(filepath.Join(t.TempDir(), "journal.db"), Options{Retain: r})
+	st, err := Open(filepath.Join(t.TempDir(), "journal.db"), Options{Retain: r, KeepChatRows: keepChats})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,12 +87,10 @@ func retainAll(t *testing.T, st *Store, now float64) RetainStats {
 
 // Chat rows past the window go, but never mail that still waits (INV-DG-3):
 // a dead letter, or a chat naming an identity whose watermark is below it;
-// the newest KeepChatRows stay whatever their age, and rows inside the
+// the newest Options.KeepChatRows stay whatever their age, and rows inside the
 // window stay.
 func TestRetain_ChatPastItsWindowGoesWaitingMailStays_INV_DG_3(t *testing.T) {
-	defer func(n int) { KeepChatRows = n }(KeepChatRows)
-	KeepChatRows = 2
-	st := openRetained(t, Retain{Chat: 100 * time.Second})
+	st := openRetained(t, Retain{Chat: 100 * time.Second}, 2)
 	old := retainT0
 	broadcast := chatAt(t, st, old, "a/x", "all", false)
 	dead := chatAt(t, st, old, "a/x", "b/offline", true)
@@ -136,9 +141,7 @@ func TestRetain_ChatPastItsWindowGoesWaitingMailStays_INV_DG_3(t *testing.T) {
 // settled one with a notification not yet delivered, stays with its chat
 // (PROTOCOL.md §4.4: at least once).
 func TestRetain_ReceiptsGoOnceSettledAndDelivered_INV_DG_3(t *testing.T) {
-	defer func(n int) { KeepChatRows = n }(KeepChatRows)
-	KeepChatRows = 1
-	st := openRetained(t, Retain{Chat: 100 * time.Second, Receipts: 100 * time.Second})
+	st := openRetained(t, Retain{Chat: 100 * time.Second, Receipts: 100 * time.Second}, 1)
 	old := retainT0
 	receipted := func(state string, delivered bool) int64 {
 		var msg int64
@@ -187,7 +190,7 @@ func TestRetain_ReceiptsGoOnceSettledAndDelivered_INV_DG_3(t *testing.T) {
 // Audit rows go after their window; claims and board rows never do (they
 // are the snapshot's and compaction's), nor does anything inside the window.
 func TestRetain_AuditPastItsWindowGoesStateStays(t *testing.T) {
-	st := openRetained(t, Retain{Audit: 100 * time.Second})
+	st := openRetained(t, Retain{Audit: 100 * time.Second}, 0)
 	old := retainT0
 	appendAt(t, st, old, rec(KindClaimDenial, `{}`, true), rec("guard_denial", `{}`, true), rec(KindClaimExpired, `{}`, false),
 		rec(KindClaim, `{}`, true), rec(KindLedgerTask, `{}`, true), rec(KindChat, `{}`, false))
@@ -206,7 +209,7 @@ func TestRetain_AuditPastItsWindowGoesStateStays(t *testing.T) {
 // Windows of 0 keep everything (the library default); retention never
 // lowers the last seq.
 func TestRetain_ZeroKeepsEverything(t *testing.T) {
-	st := openRetained(t, Retain{})
+	st := openRetained(t, Retain{}, 0)
 	appendAt(t, st, 1, rec(KindChat, `{}`, false), rec(KindClaimDenial, `{}`, true))
 	if got := retainAll(t, st, 1e12); got.total() != 0 {
 		t.Fatalf("dropped %+v with no window", got)
@@ -280,4 +283,93 @@ func TestVacuum_NewFileGivesFreePagesBack(t *testing.T) {
 	if after.Free > slack(after.Pages) || after.Pages >= before.Pages || given == 0 {
 		t.Fatalf("before %+v after %+v (gave %d): want free pages down to the slack and the file smaller", before, after, given)
 	}
+}
+
+// child of TestRetain_SIGKILLMidwayLosesNothing: it opens the journal
+// retaining and vacuuming one row or page per transaction and waits to be
+// killed.
+const retainChildEnv = "SYNAPSE_JOURNAL_RETAIN_CHILD"
+
+// A hub SIGKILLed while retention and the incremental vacuum run loses
+// nothing it must keep: after every kill the file checks sound, the claims
+// replay whole, the dead letter and the mail not yet acknowledged are still
+// there (INV-DG-3, INV-JA-1), and the next start finishes the work.
+func TestRetain_SIGKILLMidwayLosesNothing_INV_DG_3_INV_JA_1(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	st, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := float64(time.Now().Unix()) - 1000 // past every 1 s window by the wall clock
+	pad := strings.Repeat("p", 2000)         // so the rows that go free pages to give back
+	r := &liveRun{st: st, live: coord.New(coord.Limits{}), now: old}
+	for i := range 40 {
+		task := fmt.Sprintf("T%d", i%7)
+		r.step(t, coord.ClaimRequest{Agent: agents[i%4], TaskID: task, Worktree: "/r", Paths: []string{task}})
+	}
+	var waiting []int64
+	for i := range 300 {
+		appendAt(t, st, old, Record{Kind: KindChat, Payload: []byte(`{"sender":"p/a","target":"all","pad":"` + pad + `"}`)},
+			rec("guard_denial", `{"pad":"`+pad+`"}`, true))
+		if i%50 == 0 {
+			waiting = append(waiting, chatAt(t, st, old, "p/a", "p/offline", true))
+		}
+	}
+	appendAt(t, st, old, rec(KindChat, `{"sender":"p/a","target":"all"}`, false)) // the newest, kept
+	st.Close()
+	want := imageAt(r.live, r.now)
+	droppable := func(st *Store) (n int) {
+		st.rdb.QueryRow(`SELECT count(*) FROM events WHERE kind IN ('chat', 'guard_denial')`).Scan(&n)
+		return n - len(waiting) - 1
+	}
+	for kill := range 4 {
+		cmd := exec.Command(os.Args[0], "-test.run", "^$")
+		cmd.Env = append(os.Environ(), retainChildEnv+"="+path)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		if line != "retaining\n" {
+			cmd.Process.Kill()
+			t.Fatalf("child: %q", line)
+		}
+		time.Sleep(time.Duration(kill*40) * time.Millisecond) // further in each time: rows, then pages
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+
+		st, err := Open(path, Options{})
+		if err != nil {
+			t.Fatalf("kill %d: reopen: %v", kill, err)
+		}
+		left := droppable(st)
+		rec, err := Replay(st, coord.Limits{}, r.now, ReplayOptions{Logger: quietLog})
+		if err != nil || rec.Degraded() {
+			st.Close()
+			t.Fatalf("kill %d (%d droppable rows left): replay %v %v", kill, left, err, rec.Warnings)
+		}
+		if got := rec.State.Image(); !reflect.DeepEqual(got, want) {
+			t.Errorf("kill %d: state\n got %+v\nwant %+v", kill, got, want)
+		}
+		for _, seq := range waiting {
+			if d, ok, err := st.Directed(seq); !ok || err != nil || !d.Dead {
+				t.Errorf("kill %d: dead letter %d: %+v %v %v", kill, seq, d, ok, err)
+			}
+		}
+		pages, _ := st.Pages()
+		st.Close()
+		if rep, err := Check(path); err != nil || !rep.OK() {
+			t.Errorf("kill %d: check %+v %v", kill, rep, err)
+		}
+		t.Logf("kill %d: %d droppable rows left, %d pages, %d free", kill, left, pages.Pages, pages.Free)
+	}
+	st, err = Open(path, Options{Retain: Retain{Chat: time.Second, Audit: time.Second}, KeepChatRows: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	waitFor(t, "the next start finishing the retention", func() bool { return droppable(st) == 0 })
 }

@@ -83,6 +83,9 @@ type Options struct {
 	// `synapse hub --retain`, DefaultRetain there); the zero value keeps
 	// them forever.
 	Retain Retain
+	// KeepChatRows is how many of the newest chat rows retention keeps
+	// whatever their age (0: DefaultKeepChatRows).
+	KeepChatRows int
 	// MaxBytes, when positive, caps the file the same way, in bytes
 	// (rounded down to whole pages, never below the file's current size):
 	// `synapse hub --journal-max-kb`. An append beyond it fails with

@@ -247,7 +247,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		}
 		progress := func(done, total int64) { log.Info("replaying the journal", "rows", done, "of", total) }
 		rec, err := journal.Recover(f.db, journal.RecoverOptions{
-			Open:   journal.Options{HubID: f.hubID, MaxBytes: f.journalMaxKB << 10, IdempotencyWindow: f.idemWindow, CompactBatch: f.compactBatch, Retain: f.retain},
+			Open:   journal.Options{HubID: f.hubID, MaxBytes: f.journalMaxKB << 10, IdempotencyWindow: f.idemWindow, CompactBatch: f.compactBatch, Retain: f.retain, KeepChatRows: f.maxHistory},
 			Limits: cfg.Limits, Now: float64(time.Now().UnixNano()) / 1e9,
 			Replay: journal.ReplayOptions{Logger: log, Progress: progress},
 		})
@@ -387,7 +387,7 @@ func (f *hubFlags) registerLimits(fs *flag.FlagSet) {
 	fs.DurationVar(&f.idemWindow, "idempotency-window", cluster.IdemRetention, "how long the journal keeps an idempotency record after it committed: a retry with the same idem_key within it gets the first answer, one later an error frame with error_code idempotency_expired (for one more window; then the key is new), 0 = forever (docs/journal.md, Retention); a fleet on etcd keeps its records as long")
 	fs.IntVar(&f.compactBatch, "journal-compact-batch", journal.DefaultCompactBatch, "rows the hub drops per transaction, in the background after each snapshot, of those the oldest snapshot kept covers (claims, updates, releases, board rows), so the file stops growing with history; a commit waits for at most one such batch (docs/journal.md, Compaction), 0 = keep every row until 'synapse journal compact'")
 	f.retain = journal.DefaultRetain
-	fs.Func("retain", fmt.Sprintf("how long the journal keeps each class of row after it was written, as kind=duration[,...] over the defaults %s: chat (chat rows and mailbox watermark events; the newest %d are always kept, and directed mail that is dead-lettered or not yet acknowledged by an identity it names is kept whatever its age, INV-DG-3), receipts (settled receipts whose notifications reached their sender), audit (denials, lapsed leases, dead-letter records); all=D sets every kind, 0 = forever (docs/journal.md, Retention)", journal.DefaultRetain, journal.KeepChatRows), func(v string) error {
+	fs.Func("retain", fmt.Sprintf("how long the journal keeps each class of row after it was written, as kind=duration[,...] over the defaults %s: chat (chat rows and mailbox watermark events; the newest --max-history (%d) are always kept, and directed mail that is dead-lettered or not yet acknowledged by an identity it names is kept whatever its age, INV-DG-3), receipts (settled receipts whose notifications reached their sender), audit (denials, lapsed leases, dead-letter records); all=D sets every kind, 0 = forever (docs/journal.md, Retention)", journal.DefaultRetain, journal.DefaultKeepChatRows), func(v string) error {
 		r, err := journal.ParseRetain(v, f.retain)
 		f.retain = r
 		return err

@@ -548,7 +548,7 @@ func printKept(w io.Writer, k journal.Kept) {
 	}
 	fmt.Fprintf(w, "retention  %s\n", retain)
 	fmt.Fprintf(w, "           %d chat rows (the newest %d always kept; %d directed ones wait for an ack or are dead letters, kept until then), %d receipts, %d audit rows\n",
-		k.Chats, journal.KeepChatRows, k.DirectedWaiting, k.Receipts, k.Audit)
+		k.Chats, journal.DefaultKeepChatRows, k.DirectedWaiting, k.Receipts, k.Audit)
 	p := k.Pages
 	vac := "free pages are reused, never given back (an older file: 'synapse journal compact --vacuum' with the hub stopped turns that on)"
 	if p.AutoVacuum == 2 {
