@@ -30,7 +30,7 @@ const incrementalVacuum = 2
 // PageStats is the file's page accounting.
 type PageStats struct {
 	PageSize, Pages, Free int64
-	AutoVacuum           int64 // 0 none, 1 full, 2 incremental
+	AutoVacuum            int64 // 0 none, 1 full, 2 incremental
 }
 
 // Pages reads the file's page accounting.
