@@ -180,7 +180,10 @@ func (s *Store) startExpiry() {
 	s.expiryDone = make(chan struct{})
 	go func() {
 		defer close(s.expiryDone)
-		t := time.NewTimer(0) // a first round at once: a restart may find a backlog
+		if !s.awaitStart(s.stopExpiry) { // a restart may find a backlog: at once after the replay
+			return
+		}
+		t := time.NewTimer(0)
 		defer t.Stop()
 		for {
 			select {
@@ -199,22 +202,24 @@ func (s *Store) startExpiry() {
 // (vacuum.go), pausing between batches; a failure is logged by nobody and
 // retried next round (the rows stay, which keeps every promise).
 func (s *Store) expireRound() {
-	pause := func() bool {
+	pause := func(d time.Duration) bool {
 		select {
 		case <-s.stopExpiry:
 			return false
-		case <-time.After(expirePause):
+		case <-time.After(max(d, expirePause)):
 			return true
 		}
 	}
-	for s.opts.IdempotencyWindow > 0 {
+	for limit := expireBatch; s.opts.IdempotencyWindow > 0; {
 		now := float64(time.Now().UnixNano()) / 1e9
-		n, err := s.ExpireOperations(context.Background(), now, expireBatch)
+		t0 := time.Now()
+		n, err := s.ExpireOperations(context.Background(), now, limit)
 		s.expired.Add(int64(n))
-		if err != nil || n < expireBatch {
+		if err != nil || n < limit {
 			break
 		}
-		if !pause() {
+		var wait time.Duration
+		if limit, wait = adapt(limit, expireBatch, time.Since(t0)); !pause(wait) {
 			return
 		}
 	}
@@ -225,11 +230,11 @@ func (s *Store) expireRound() {
 		if err != nil || st.total() == 0 {
 			break
 		}
-		if !pause() {
+		if !pause(expirePause) {
 			return
 		}
 	}
-	s.vacuumRound(pause)
+	s.vacuumRound(func() bool { return pause(expirePause) })
 }
 
 // Kept says what the journal keeps and why, for `synapse journal stats`.

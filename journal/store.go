@@ -118,8 +118,10 @@ type Store struct {
 	hubID  string
 
 	// What the last Replay of this store started from (SnapshotPosition).
-	replayed   atomic.Bool
-	replayFrom atomic.Int64
+	replayed      atomic.Bool
+	replayFrom    atomic.Int64
+	replayEnd     chan struct{} // closed when a Replay ends: the background rounds may start
+	replayEndOnce sync.Once
 
 	// The idempotency expiry goroutine (retention.go).
 	stopExpiry chan struct{}
@@ -207,7 +209,7 @@ func Open(path string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("journal: open %s: not immutable: its WAL holds commits the file does not", path)
 		}
 	}
-	s := &Store{path: path, opts: opts}
+	s := &Store{path: path, opts: opts, replayEnd: make(chan struct{})}
 	if err := s.open(); err != nil {
 		s.closeAll()
 		if errors.Is(err, ErrNewerSchema) {
