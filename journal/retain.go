@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -21,9 +22,11 @@ import (
 //     its msg_id high-water mark from them);
 //   - a directed chat that still waits (INV-DG-3): one dead-lettered (no
 //     live recipient when it was sent, not cleared since), or one that a
-//     comma part of its target names while that identity's mailbox
-//     watermark is below it (mailbox_watermarks: an identity that
-//     acknowledges has not acknowledged it yet);
+//     literal comma part of its target names while that identity has not
+//     acknowledged past it (mailbox_watermarks below its seq, or no
+//     watermark at all: a client that never acks, or a role or project,
+//     which the journal cannot tell from a name) — unless Retain.Mail is
+//     set, the one window that drops waiting mail, off by default;
 //   - a chat a receipt row still refers to, and a receipt that is pending
 //     or has a notification not yet delivered to its sender (at least once,
 //     PROTOCOL.md §4.4);
@@ -40,6 +43,10 @@ type Retain struct {
 	Chat     time.Duration // chat rows and mailbox_watermark events
 	Receipts time.Duration // settled receipts: the row, its notifications, its events
 	Audit    time.Duration // denials, lapsed leases, dead-letter records
+	// Mail drops directed mail that still waits (dead letters, mail not
+	// acknowledged) once it is this old and past Chat too; 0 (the
+	// default, and what "all" leaves alone) keeps it until it is read.
+	Mail time.Duration
 }
 
 // DefaultRetain is the hub's: a week of chat and receipts, thirty days of
@@ -52,7 +59,7 @@ var DefaultRetain = Retain{Chat: 7 * 24 * time.Hour, Receipts: 7 * 24 * time.Hou
 const DefaultKeepChatRows = 10_000
 
 // RetainKinds names the classes `--retain` takes, in order.
-var RetainKinds = []string{"chat", "receipts", "audit"}
+var RetainKinds = []string{"chat", "receipts", "audit", "mail"}
 
 // auditKinds are the rows that only record what happened.
 var auditKinds = []string{KindClaimDenial, "guard_denial", KindClaimExpired, KindDeadLetterCleared,
@@ -62,7 +69,8 @@ var auditKinds = []string{KindClaimDenial, "guard_denial", KindClaimExpired, Kin
 var receiptKinds = []string{KindReceiptRequested, KindReceiptImmediate, KindReceiptDeferred, KindReceiptExpired}
 
 // ParseRetain reads `kind=duration[,kind=duration…]` over base: kinds from
-// RetainKinds, or "all"; a duration of 0 keeps that kind forever.
+// RetainKinds, or "all" (chat, receipts and audit: mail that waits goes
+// only when named); a duration of 0 keeps that kind forever.
 func ParseRetain(spec string, base Retain) (Retain, error) {
 	r := base
 	for part := range strings.SplitSeq(spec, ",") {
@@ -85,8 +93,10 @@ func ParseRetain(spec string, base Retain) (Retain, error) {
 			r.Receipts = d
 		case "audit":
 			r.Audit = d
+		case "mail":
+			r.Mail = d
 		case "all":
-			r = Retain{Chat: d, Receipts: d, Audit: d}
+			r.Chat, r.Receipts, r.Audit = d, d, d
 		default:
 			return base, fmt.Errorf("retain %q: unknown kind %q (kinds: %s, all)", part, kind, strings.Join(RetainKinds, ", "))
 		}
@@ -96,12 +106,12 @@ func ParseRetain(spec string, base Retain) (Retain, error) {
 
 // String is the spec ParseRetain reads back.
 func (r Retain) String() string {
-	return fmt.Sprintf("chat=%s,receipts=%s,audit=%s", r.Chat, r.Receipts, r.Audit)
+	return fmt.Sprintf("chat=%s,receipts=%s,audit=%s,mail=%s", r.Chat, r.Receipts, r.Audit, r.Mail)
 }
 
 // windows lists the positive windows with their meta keys.
 func (r Retain) windows() map[string]time.Duration {
-	return map[string]time.Duration{"chat": r.Chat, "receipts": r.Receipts, "audit": r.Audit}
+	return map[string]time.Duration{"chat": r.Chat, "receipts": r.Receipts, "audit": r.Audit, "mail": r.Mail}
 }
 
 // shortest is the smallest positive window (0: none).
@@ -118,6 +128,7 @@ func (r Retain) shortest() time.Duration {
 // RetainStats counts what one retention pass dropped.
 type RetainStats struct {
 	Chats, Watermarks, Receipts, ReceiptEvents, Audit int64
+	Mail                                              int64 // waiting mail dropped by Retain.Mail (among Chats)
 }
 
 func (a *RetainStats) add(b RetainStats) {
@@ -126,6 +137,7 @@ func (a *RetainStats) add(b RetainStats) {
 	a.Receipts += b.Receipts
 	a.ReceiptEvents += b.ReceiptEvents
 	a.Audit += b.Audit
+	a.Mail += b.Mail
 }
 
 func (a RetainStats) total() int64 {
@@ -245,7 +257,7 @@ func (s *Store) retainChats(ctx context.Context, cutoff float64, limit int) (Ret
 	case err != nil:
 		return st, err
 	default:
-		if st.Chats, err = s.dropChats(ctx, tail, cutoff, limit); err != nil {
+		if st.Chats, st.Mail, err = s.dropChats(ctx, tail, cutoff, limit); err != nil {
 			return st, err
 		}
 	}
@@ -259,90 +271,105 @@ func (s *Store) retainChats(ctx context.Context, cutoff float64, limit int) (Ret
 }
 
 // dropChats drops up to limit chats below seq tail written before cutoff
-// that wait for nobody; candidates are read a page at a time from the
-// oldest, skipping those that wait.
-func (s *Store) dropChats(ctx context.Context, tail int64, cutoff float64, limit int) (int64, error) {
+// that wait for nobody (or, with Retain.Mail, that waited past it: mail);
+// candidates are read a page at a time from the oldest, skipping those
+// that wait.
+func (s *Store) dropChats(ctx context.Context, tail int64, cutoff float64, limit int) (dropped, mail int64, err error) {
+	mailCutoff := math.Inf(-1)
+	if w := s.opts.Retain.Mail; w > 0 {
+		mailCutoff = cutoff + s.opts.Retain.Chat.Seconds() - w.Seconds()
+	}
 	marks := map[string]int64{}
-	var after, dropped int64
+	wm := func(id string) (int64, error) {
+		v, ok := marks[id]
+		if ok {
+			return v, nil
+		}
+		err := s.wc.QueryRowContext(ctx, `SELECT through_seq FROM mailbox_watermarks WHERE identity = ?`, id).Scan(&v)
+		if errors.Is(err, sql.ErrNoRows) {
+			v, err = 0, nil // never acknowledged anything
+		}
+		marks[id] = v
+		return v, err
+	}
+	var after int64
 	for dropped < int64(limit) {
-		rows, err := s.wc.QueryContext(ctx, `SELECT e.seq, d.sender, d.target, d.dead FROM events e
+		rows, err := s.wc.QueryContext(ctx, `SELECT e.seq, e.ts, d.sender, d.target, d.dead FROM events e
 			LEFT JOIN directed_chats d ON d.seq = e.seq
 			WHERE e.kind = 'chat' AND e.seq > ? AND e.seq < ? AND e.ts < ?
 			AND NOT EXISTS (SELECT 1 FROM delivery_receipts r WHERE r.message_seq = e.seq)
 			ORDER BY e.seq LIMIT ?`, after, tail, cutoff, 4*limit)
 		if err != nil {
-			return dropped, err
+			return dropped, mail, err
 		}
 		type cand struct {
 			seq            int64
+			ts             float64
 			sender, target sql.NullString
 			dead           sql.NullInt64
 		}
 		var page []cand
 		for rows.Next() {
 			var c cand
-			if err := rows.Scan(&c.seq, &c.sender, &c.target, &c.dead); err != nil {
+			if err := rows.Scan(&c.seq, &c.ts, &c.sender, &c.target, &c.dead); err != nil {
 				rows.Close()
-				return dropped, err
+				return dropped, mail, err
 			}
 			page = append(page, c)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return dropped, err
+			return dropped, mail, err
 		}
 		for _, c := range page {
 			after = c.seq
 			if c.target.Valid {
-				w, err := s.waits(ctx, c.seq, c.sender.String, c.target.String, c.dead.Int64 != 0, marks)
+				w, err := Waiting(c.seq, c.sender.String, c.target.String, c.dead.Int64 != 0, wm)
 				if err != nil {
-					return dropped, err
+					return dropped, mail, err
 				}
-				if w {
+				if w && c.ts >= mailCutoff {
 					continue
 				}
+				if w {
+					mail++
+				}
 				if _, err := s.wc.ExecContext(ctx, `DELETE FROM directed_chats WHERE seq = ?`, c.seq); err != nil {
-					return dropped, err
+					return dropped, mail, err
 				}
 			}
 			if _, err := s.wc.ExecContext(ctx, `DELETE FROM events WHERE seq = ?`, c.seq); err != nil {
-				return dropped, err
+				return dropped, mail, err
 			}
 			if dropped++; dropped == int64(limit) {
-				return dropped, nil
+				return dropped, mail, nil
 			}
 		}
 		if len(page) < 4*limit {
-			return dropped, nil
+			return dropped, mail, nil
 		}
 	}
-	return dropped, nil
+	return dropped, mail, nil
 }
 
-// waits reports whether the directed chat at seq still waits for someone
-// (INV-DG-3): dead-lettered, or naming an identity whose watermark is
-// below it. marks caches the watermarks read (-1: none).
-func (s *Store) waits(ctx context.Context, seq int64, sender, target string, dead bool, marks map[string]int64) (bool, error) {
+// Waiting reports whether the directed chat at seq still waits for someone
+// (INV-DG-3): dead-lettered, or naming, in a literal comma part other than
+// its sender, an identity whose watermark (wm: 0 for one that never
+// acknowledged) is below it.
+func Waiting(seq int64, sender, target string, dead bool, wm func(identity string) (int64, error)) (bool, error) {
 	if dead {
 		return true, nil
 	}
 	for part := range strings.SplitSeq(target, ",") {
 		p := strings.TrimSpace(part)
-		if p == "" || p == wire.Identity(sender) {
+		if p == "" || p == wire.Identity(sender) || !wire.Literal(p) {
 			continue
 		}
-		wm, ok := marks[p]
-		if !ok {
-			err := s.wc.QueryRowContext(ctx, `SELECT through_seq FROM mailbox_watermarks WHERE identity = ?`, p).Scan(&wm)
-			switch {
-			case errors.Is(err, sql.ErrNoRows):
-				wm = -1
-			case err != nil:
-				return false, err
-			}
-			marks[p] = wm
+		w, err := wm(p)
+		if err != nil {
+			return false, err
 		}
-		if wm >= 0 && wm < seq {
+		if w < seq {
 			return true, nil
 		}
 	}

@@ -86,7 +86,8 @@ func retainAll(t *testing.T, st *Store, now float64) RetainStats {
 }
 
 // Chat rows past the window go, but never mail that still waits (INV-DG-3):
-// a dead letter, or a chat naming an identity whose watermark is below it;
+// a dead letter, or a chat naming an identity whose watermark is below it
+// or that never acknowledged anything;
 // the newest Options.KeepChatRows stay whatever their age, and rows inside the
 // window stay.
 func TestRetain_ChatPastItsWindowGoesWaitingMailStays_INV_DG_3(t *testing.T) {
@@ -97,7 +98,7 @@ func TestRetain_ChatPastItsWindowGoesWaitingMailStays_INV_DG_3(t *testing.T) {
 	acked := chatAt(t, st, old, "a/x", "b/acker", false)
 	unacked := chatAt(t, st, old, "a/x", "b/slow", false)
 	both := chatAt(t, st, old, "a/x", "b/acker, b/slow", false)
-	live := chatAt(t, st, old, "a/x", "b/nomailbox", false) // delivered live to an identity that never acks
+	live := chatAt(t, st, old, "a/x", "b/nomailbox", false) // reached a live b/nomailbox, which never acks: it may replay it
 	// Watermarks: b/acker past everything, b/slow below its chats.
 	appendAt(t, st, old, Record{Kind: KindMailboxWatermark, Payload: []byte(`{}`), Stamp: func(int64) ([]byte, []Statement) {
 		return nil, []Statement{AdvanceWatermark("b/acker", live+100), AdvanceWatermark("b/slow", dead)}
@@ -108,14 +109,14 @@ func TestRetain_ChatPastItsWindowGoesWaitingMailStays_INV_DG_3(t *testing.T) {
 
 	got := retainAll(t, st, old+200)
 	kept := eventSeqs(t, st, KindChat)
-	want := []int64{dead, unacked, both, recent, tail1, tail2}
+	want := []int64{dead, unacked, both, live, recent, tail1, tail2}
 	if !slices.Equal(kept, want) {
-		t.Fatalf("chat rows kept %v, want %v (dropped: broadcast %d, acked %d, delivered-live %d)", kept, want, broadcast, acked, live)
+		t.Fatalf("chat rows kept %v, want %v (dropped: broadcast %d, acked %d)", kept, want, broadcast, acked)
 	}
-	if got.Chats != 3 || got.Watermarks != 1 {
-		t.Errorf("stats %+v: want 3 chats and the 1 watermark event dropped", got)
+	if got.Chats != 2 || got.Watermarks != 1 || got.Mail != 0 {
+		t.Errorf("stats %+v: want 2 chats and the 1 watermark event dropped, no waiting mail", got)
 	}
-	for _, seq := range []int64{acked, live} {
+	for _, seq := range []int64{acked} {
 		if _, ok, _ := st.Directed(seq); ok {
 			t.Errorf("directed_chats row %d kept after its chat went", seq)
 		}
@@ -131,8 +132,27 @@ func TestRetain_ChatPastItsWindowGoesWaitingMailStays_INV_DG_3(t *testing.T) {
 		return nil, []Statement{AdvanceWatermark("b/slow", tail2)}
 	}})
 	retainAll(t, st, old+200)
-	if kept, want := eventSeqs(t, st, KindChat), []int64{dead, recent, tail1, tail2}; !slices.Equal(kept, want) {
+	if kept, want := eventSeqs(t, st, KindChat), []int64{dead, live, recent, tail1, tail2}; !slices.Equal(kept, want) {
 		t.Fatalf("after the ack: chat rows kept %v, want %v", kept, want)
+	}
+	if k, _ := st.Kept(); k.DirectedWaiting != 2 {
+		t.Errorf("Kept says %d directed chats wait, want 2 (the dead letter, b/nomailbox's)", k.DirectedWaiting)
+	}
+}
+
+// Retain.Mail is the one window that drops waiting mail: a dead letter and
+// unacknowledged mail older than it go, younger ones stay.
+func TestRetain_MailWindowDropsWaitingMailOnlyPastIt_INV_DG_3(t *testing.T) {
+	st := openRetained(t, Retain{Chat: 100 * time.Second, Mail: 1000 * time.Second}, 1)
+	ancient := chatAt(t, st, retainT0, "a/x", "b/offline", true)
+	oldish := chatAt(t, st, retainT0+500, "a/x", "b/offline", true)
+	chatAt(t, st, retainT0+1500, "a/x", "all", false) // the kept tail
+	got := retainAll(t, st, retainT0+1200)
+	if kept := eventSeqs(t, st, KindChat); slices.Contains(kept, ancient) || !slices.Contains(kept, oldish) {
+		t.Fatalf("chat rows kept %v: want %d dropped (past the mail window), %d kept", kept, ancient, oldish)
+	}
+	if got.Mail != 1 || got.Chats != 1 {
+		t.Errorf("stats %+v, want 1 waiting chat dropped", got)
 	}
 }
 
@@ -228,9 +248,10 @@ func TestParseRetain(t *testing.T) {
 	}{
 		{"", base, ""},
 		{"chat=30s", Retain{Chat: 30 * time.Second, Receipts: base.Receipts, Audit: base.Audit}, ""},
-		{"all=1m, audit=0", Retain{Chat: time.Minute, Receipts: time.Minute}, ""},
+		{"all=1m, audit=0", Retain{Chat: time.Minute, Receipts: time.Minute}, ""}, // all leaves mail alone
 		{"chat", base, "want kind=duration"},
-		{"mail=1h", base, `unknown kind "mail"`},
+		{"mail=1h", Retain{Chat: base.Chat, Receipts: base.Receipts, Audit: base.Audit, Mail: time.Hour}, ""},
+		{"box=1h", base, `unknown kind "box"`},
 		{"chat=-1s", base, "not a duration of 0 or more"},
 		{"chat=soon", base, "not a duration"},
 	} {

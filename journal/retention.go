@@ -291,11 +291,11 @@ func (s *Store) Kept() (Kept, error) {
 		}
 	}
 	if err == nil {
-		err = s.rdb.QueryRow(`SELECT (SELECT count(*) FROM events WHERE kind = 'chat'),
-			(SELECT count(*) FROM directed_chats d WHERE d.dead = 1 OR EXISTS (SELECT 1 FROM mailbox_watermarks m
-				WHERE m.through_seq < d.seq AND (m.identity = trim(d.target) OR instr(','||replace(d.target, ' ', '')||',', ','||m.identity||',') > 0))),
-			(SELECT count(*) FROM delivery_receipts),
-			(SELECT count(*) FROM events WHERE kind IN `+kindList(auditKinds)+`)`).Scan(&k.Chats, &k.DirectedWaiting, &k.Receipts, &k.Audit)
+		err = s.rdb.QueryRow(`SELECT (SELECT count(*) FROM events WHERE kind = 'chat'), (SELECT count(*) FROM delivery_receipts),
+			(SELECT count(*) FROM events WHERE kind IN `+kindList(auditKinds)+`)`).Scan(&k.Chats, &k.Receipts, &k.Audit)
+	}
+	if err == nil {
+		k.DirectedWaiting, err = s.countWaiting()
 	}
 	if err == nil {
 		k.Pages, err = s.Pages()
@@ -304,6 +304,24 @@ func (s *Store) Kept() (Kept, error) {
 		return Kept{}, fmt.Errorf("journal: kept: %w", classify(err))
 	}
 	return k, nil
+}
+
+// countWaiting counts the directed chats that wait for someone (Waiting).
+func (s *Store) countWaiting() (int64, error) {
+	marks, err := s.Watermarks()
+	if err != nil {
+		return 0, err
+	}
+	wm := func(id string) (int64, error) { return marks[id], nil }
+	var n int64
+	err = s.ScanDirected(0, func(d DirectedChat) error {
+		w, err := Waiting(d.Seq, d.Sender, d.Target, d.Dead, wm)
+		if w {
+			n++
+		}
+		return err
+	})
+	return n, err
 }
 
 // IdempotencyWindow is how long an idempotency record is kept after it

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -57,5 +58,43 @@ func TestBenchCrashLoop_BadFlagsExitTwo(t *testing.T) {
 		if code, out, _ := runCmd(args...); code != 2 || out != "" {
 			t.Errorf("%v: exit %d, stdout %q; want 2 and nothing", args, code, out)
 		}
+	}
+}
+
+// Restart stays flat across a crash loop (issue 24, INV-RR-1): however many
+// records earlier lives left, a start replays at most about
+// --snapshot-every of them, counted from the file (not from what one
+// process wrote), because a start that replayed that many snapshots at once
+// and the next lives add to the count. Rows replayed, not milliseconds, so
+// a busy machine cannot make it flaky.
+func TestBenchCrashLoop_ReplayStaysBoundedWhateverTheHistory_INV_RR_1(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a hub child through six SIGKILLs")
+	}
+	const every = 300
+	cmd := exec.Command(testbin.Synapse(t), "bench", "crashloop", "--kills", "6", "--agents", "3", "--life", "800ms", "--json",
+		"--hub-arg=--snapshot-every="+strconv.Itoa(every), "--hub-arg=--idempotency-window=2s", "--hub-arg=--retain=all=2s")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("bench crashloop: %v\n%s", err, errOut.String())
+	}
+	var res bench.CrashLoopResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out.String())
+	}
+	last := res.Restarts[len(res.Restarts)-1]
+	if last.Seq < 4*every {
+		t.Fatalf("the loop wrote %d records in all; want several --snapshot-every (%d) for the bound to mean anything\n%s", last.Seq, every, errOut.String())
+	}
+	for _, x := range res.Restarts {
+		// A snapshot is taken at the end of the batch that reaches the
+		// count: a batch's worth past it at most.
+		if x.Events > 2*every {
+			t.Errorf("start %d (%s) replayed %d events of %d; want at most %d\n%s", x.N, x.After, x.Events, x.Seq, 2*every, errOut.String())
+		}
+	}
+	if len(res.Problems) != 0 {
+		t.Errorf("acknowledged claims lost: %v", res.Problems)
 	}
 }

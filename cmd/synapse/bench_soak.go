@@ -54,8 +54,9 @@ judged. For RSS, live heap, goroutines and open files:
 The journal is held to the same rule as the memory (floor 16 MiB): its size
 must level off at live state plus what its windows keep, not grow with the
 work done. So that the windows pass within the warm-up, the hub runs with
---idempotency-window and --retain all= set to --journal-window (default a
-sixth of --duration), compacting online as deployed.
+--idempotency-window and --retain all=,mail= set to --journal-window
+(default a sixth of --duration; mail too, as its agents never acknowledge
+their directed chats), compacting online as deployed.
 Each third needs at least 3 samples, else the curve is "not judged" (a
 short run checks the sampler, not the hub). The fleet must also complete
 operations in the last third, and none of its requests or connections may
@@ -81,7 +82,7 @@ func runBenchSoak(args []string, stdout, stderr io.Writer) int {
 	rate := fs.Float64("rate", 1000, "operations per second of the workers and readers together (0: as fast as they go)")
 	tolerance := fs.Float64("tolerance", 0.10, "growth allowed from the middle to the last third, as a fraction of the middle third's median")
 	asJSON := fs.Bool("json", false, "print one JSON object: settings, samples, verdicts")
-	journalWindow := fs.Duration("journal-window", 0, "the hub's --idempotency-window and --retain all= (default: a sixth of --duration, so the windows pass within the warm-up third)")
+	journalWindow := fs.Duration("journal-window", 0, "the hub's --idempotency-window and --retain all=,mail= (default: a sixth of --duration, so the windows pass within the warm-up third)")
 	pprofAddr := fs.String("pprof", "", "the hub serves Go's profiler at this loopback `ADDR` (synapse hub --pprof): to see what grew, compare heap profiles taken apart (go tool pprof -base)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -103,7 +104,7 @@ func runBenchSoak(args []string, stdout, stderr io.Writer) int {
 	if *journalWindow <= 0 {
 		*journalWindow = max(*duration/6, time.Second)
 	}
-	extra := []string{"--idempotency-window=" + journalWindow.String(), "--retain=all=" + journalWindow.String()}
+	extra := []string{"--idempotency-window=" + journalWindow.String(), "--retain=all=" + journalWindow.String() + ",mail=" + journalWindow.String()}
 	if *pprofAddr != "" {
 		extra = append(extra, "--pprof", *pprofAddr)
 	}
