@@ -39,7 +39,7 @@ func (s *session) stateRequest(sender string) {
 	}
 	slices.SortFunc(r.claims, func(a, b *coord.Claim) int { return strings.Compare(a.TaskID, b.TaskID) })
 	live := slices.DeleteFunc(r.claims, func(c *coord.Claim) bool { return !c.Live(r.at) }) // expiry runs first (§2.12)
-	o := s.observer(sender) // with access rules, only what the viewer may observe (access.go)
+	o := s.observer(sender)                                                                 // with access rules, only what the viewer may observe (access.go)
 	if o.filtering() {
 		live = slices.DeleteFunc(live, func(c *coord.Claim) bool { return !o.sees("claim", c.TaskID, identity(c.Owner)) })
 		r.offers = slices.DeleteFunc(r.offers, func(of *coord.Offer) bool { return !o.sees("resource", of.Name, of.Agent) })

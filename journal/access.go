@@ -121,4 +121,3 @@ func (s *Store) queryAccess(q string, row func(*sql.Rows) error) error {
 }
 
 var _ access.Backing = (*Store)(nil)
-
