@@ -31,7 +31,7 @@ Verbs:
 
 func runRole(args []string, stdout, stderr io.Writer) int {
 	return runVerbs("role", roleIntro, map[string]func([]string, io.Writer, io.Writer) int{
-		"grant": func(a []string, o, e io.Writer) int { return runRoleChange(a, o, e, true) },
+		"grant":  func(a []string, o, e io.Writer) int { return runRoleChange(a, o, e, true) },
 		"revoke": func(a []string, o, e io.Writer) int { return runRoleChange(a, o, e, false) },
 		"list":   runRoleList,
 	}, args, stdout, stderr)
