@@ -3,6 +3,7 @@ package hub
 import (
 	"crypto/subtle"
 
+	"github.com/synapse-hub/synapse/access"
 	"github.com/synapse-hub/synapse/gate"
 	"github.com/synapse-hub/synapse/wire"
 )
@@ -23,10 +24,16 @@ import (
 // missing or wrong token. Each failure spends one of the remote host's
 // tokens; a host with none left is refused without a comparison, so a
 // guesser learns nothing until its bucket refills. Reserved names are left
-// to register, which closes them 4009 first (step 4). Read goroutine only.
+// to register, which closes them 4009 first (step 4). A first frame may
+// carry a credential's token instead of the shared one (credentialGate,
+// access.go); an authenticated socket whose credential has expired is
+// closed. Read goroutine only.
 func (s *session) tokenGate(sender string, in *wire.Inbound) bool {
 	h := s.h
-	if s.authed || reserved(sender) {
+	if s.authed {
+		return s.cred == nil || !s.credentialLapsed(h.now())
+	}
+	if reserved(sender) {
 		return true
 	}
 	now := h.now()
@@ -45,11 +52,14 @@ func (s *session) tokenGate(sender string, in *wire.Inbound) bool {
 	case tok == "":
 		h.authFails.Allow(s.host, now)
 		return deny("Authentication token required.")
-	case subtle.ConstantTimeCompare([]byte(tok), []byte(h.cfg.Token)) != 1:
-		h.authFails.Allow(s.host, now)
-		return deny("Invalid authentication token.")
+	case h.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(h.cfg.Token)) == 1:
+		s.admin = true // the operator's shared secret
+		return true
+	case access.IsCredentialToken(tok):
+		return s.credentialGate(sender, tok, now, deny)
 	}
-	return true
+	h.authFails.Allow(s.host, now)
+	return deny("Invalid authentication token.")
 }
 
 // verifyMessage runs per-message authentication on a routed frame of a

@@ -140,7 +140,7 @@ func (d dashHost) State(ctx context.Context) (dashboard.APIState, error) {
 		return dashboard.APIState{}, err
 	}
 	r := v.(refs)
-	out := dashboard.APIState{HubID: h.cfg.HubID, Version: h.cfg.Version, GeneratedAt: r.at, Secured: h.cfg.Token != "",
+	out := dashboard.APIState{HubID: h.cfg.HubID, Version: h.cfg.Version, GeneratedAt: r.at, Secured: h.secured(),
 		EventID: r.eventID, Refusals: r.refusals}
 
 	owned := map[string]int{}

@@ -142,7 +142,7 @@ func (f fedHost) ServeForward(peer, agent string, frame []byte, recipientHere bo
 		p.dispatch(agent, typ, in)
 		return out
 	}
-	if p.refuseByNamespace(agent, typ, in, true) {
+	if p.refuseByNamespace(agent, typ, in, true) || !p.aclGate(agent, typ, in) { // the owner's rules too (access.go)
 		return out
 	}
 	h.m.fedServed.Inc()

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/synapse-hub/synapse/access"
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/dashboard"
 	"github.com/synapse-hub/synapse/delivery"
@@ -184,6 +185,26 @@ type Config struct {
 	// server of package mcpserver there (docs/mcp.md).
 	MCP http.Handler
 
+	// Credentials, roles and access rules (issue 23 items 1, 3, 4;
+	// access.go, verbs_access.go, docs/security.md).
+
+	// Access holds the per-agent credentials and role grants (package
+	// access), written through to its Backing (the journal's tables);
+	// nil = an empty registry in memory. Credentials are accepted on a
+	// secured hub (Token or RequireCredentials).
+	Access *access.Registry
+	// RequireCredentials secures the hub without a shared Token: every
+	// socket's first frame must carry a live credential's token. The
+	// dashboard, which only the shared Token opens, is then off.
+	RequireCredentials bool
+	// ACL is the access rules in force at start (deny by default); nil =
+	// none. ACLFile is where ReloadACL reads them again (--acl).
+	ACL     *access.Policy
+	ACLFile string
+	// ACLShadow logs and counts the frames the rules would refuse, and
+	// refuses none; reads are not filtered (--acl-shadow).
+	ACLShadow bool
+
 	// Federation configures namespace ownership, forwarding to owners and
 	// watching peers (package federation, docs/federation.md). Its zero
 	// value is a default hub: it grants locally and promises no cross-host
@@ -270,6 +291,7 @@ type Hub struct {
 	authFails *gate.HostBuckets   // failed first frames per host; nil when unlimited
 	closes    *gate.HostBuckets   // sockets closed for cause per host (closeCharged); nil when off
 	quit      chan struct{}       // closed by Close: paced upgrades stop waiting
+	access    accessState         // credentials, grants, access rules (access.go)
 }
 
 // knobs are the Config's Settings resolved against their defaults by
@@ -400,7 +422,11 @@ func New(cfg Config) (*Hub, error) {
 	}
 	h.activeClaims.Store(int64(cfg.State.ClaimCount()))
 	h.m = newMetrics(h)
+	h.initAccess()
 	h.receipts = newReceipts(h, window)
+	if cfg.Token == "" && cfg.RequireCredentials {
+		h.cfg.NoDashboard = true // only the shared token opens it (access.go)
+	}
 	h.dash = dashboard.NewServer(dashHost{h}, h.feed, dashboard.Config{HubID: cfg.HubID, Token: cfg.Token})
 	var j sequencer.Journal
 	maxBatch := 0

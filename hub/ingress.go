@@ -44,7 +44,7 @@ func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {
 		id:     h.nextID.Add(1),
 		conn:   c,
 		host:   host,
-		authed: h.cfg.Token == "",
+		authed: !h.secured(),
 		rate:   gate.NewBucket(h.cfg.RateLimits.AgentPerSecond, h.cfg.RateLimits.AgentBurst, h.now()),
 	}
 	if p := r.Header.Get(wire.PresenceHeader); validPresence(p) {
@@ -108,7 +108,7 @@ func (s *session) readLoop() {
 		s.h.mu.Unlock()
 		if !bound {
 			reason := "registration timeout"
-			if s.h.cfg.Token != "" {
+			if s.h.secured() {
 				reason = "auth timeout"
 			}
 			s.closeWith(4012, reason)
@@ -221,6 +221,9 @@ func (s *session) handle(data []byte) {
 			what += " of task '" + task + "'"
 		}
 		s.fail(sender, "journal_unavailable", journalRefusal(h.journalName(), what, err))
+		return
+	}
+	if !s.aclGate(sender, typ, in) { // §1.4 step 15 (access.go)
 		return
 	}
 	in.Set("sender", sender)

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"sort"
 	"strings"
@@ -38,6 +39,11 @@ func (s *session) stateRequest(sender string) {
 	}
 	slices.SortFunc(r.claims, func(a, b *coord.Claim) int { return strings.Compare(a.TaskID, b.TaskID) })
 	live := slices.DeleteFunc(r.claims, func(c *coord.Claim) bool { return !c.Live(r.at) }) // expiry runs first (§2.12)
+	o := s.observer(sender)                                                                 // with access rules, only what the viewer may observe (access.go)
+	if o.filtering() {
+		live = slices.DeleteFunc(live, func(c *coord.Claim) bool { return !o.sees("claim", c.TaskID, identity(c.Owner)) })
+		r.offers = slices.DeleteFunc(r.offers, func(of *coord.Offer) bool { return !o.sees("resource", of.Name, of.Agent) })
+	}
 	claims := wire.List(nil, live, func(b []byte, c *coord.Claim) []byte { return wire.AppendClaim(b, c, false) })
 	offers := slices.DeleteFunc(r.offers, func(o *coord.Offer) bool { return r.ttl > 0 && o.OfferedAt+r.ttl <= r.at })
 	resources := wire.List(nil, offers, func(b []byte, o *coord.Offer) []byte {
@@ -48,7 +54,9 @@ func (s *session) stateRequest(sender string) {
 	now := h.now()
 	names := make([]string, 0, len(h.reg.lastSeen))
 	for n := range h.reg.lastSeen {
-		names = append(names, n)
+		if o.sees("agent", n, n) {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	agents := wire.List(nil, names, func(b []byte, n string) []byte {
@@ -56,6 +64,7 @@ func (s *session) stateRequest(sender string) {
 	})
 	dls := h.dead.ListLocked()
 	h.mu.Unlock()
+	dls = slices.DeleteFunc(dls, func(d delivery.DeadLetter) bool { return !o.sees("agent", d.Target, d.Target) })
 	sort.Slice(dls, func(i, j int) bool { // worst first
 		if dls[i].Count != dls[j].Count {
 			return dls[i].Count > dls[j].Count
@@ -93,10 +102,15 @@ func (s *session) ping(sender string, in *wire.Inbound) {
 
 func (s *session) whoRequest(sender string) {
 	h := s.h
+	o := s.observer(sender) // with access rules, only the agents the viewer may observe (access.go)
 	h.mu.Lock()
 	now := h.now()
 	online := h.reg.onlineLocked()
 	onlineJSON := h.reg.onlineJSONLocked() // kept: a new one is made after a change
+	if o.filtering() {
+		online = slices.DeleteFunc(slices.Clone(online), func(n string) bool { return !o.sees("agent", n, n) })
+		onlineJSON, _ = json.Marshal(online)
+	}
 	roles := wire.Object()
 	live := wire.Object()
 	wakes := wire.Object()
@@ -123,7 +137,7 @@ func (s *session) whoRequest(sender string) {
 	f := s.frame("who_snapshot", sender, "Who snapshot").Raw("online_agents", onlineJSON).Raw("agent_roles", roles.Bytes()).
 		Int("connected_clients", int64(clients)).Str("hub_version", h.cfg.Version).Str("config_epoch", h.epoch)
 	if h.cfg.Journal != nil {
-		f.Raw("mailbox_pending", mailboxView{h}.pendingJSON())
+		f.Raw("mailbox_pending", o.filterCounts(mailboxView{h}.pendingJSON()))
 	} else {
 		f.Null("mailbox_pending")
 	}
@@ -150,11 +164,20 @@ func (s *session) boardRequest(sender string) {
 	var board []byte
 	if err == nil && ok {
 		slices.SortFunc(r.tasks, func(a, b *coord.BoardTask) int { return strings.Compare(a.TaskID, b.TaskID) })
+		ready := coord.ReadyOf(r.tasks)
+		if o := s.observer(sender); o.filtering() { // only what the viewer may observe (access.go)
+			r.tasks = slices.DeleteFunc(r.tasks, func(t *coord.BoardTask) bool { return !o.sees("board", t.TaskID, identity(t.CreatedBy)) })
+			ready = slices.DeleteFunc(ready, func(id string) bool {
+				_, found := slices.BinarySearchFunc(r.tasks, id, func(t *coord.BoardTask, id string) int { return strings.Compare(t.TaskID, id) })
+				return !found
+			})
+			r.notes = slices.DeleteFunc(slices.Clone(r.notes), func(n *coord.Note) bool { return !o.sees("board", n.TaskID, identity(n.Author)) })
+		}
 		board = wire.Object().
 			Append("tasks", func(b []byte) []byte {
 				return wire.List(b, r.tasks, func(b []byte, t *coord.BoardTask) []byte { return wire.AppendTask(b, t, "") })
 			}).
-			Strs("ready", coord.ReadyOf(r.tasks)).
+			Strs("ready", ready).
 			Append("progress", func(b []byte) []byte {
 				return wire.List(b, r.notes, func(b []byte, n *coord.Note) []byte { return wire.AppendNote(b, n) })
 			}).Bytes()

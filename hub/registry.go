@@ -220,6 +220,9 @@ func (s *session) register(sender string, in *wire.Inbound, typ string) bool {
 	if first && !s.bindLocked(sender, in, now) {
 		return false
 	}
+	if first && len(s.ignoredRoles) > 0 {
+		s.tellRolesIgnoredLocked()
+	}
 	h.reg.touchLocked(sender, now)
 	if first || typ != "heartbeat" {
 		s.lastReaction = now
@@ -309,7 +312,15 @@ func (s *session) registrationFieldsLocked(in *wire.Inbound) {
 			}
 		}
 		slices.Sort(roles)
-		s.roles = slices.Compact(roles)
+		name := s.name
+		if name == "" { // the first frame, before its bind
+			name = strings.TrimSpace(in.Str("sender"))
+		}
+		kept, ignored := s.grantedRolesLocked(name, slices.Compact(roles)) // issue 23 item 3 (access.go)
+		s.roles = kept
+		if s.ignoredRoles = ignored; len(ignored) > 0 && s.name != "" { // a first frame's is told after its welcome
+			s.tellRolesIgnoredLocked()
+		}
 	}
 	if in.Has("wake_capability") {
 		switch w := in.Str("wake_capability"); w {

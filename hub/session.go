@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/synapse-hub/synapse/access"
 	"github.com/synapse-hub/synapse/dashboard"
 	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/gate"
@@ -108,11 +109,14 @@ type session struct {
 	counted   atomic.Bool // in Hub.liveSockets (registry.go uncount)
 
 	// registry (Hub.mu)
-	name         string // bound name, "" until the first frame binds it
-	authed       bool   // passed the token gate (always true on an open hub)
-	superseded   bool   // lost its name to a takeover: its end is silent
-	scoped       bool   // asked for scoped fan-out ("scoped" or "own")
-	ownOnly      bool   // asked for its own fan-out: not even its namespace's events
+	name         string             // bound name, "" until the first frame binds it
+	authed       bool               // passed the token gate (always true on an open hub)
+	cred         *access.Credential // its credential (access.go); written by its reader on the first frame
+	admin        bool               // may run the admin verbs (verbs_access.go); reader only
+	ignoredRoles []string           // roles its last heartbeat asserted without a grant, not yet told (access.go)
+	superseded   bool               // lost its name to a takeover: its end is silent
+	scoped       bool               // asked for scoped fan-out ("scoped" or "own")
+	ownOnly      bool               // asked for its own fan-out: not even its namespace's events
 	roles        []string
 	wake         string
 	lastReaction float64
@@ -240,6 +244,9 @@ const principalDomain = "synapse-channel:claim-quota-principal:v1\x00"
 func (s *session) principal() string {
 	if s.is(forwardedVerb) {
 		return "federation-peer:" + s.viaPeer // INV-ME-5: the forwarding hub's budget
+	}
+	if s.cred != nil {
+		return s.cred.Principal() // INV-ME-5: every name of one credential shares its budget
 	}
 	if tok := s.h.cfg.Token; tok != "" {
 		sum := sha256.Sum256([]byte(principalDomain + tok))

@@ -537,6 +537,7 @@ func init() {
 		"ns_move":    {handle: (*session).nsMove},
 		"ns_drain":   {handle: (*session).nsMove},
 	}
+	addAccessVerbs(verbs) // token, role and acl admin verbs (verbs_access.go)
 }
 
 // withFrame adapts a handler of the sender and the frame.

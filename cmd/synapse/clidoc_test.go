@@ -17,6 +17,9 @@ var subcommands = map[string][]string{
 	"git-hook": {"install", "uninstall", "check", "post-commit", "post-merge"},
 	"ns":       {"list"},
 	"bench":    {"load", "soak", "crashloop"},
+	"token":    {"issue", "list", "revoke"},
+	"role":     {"grant", "list"},
+	"acl":      {"check"},
 }
 
 // docs/cli.md reproduces every command's --help: this test keeps it true.

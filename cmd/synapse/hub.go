@@ -111,6 +111,8 @@ type hubFlags struct {
 	allowHosts, allowOrigins listFlag
 
 	pprofAddr string // Go's profiler on a loopback listener of its own (--pprof)
+
+	access accessFlags // --credentials, --acl, --acl-shadow (hub_access.go)
 }
 
 func runHub(args []string, stdout, stderr io.Writer) int {
@@ -150,6 +152,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	f.registerOrigin(fs)
 	f.registerFederation(fs)
 	f.registerFleet(fs)
+	f.access.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -281,6 +284,10 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 			journalDesc += "; READ-ONLY: every mutation is refused until it is writable and the hub restarts"
 		}
 	}
+	if err := f.access.apply(&cfg, store, stdout); err != nil {
+		fmt.Fprintln(stderr, "synapse hub:", err)
+		return 2
+	}
 	h, err := hub.New(cfg)
 	if errors.Is(err, journal.ErrDamaged) { // a damaged page that replay did not read, the hub's own rebuild did
 		fmt.Fprintln(stderr, "synapse hub:", journalOpenFailure(f.db, err))
@@ -322,6 +329,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		defer stopProf()
 		fmt.Fprintf(stdout, "pprof: http://%s/debug/pprof/\n", f.pprofAddr)
 	}
+	defer f.access.watch(h, log)()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	sig := make(chan os.Signal, 1)
@@ -419,7 +427,7 @@ func journalOpenFailure(path string, err error) string {
 
 // checkExposure refuses to serve off loopback without a token unless told.
 func checkExposure(f hubFlags) error {
-	if !isLoopbackHost(f.host) && f.token == "" && !f.insecure {
+	if !isLoopbackHost(f.host) && f.token == "" && !f.access.credentials && !f.insecure {
 		return fmt.Errorf("refusing to listen on %s without a token: anyone who can reach it could act as any agent. Set --token (or SYNAPSE_TOKEN), or pass --insecure-off-loopback if the network is trusted", f.host)
 	}
 	return nil

@@ -61,6 +61,9 @@ func groups() []group {
 		}},
 		{"Operating a hub", []command{
 			{"ns", "which hub owns each namespace, and the links to peer hubs: ns list", runNS},
+			{"token", "per-agent credentials bound to a name pattern and roles: token issue|list|revoke", runToken},
+			{"role", "roles are granted, not claimed, with credentials or an ACL: role grant|revoke|list", runRole},
+			{"acl", "access rules (hub --acl FILE): acl check --as NAME PERMISSION KIND:VALUE", runACL},
 			{"journal", "check, compact or show stats of a journal file", runJournal},
 			{"bench", "measure the core (bench core) or the durable journal (bench journal)", runBench},
 		}},
