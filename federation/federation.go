@@ -25,9 +25,11 @@ package federation
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -102,6 +104,12 @@ type Config struct {
 	// presented when ClaimPeerToken is empty: a fleet on etcd shares one
 	// secret (--cluster-token) instead of a token per pair.
 	SharedPeerToken string
+
+	// TLS is what links to wss:// peers dial with (issue 23 item 6): the
+	// CA their certificates are checked against (--ca) and the client
+	// certificate this hub presents (--tls-client-cert). nil: the
+	// system's roots and no client certificate.
+	TLS *tls.Config
 }
 
 // Defaults.
@@ -157,6 +165,7 @@ type Federation struct {
 	host Host
 	log  *slog.Logger
 	auth Authority
+	http *http.Client // dials the peers (tls.go)
 
 	linkMu sync.Mutex
 	links  map[string]*Link // by peer hub id; configured ones at New, etcd peers on first use
@@ -213,6 +222,7 @@ func New(cfg Config, host Host) (*Federation, error) {
 		dir:       make(map[string]sink),
 		declared:  make(map[string]map[string]string),
 		contested: make(map[string][]string),
+		http:      peerHTTPClient(cfg.TLS),
 	}
 	if cfg.ClaimPeerToken == "" {
 		cfg.ClaimPeerToken = cfg.SharedPeerToken

@@ -32,6 +32,12 @@ the dashboard at /, its JSON API under /api/) on one port. With no flags it
 listens on ws://127.0.0.1:8876 and keeps its journal in %s,
 so a restart remembers every claim it acknowledged.
 
+With --tls-cert and --tls-key the same port speaks TLS only: wss:// and
+https://; clients then need --ca FILE (or SYNAPSE_CA) unless a CA they
+already trust signed the certificate. SIGHUP re-reads the certificate
+('synapse tls selfsigned --out DIR' makes a pair for testing). Listening off
+loopback without TLS prints a warning (docs/security.md, "TLS").
+
 Stop it with Ctrl-C (SIGINT) or SIGTERM: it stops accepting, finishes the
 batch in flight, closes the journal and exits 0.
 
@@ -108,6 +114,8 @@ type hubFlags struct {
 	allowHosts, allowOrigins listFlag
 
 	pprofAddr string // Go's profiler on a loopback listener of its own (--pprof)
+
+	tls tlsFlags // TLS, the /metrics token (hub_tls.go)
 }
 
 func runHub(args []string, stdout, stderr io.Writer) int {
@@ -147,6 +155,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	f.registerOrigin(fs)
 	f.registerFederation(fs)
 	f.registerFleet(fs)
+	f.registerTLS(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -174,6 +183,16 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	f.framesRate = framesPerSocket(f, set)
+	tlsOn, err := f.tls.setUp(log)
+	if err != nil {
+		fmt.Fprintln(stderr, "synapse hub:", err)
+		return 2
+	}
+	metricsToken, err := f.tls.resolveMetricsToken()
+	if err != nil {
+		fmt.Fprintln(stderr, "synapse hub:", err)
+		return 2
+	}
 
 	cfg := hub.Config{
 		Version: version,
@@ -195,6 +214,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "synapse hub:", err)
 		return 2
 	}
+	cfg.Federation.TLS, cfg.PeerClientCert, cfg.MetricsToken = tlsOn.peer, tlsOn.requirePeerCert, metricsToken
 	cfg.MessageAuthKeys, cfg.RequireMessageAuth = sec.MessageAuthKeys, sec.RequireMessageAuth
 	cfg.RateLimits, cfg.AuthFailuresPerMinute = sec.RateLimits, sec.AuthFailuresPerMinute
 	cfg.AllowHosts, err = f.allowedHosts()
@@ -209,7 +229,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	var selfURI string // the hub's own ws:// address, set once listening: /mcp dials it
 	closeMCP := func() {}
 	if !*noMCP {
-		m := hubMCP(f.token, func() string { return selfURI }, log)
+		m := hubMCP(f.token, tlsOn.self, func() string { return selfURI }, log)
 		closeMCP = func() { m.Close() }
 		defer closeMCP()
 		cfg.MCP = m
@@ -293,19 +313,28 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	srv := &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stdout, "synapse hub %s listening on ws://%s (hub_id %s, protocol v%d)\njournal: %s\n", version, ln.Addr(), h.HubID(), WireProtocolVersion, journalDesc)
+	srv := &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(handler, slog.LevelWarn)}
+	ln = tlsOn.listener(ln)
+	fmt.Fprintf(stdout, "synapse hub %s listening on %s://%s (hub_id %s, protocol v%d)\njournal: %s\n", version, tlsOn.scheme(), ln.Addr(), h.HubID(), WireProtocolVersion, journalDesc)
 	fmt.Fprintln(stdout, describeRequestPolicy(cfg.AllowHosts, cfg.AllowOrigins))
+	fmt.Fprintln(stdout, tlsOn.describe())
+	if warn := plaintextWarning(f.host, tlsOn.on()); warn != "" {
+		fmt.Fprintln(stdout, warn)
+		fmt.Fprintln(stderr, "synapse hub: "+warn)
+	}
+	tlsCtx, stopTLS := context.WithCancel(context.Background())
+	defer stopTLS()
+	tlsOn.keepFresh(tlsCtx)
 	if !*noMCP {
-		selfURI = loopbackURI(f.host, ln.Addr())
-		fmt.Fprintf(stdout, "mcp: http://%s/mcp?name=PROJECT/AGENT (Streamable HTTP)\n", ln.Addr())
+		selfURI = tlsOn.scheme() + strings.TrimPrefix(loopbackURI(f.host, ln.Addr()), "ws")
+		fmt.Fprintf(stdout, "mcp: %s://%s/mcp?name=PROJECT/AGENT (Streamable HTTP)\n", tlsOn.httpScheme(), ln.Addr())
 	}
 	if !*noDashboard {
 		login := ""
 		if f.token != "" {
 			login = " (asks for the token)"
 		}
-		fmt.Fprintf(stdout, "dashboard: http://%s/%s\n", ln.Addr(), login)
+		fmt.Fprintf(stdout, "dashboard: %s://%s/%s\n", tlsOn.httpScheme(), ln.Addr(), login)
 	}
 
 	if f.pprofAddr != "" {

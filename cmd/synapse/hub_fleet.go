@@ -57,6 +57,9 @@ func joinFleet(f *hubFlags, cfg *hub.Config, listen net.Addr, log *slog.Logger) 
 	adv := f.advertise
 	if adv == "" {
 		adv = "ws://" + listen.String()
+		if f.tls.cert != "" {
+			adv = "wss://" + listen.String()
+		}
 	}
 	if !strings.HasPrefix(adv, "ws://") && !strings.HasPrefix(adv, "wss://") {
 		return nil, fmt.Errorf("--advertise %s: want ws://HOST:PORT", adv)

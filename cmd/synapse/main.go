@@ -62,6 +62,7 @@ func groups() []group {
 		{"Operating a hub", []command{
 			{"ns", "which hub owns each namespace, and the links to peer hubs: ns list", runNS},
 			{"journal", "check, compact or show stats of a journal file", runJournal},
+			{"tls", "make a test CA and certificates for a TLS hub: tls selfsigned --out DIR", runTLS},
 			{"bench", "measure the core (bench core) or the durable journal (bench journal)", runBench},
 		}},
 		{"Other", []command{
