@@ -30,7 +30,7 @@ func Explain(uri, body string, err error) string {
 		return "the hub's certificate has expired (or this machine's clock is wrong): renew it; the hub reloads it on SIGHUP or when its files change"
 	case errors.As(err, &invalid):
 		return "the hub's certificate is not valid for a server: " + invalid.Error()
-	case errors.As(err, &record):
+	case errors.As(err, &record), strings.Contains(errString(err), "server gave HTTP response to HTTPS client"):
 		return "the hub does not speak TLS: use ws:// (or http://), or start the hub with --tls-cert and --tls-key"
 	case errors.As(err, &alert) && alert == 116, strings.Contains(errString(err), "certificate required"):
 		return "the hub requires a client certificate: give one with --tls-client-cert and --tls-client-key (a peer hub's)"

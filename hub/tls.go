@@ -11,8 +11,9 @@ import (
 )
 
 // CloseNoPeerCert is the reason a peer hub's socket without a verified
-// client certificate is closed with (4010, Config.PeerClientCert).
-const CloseNoPeerCert = "peer hubs must present a TLS client certificate signed by this hub's --tls-client-ca (give the dialling hub --tls-client-cert and --tls-client-key)"
+// client certificate is closed with (4010, Config.PeerClientCert); a
+// close reason has at most 123 bytes, so the log says the rest.
+const CloseNoPeerCert = "peer hubs must present a TLS client certificate signed by this hub's --tls-client-ca"
 
 // verifiedClient reports whether r came over TLS with a client
 // certificate the listener verified against its client CAs.
@@ -26,7 +27,8 @@ func (s *session) peerCertOK() bool {
 	if !s.h.cfg.PeerClientCert || s.clientCert {
 		return true
 	}
-	s.h.log.Warn("refused a peer hub without a client certificate", "session", s.id, "host", s.host)
+	s.h.log.Warn("refused a peer hub without a TLS client certificate: give the dialling hub --tls-client-cert and --tls-client-key, signed by this hub's --tls-client-ca",
+		"session", s.id, "host", s.host)
 	s.closeWith(4010, CloseNoPeerCert)
 	return false
 }
