@@ -37,21 +37,26 @@ type Reloader struct {
 	loads atomic.Int64
 }
 
-// stamp is what Watch compares to notice that a file changed.
-type stamp struct {
-	certMod, keyMod   time.Time
-	certSize, keySize int64
-}
+// stamp is what Watch compares to notice that a file changed: each
+// file's size, modification time and identity (a file renamed over it,
+// as SelfSigned and most tools replace certificates, is another file even
+// within a coarse clock tick).
+type stamp struct{ cert, key os.FileInfo }
 
 func stampOf(certFile, keyFile string) stamp {
 	var s stamp
-	if fi, err := os.Stat(certFile); err == nil {
-		s.certMod, s.certSize = fi.ModTime(), fi.Size()
-	}
-	if fi, err := os.Stat(keyFile); err == nil {
-		s.keyMod, s.keySize = fi.ModTime(), fi.Size()
-	}
+	s.cert, _ = os.Stat(certFile)
+	s.key, _ = os.Stat(keyFile)
 	return s
+}
+
+func (s stamp) same(o stamp) bool { return sameFile(s.cert, o.cert) && sameFile(s.key, o.key) }
+
+func sameFile(a, b os.FileInfo) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
 }
 
 // NewReloader loads the pair in certFile and keyFile; it fails if that
@@ -141,7 +146,7 @@ func (r *Reloader) Watch(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 		r.mu.Lock()
-		if now := stampOf(r.certFile, r.keyFile); now != r.seen {
+		if now := stampOf(r.certFile, r.keyFile); !now.same(r.seen) {
 			r.seen = now
 			_ = r.reloadLocked() // logged
 		}
