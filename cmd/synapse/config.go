@@ -157,6 +157,15 @@ func (f *clientFlags) options(name string) client.Options {
 	return client.Options{URI: f.uri, Token: f.token, CA: f.ca, Name: name, HandshakeTimeout: f.timeout}
 }
 
+// absPath is path made absolute, for a file named in a unit or a hook
+// that runs in another folder (path itself if that fails).
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
+}
+
 // nameRetry is how long dial retries a name conflict.
 const nameRetry = 2 * time.Second
 
