@@ -30,8 +30,11 @@ func LoadPool(file string) (*x509.CertPool, error) {
 // is not nil, the certificate pair it presents when the hub asks for one
 // (a peer hub's, --tls-client-cert; read at each handshake, so a reload
 // applies to the next connection).
+//
+// It names no application protocol: a WebSocket dialer asks for HTTP/1.1,
+// etcd's gRPC for h2.
 func ClientConfig(caFile string, clientCert *Reloader) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caFile != "" {
 		pool, err := LoadPool(caFile)
 		if err != nil {
@@ -70,7 +73,6 @@ func ServerConfig(r *Reloader, clientCAs *x509.CertPool) *tls.Config {
 func PinnedConfig(r *Reloader) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
-		NextProtos: []string{"http/1.1"},
 		// The chain is not checked against roots; VerifyConnection checks
 		// the leaf is exactly this hub's own.
 		InsecureSkipVerify: true,

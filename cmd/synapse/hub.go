@@ -250,7 +250,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		f.noDB = true
-		if fleet, err = joinFleet(&f, &cfg, ln.Addr(), log); err != nil {
+		if fleet, err = joinFleet(&f, &cfg, ln.Addr(), tlsOn.etcd, log); err != nil {
 			fmt.Fprintln(stderr, "synapse hub:", err)
 			return 1
 		}

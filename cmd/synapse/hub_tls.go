@@ -31,6 +31,8 @@ type tlsFlags struct {
 	reloadInterval        time.Duration
 	metricsToken          string
 	metricsTokenFile      string
+	etcdCA                string // a fleet's etcd over https://: its CA,
+	etcdCert, etcdKey     string // and the client pair etcd may require
 }
 
 // registerTLS adds the TLS flags.
@@ -43,6 +45,9 @@ func (f *hubFlags) registerTLS(fs *flag.FlagSet) {
 	fs.StringVar(&t.clientCert, "tls-client-cert", "", "the certificate PEM `FILE` this hub presents to wss:// peers that ask for one (their --tls-client-ca); needs --tls-client-key")
 	fs.StringVar(&t.clientKey, "tls-client-key", "", "the private key of --tls-client-cert, PEM `FILE`")
 	fs.StringVar(&t.ca, "ca", "", "check wss:// peers' certificates (--claim-peer, --multihub-watch, a fleet's members) against the CA in PEM `FILE` (env SYNAPSE_CA; default the system's roots)")
+	fs.StringVar(&t.etcdCA, "etcd-ca", "", "with --etcd https://…: check etcd's certificate against the CA in PEM `FILE` (default the system's roots)")
+	fs.StringVar(&t.etcdCert, "etcd-cert", "", "with --etcd https://…: the client certificate PEM `FILE` etcd requires (its --client-cert-auth); needs --etcd-key")
+	fs.StringVar(&t.etcdKey, "etcd-key", "", "the private key of --etcd-cert, PEM `FILE`")
 	fs.StringVar(&t.metricsToken, "metrics-token", "", "/metrics answers 401 without 'Authorization: Bearer TOKEN' (shows in ps: prefer --metrics-token-file)")
 	fs.StringVar(&t.metricsTokenFile, "metrics-token-file", "", "read --metrics-token from the first line of `PATH` (not world-readable)")
 }
@@ -51,6 +56,8 @@ func (f *hubFlags) registerTLS(fs *flag.FlagSet) {
 type hubTLS struct {
 	serving         *certs.Reloader // the hub's pair; nil: plain ws://
 	clientPair      *certs.Reloader // the pair presented to peers; nil: none
+	etcdPair        *certs.Reloader // the pair presented to etcd; nil: none
+	etcd            *tls.Config     // the etcd client's; nil: plain http://
 	server          *tls.Config     // the listener's
 	peer            *tls.Config     // links to wss:// peers; nil: the system's roots
 	self            *tls.Config     // the hub dialling its own port (its /mcp agents)
@@ -59,7 +66,7 @@ type hubTLS struct {
 	log             *slog.Logger
 }
 
-// setUpTLS loads the TLS files the flags name. A file that does not load
+// setUp loads the TLS files the flags name. A file that does not load
 // is an error before the hub listens.
 func (t tlsFlags) setUp(log *slog.Logger) (*hubTLS, error) {
 	h := &hubTLS{interval: t.reloadInterval, log: log}
@@ -110,6 +117,22 @@ func (t tlsFlags) setUp(log *slog.Logger) (*hubTLS, error) {
 			return nil, fmt.Errorf("--ca: %w", err)
 		}
 	}
+	if (t.etcdCert == "") != (t.etcdKey == "") {
+		return nil, errors.New("--etcd-cert and --etcd-key go together: give both")
+	}
+	if t.etcdCert != "" {
+		if err := checkKeyFile(t.etcdKey, "--etcd-key"); err != nil {
+			return nil, err
+		}
+		if h.etcdPair, err = certs.NewReloader(t.etcdCert, t.etcdKey, log); err != nil {
+			return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
+		}
+	}
+	if t.etcdCA != "" || h.etcdPair != nil {
+		if h.etcd, err = certs.ClientConfig(t.etcdCA, h.etcdPair); err != nil {
+			return nil, fmt.Errorf("--etcd-ca: %w", err)
+		}
+	}
 	return h, nil
 }
 
@@ -154,17 +177,15 @@ func (h *hubTLS) listener(ln net.Listener) net.Listener {
 
 // reload re-reads every pair; each that does not load keeps its old one.
 func (h *hubTLS) reload() {
-	for _, r := range []*certs.Reloader{h.serving, h.clientPair} {
-		if r != nil {
-			_ = r.Reload() // logged
-		}
+	for _, r := range h.pairs() {
+		_ = r.Reload() // logged
 	}
 }
 
 // keepFresh reloads the pairs on SIGHUP and, every --tls-reload-interval,
 // when their files change, until ctx ends.
 func (h *hubTLS) keepFresh(ctx context.Context) {
-	if h.serving == nil && h.clientPair == nil {
+	if len(h.pairs()) == 0 {
 		return
 	}
 	hup := make(chan os.Signal, 1)
@@ -182,12 +203,21 @@ func (h *hubTLS) keepFresh(ctx context.Context) {
 		}
 	}()
 	if h.interval > 0 {
-		for _, r := range []*certs.Reloader{h.serving, h.clientPair} {
-			if r != nil {
-				go r.Watch(ctx, h.interval)
-			}
+		for _, r := range h.pairs() {
+			go r.Watch(ctx, h.interval)
 		}
 	}
+}
+
+// pairs are the certificate pairs the hub reads from files.
+func (h *hubTLS) pairs() []*certs.Reloader {
+	var out []*certs.Reloader
+	for _, r := range []*certs.Reloader{h.serving, h.clientPair, h.etcdPair} {
+		if r != nil {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // describe is the banner's tls line.

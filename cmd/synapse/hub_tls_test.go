@@ -24,6 +24,7 @@ import (
 
 	"github.com/synapse-hub/synapse/certs"
 	"github.com/synapse-hub/synapse/client"
+	"github.com/synapse-hub/synapse/cluster/clustertest"
 	"github.com/synapse-hub/synapse/mcpserver"
 	"github.com/synapse-hub/synapse/mcpserver/mcptest"
 )
@@ -104,6 +105,8 @@ func TestHub_TLSFlagMistakes_Issue23_TLS(t *testing.T) {
 		{[]string{"--tls-cert", w.Cert, "--tls-key", w.Key, "--tls-client-ca", garbage}, "no CA certificate"},
 		{[]string{"--tls-client-cert", w.ClientCert}, "--tls-client-cert and --tls-client-key go together"},
 		{[]string{"--ca", garbage}, "--ca"},
+		{[]string{"--etcd-cert", w.ClientCert}, "--etcd-cert and --etcd-key go together"},
+		{[]string{"--etcd-ca", garbage}, "--etcd-ca"},
 		{[]string{"--tls-reload-interval", "-1s", "--tls-cert", w.Cert, "--tls-key", w.Key}, "--tls-reload-interval"},
 		{[]string{"--metrics-token", "a", "--metrics-token-file", tokFile}, "once"},
 	} {
@@ -365,3 +368,47 @@ func TestHubBinaries_FederationOverWSS_PeerClientCerts_MetricsToken_Issue23_TLS(
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// A fleet over TLS end to end: etcd serves https:// and requires client
+// certificates (--etcd-ca, --etcd-cert, --etcd-key); the two hubs serve
+// wss://, advertise it, and forward between themselves over it with the
+// CA (--ca) and their client certificates, which each requires of its
+// peers (--tls-client-ca). A claim made on syn-b in the namespace syn-a
+// owns is decided by syn-a.
+func TestFleet_Processes_OverTLS_EtcdAndForwards_Issue23_TLS(t *testing.T) {
+	bin := synapseBinary(t)
+	w, err := certs.SelfSigned(t.TempDir(), certs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := clustertest.StartTLS(t, w.Cert, w.Key, w.CA)
+	procs := map[string]*fedProc{}
+	for _, id := range []string{"syn-a", "syn-b"} {
+		p := &fedProc{id: id, port: freePort(t)}
+		p.args = []string{"--etcd", x.Endpoint, "--etcd-ca", w.CA, "--etcd-cert", w.ClientCert, "--etcd-key", w.ClientKey,
+			"--cluster-token", "fleet", "--etcd-lease-ttl", "2s", "--forward-timeout", "5s",
+			"--tls-cert", w.Cert, "--tls-key", w.Key, "--ca", w.CA, "--tls-client-ca", w.CA,
+			"--tls-client-cert", w.ClientCert, "--tls-client-key", w.ClientKey}
+		p.startNoDB(t, bin)
+		procs[id] = p
+	}
+	wss := func(id string) string { return "wss://127.0.0.1:" + strconv.Itoa(procs[id].port) }
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	dial := func(id, name string) *client.Client {
+		c, err := client.Dial(ctx, client.Options{URI: wss(id), Name: name, CA: w.CA, NoReconnect: true})
+		if err != nil {
+			t.Fatalf("dial %s: %v", id, err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	seed, err := claimMoving(ctx, dial("syn-a", "proj/seed"), client.ClaimRequest{TaskID: "seed", Paths: []string{"seed"}})
+	if err != nil || seed.HubID != "syn-a" {
+		t.Fatalf("first use of proj on syn-a: %+v %v", seed, err)
+	}
+	cl, err := claimMoving(ctx, dial("syn-b", "proj/bravo"), client.ClaimRequest{TaskID: "T1", Paths: []string{"src/b"}})
+	if err != nil || cl.HubID != "syn-a" {
+		t.Fatalf("claim on syn-b in syn-a's namespace: %+v %v; want forwarded over wss:// and granted by syn-a", cl, err)
+	}
+}
