@@ -320,3 +320,48 @@ func TestTLS_FederationOverWSS_PeerClientCertRequired_Issue23_TLS(t *testing.T) 
 		t.Fatalf("a peer hello without a client certificate: %v; want close 4010 %q", err, hub.CloseNoPeerCert)
 	}
 }
+
+// BenchmarkTLS measures what TLS costs a Go SDK agent against an
+// in-process hub: a connection (dial, handshake, registration, close) and
+// a claim+release cycle, plain ws:// against wss:// (ECDSA P-256, TLS 1.3).
+func BenchmarkTLS(b *testing.B) {
+	w, err := certs.SelfSigned(b.TempDir(), certs.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := certs.NewReloader(w.Cert, w.Key, quiet())
+	if err != nil {
+		b.Fatal(err)
+	}
+	hubs := []struct{ name, uri string }{
+		{"plain", hubtest.Start(b, hub.Config{Logger: quiet()})},
+		{"tls", hubtest.StartTLS(b, hub.Config{Logger: quiet()}, certs.ServerConfig(r, nil))},
+	}
+	ctx := context.Background()
+	for _, h := range hubs {
+		b.Run("connect/"+h.name, func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				c, err := client.Dial(ctx, client.Options{URI: h.uri, Name: "bench/c", CA: w.CA, NoReconnect: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				c.Close()
+			}
+		})
+		b.Run("claim_release/"+h.name, func(b *testing.B) {
+			c, err := client.Dial(ctx, client.Options{URI: h.uri, Name: "bench/a", CA: w.CA, NoReconnect: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			for b.Loop() {
+				if _, err := c.Claim(ctx, client.ClaimRequest{TaskID: "T", Paths: []string{"src/a"}}); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := c.Release(ctx, "T", client.ReleaseOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
