@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 )
 
@@ -48,6 +49,21 @@ func ClientConfig(caFile string, clientCert *Reloader) (*tls.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// HTTPClient is an http.Client that dials https:// (and wss://, which a
+// WebSocket dialer turns into https://) with cfg over HTTP/1.1, as a
+// WebSocket upgrade needs; nil cfg is net/http's default client.
+func HTTPClient(cfg *tls.Config) *http.Client {
+	if cfg == nil {
+		return http.DefaultClient
+	}
+	cfg = cfg.Clone()
+	cfg.NextProtos = []string{"http/1.1"}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = cfg
+	tr.ForceAttemptHTTP2 = false
+	return &http.Client{Transport: tr}
 }
 
 // ServerConfig is the TLS a hub serves with: r's current pair, HTTP/1.1

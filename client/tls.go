@@ -28,15 +28,7 @@ func (o *Options) httpClient() (*http.Client, error) {
 			return nil, fmt.Errorf("client: the hub's CA (--ca, SYNAPSE_CA, Options.CA): %w", err)
 		}
 	}
-	if cfg == nil {
-		return http.DefaultClient, nil
-	}
-	cfg = cfg.Clone()
-	cfg.NextProtos = []string{"http/1.1"} // a WebSocket upgrade is HTTP/1.1
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = cfg
-	tr.ForceAttemptHTTP2 = false
-	return &http.Client{Transport: tr}, nil
+	return certs.HTTPClient(cfg), nil
 }
 
 // explainDial is the hint after a failed dial: the CA to give, the scheme

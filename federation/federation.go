@@ -34,6 +34,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/synapse-hub/synapse/certs"
 )
 
 // Host is what the federation needs of the hub it serves. Its methods are
@@ -222,7 +224,7 @@ func New(cfg Config, host Host) (*Federation, error) {
 		dir:       make(map[string]sink),
 		declared:  make(map[string]map[string]string),
 		contested: make(map[string][]string),
-		http:      peerHTTPClient(cfg.TLS),
+		http:      certs.HTTPClient(cfg.TLS), // wss:// peers: Config.TLS's roots and client certificate
 	}
 	if cfg.ClaimPeerToken == "" {
 		cfg.ClaimPeerToken = cfg.SharedPeerToken

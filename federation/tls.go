@@ -1,7 +1,6 @@
 package federation
 
 import (
-	"crypto/tls"
 	"io"
 	"net/http"
 	"strings"
@@ -10,20 +9,6 @@ import (
 
 	"github.com/synapse-hub/synapse/certs"
 )
-
-// peerHTTPClient is what links dial peers with: net/http's default, or
-// for wss:// peers cfg's roots and client certificate (Config.TLS).
-func peerHTTPClient(cfg *tls.Config) *http.Client {
-	if cfg == nil {
-		return http.DefaultClient
-	}
-	cfg = cfg.Clone()
-	cfg.NextProtos = []string{"http/1.1"} // a WebSocket upgrade is HTTP/1.1
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = cfg
-	tr.ForceAttemptHTTP2 = false
-	return &http.Client{Transport: tr}
-}
 
 // dialOptions are a link's WebSocket dial options.
 func (f *Federation) dialOptions() *websocket.DialOptions {
