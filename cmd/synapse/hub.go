@@ -229,7 +229,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "synapse hub:", err)
 		return 2
 	}
-	var selfURI string // the hub's own ws:// address, set once listening: /mcp dials it
+	var selfURI string // the hub's own ws:// (wss:// with TLS) address, set once listening: /mcp dials it
 	closeMCP := func() {}
 	if !*noMCP {
 		m := hubMCP(f.token, tlsOn.self, func() string { return selfURI }, log)
