@@ -36,10 +36,12 @@ import (
 //	   from the chat and mailbox_watermark rows already in the file
 //	3: operations_committed_idx and idempotency_expired (retention.go);
 //	   an older file gets them when it is opened for writing
+//	4: operations.response_json may hold a deflated response (respz.go),
+//	   which a schema-3 binary would send back as it is; no table changes
 //
 // A file of a newer version is refused (ErrNewerSchema): this binary does
 // not know what its newer parts promise.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // Options tune Open. The zero value works.
 type Options struct {
@@ -79,6 +81,10 @@ type Options struct {
 	// `synapse hub --journal-compact-batch`, DefaultCompactBatch there). 0
 	// leaves every row until `synapse journal compact`.
 	CompactBatch int
+	// CompressResponses stores each idempotency record's response
+	// deflated (respz.go; a hub that compacts online sets it): about a
+	// quarter of the size, not readable by the reference's tooling.
+	CompressResponses bool
 	// Retain is how long chat, receipt and audit rows are kept (retain.go;
 	// `synapse hub --retain`, DefaultRetain there); the zero value keeps
 	// them forever.
@@ -449,7 +455,7 @@ func (s *Store) Append(ctx context.Context, b *Batch) (firstSeq int64, err error
 	if len(b.Records) == 0 && len(b.Operations) == 0 {
 		return 0, nil
 	}
-	ops, err := prepareOperations(b.Operations)
+	ops, err := prepareOperations(b.Operations, s.opts.CompressResponses)
 	if err != nil {
 		return 0, fmt.Errorf("journal: append batch: %w", err)
 	}
@@ -465,14 +471,17 @@ func (s *Store) Append(ctx context.Context, b *Batch) (firstSeq int64, err error
 	return first, nil
 }
 
-// preparedOp is an Operation with its response in canonical form.
+// preparedOp is an Operation with its response in canonical form, and as
+// the row stores it (respz.go).
 type preparedOp struct {
 	Operation
-	response string
-	sha      string
+	stored any // the canonical text, or its deflated bytes
+	sha    string
 }
 
-func prepareOperations(in []Operation) ([]preparedOp, error) {
+// prepareOperations canonicalises (and with compress, deflates) the
+// responses before the writer mutex is taken.
+func prepareOperations(in []Operation, compress bool) ([]preparedOp, error) {
 	ops := make([]preparedOp, len(in))
 	for i, op := range in {
 		if op.Key == "" {
@@ -482,7 +491,13 @@ func prepareOperations(in []Operation) ([]preparedOp, error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: operation %q: response is not JSON", ErrBadBatch, op.Key)
 		}
-		ops[i] = preparedOp{op, string(c), sha256Hex(c)}
+		var stored any = string(c)
+		if compress {
+			if z := encodeResponse(c); z[0] == respZ1 {
+				stored = z
+			}
+		}
+		ops[i] = preparedOp{op, stored, sha256Hex(c)}
 	}
 	return ops, nil
 }
@@ -550,7 +565,7 @@ func (s *Store) writeBatch(ctx context.Context, b *Batch, ops []preparedOp) (int
 	for _, op := range ops {
 		if _, err := s.wc.ExecContext(ctx, `INSERT INTO operations(operation_key, request_digest, response_json,
 			response_sha256, first_event_seq, commit_seq, committed_at) VALUES(?, ?, ?, ?, ?, ?, ?)`,
-			op.Key, op.RequestDigest, op.response, op.sha, first, last, b.TS); err != nil {
+			op.Key, op.RequestDigest, op.stored, op.sha, first, last, b.TS); err != nil {
 			return 0, fmt.Errorf("insert operation %q: %w", op.Key, err)
 		}
 	}
@@ -566,7 +581,7 @@ func (s *Store) writeBatch(ctx context.Context, b *Batch, ops []preparedOp) (int
 // window; after that it is unknown.
 func (s *Store) Operation(key string) (Operation, bool, error) {
 	var op Operation
-	var resp string
+	var resp []byte
 	err := s.rdb.QueryRow(`SELECT request_digest, response_json, committed_at FROM operations WHERE operation_key = ?`, key).Scan(&op.RequestDigest, &resp, &op.CommittedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Operation{}, false, s.expiredOperation(key)
@@ -574,7 +589,10 @@ func (s *Store) Operation(key string) (Operation, bool, error) {
 	if err != nil {
 		return Operation{}, false, fmt.Errorf("journal: operation: %w", err)
 	}
-	op.Key, op.Response = key, []byte(resp)
+	if op.Response, err = decodeResponse(resp); err != nil {
+		return Operation{}, false, fmt.Errorf("journal: operation %q: %w", key, err)
+	}
+	op.Key = key
 	return op, true, nil
 }
 

@@ -267,7 +267,8 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		}
 		progress := func(done, total int64) { log.Info("replaying the journal", "rows", done, "of", total) }
 		rec, err := journal.Recover(f.db, journal.RecoverOptions{
-			Open:   journal.Options{HubID: f.hubID, MaxBytes: f.journalMaxKB << 10, IdempotencyWindow: f.idemWindow, CompactBatch: f.compactBatch, Retain: f.retain, KeepChatRows: f.maxHistory},
+			Open: journal.Options{HubID: f.hubID, MaxBytes: f.journalMaxKB << 10, IdempotencyWindow: f.idemWindow, CompactBatch: f.compactBatch, Retain: f.retain, KeepChatRows: f.maxHistory,
+				CompressResponses: f.compactBatch > 0},
 			Limits: cfg.Limits, Now: float64(time.Now().UnixNano()) / 1e9,
 			Replay: journal.ReplayOptions{Logger: log, Progress: progress},
 		})
