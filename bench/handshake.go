@@ -25,6 +25,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -66,7 +67,8 @@ const probeName = "load/probe"
 // an open hub the frame sent on connect, on a hub with a token (token not
 // "") the one sent after the registration authenticates, which is then
 // acknowledged like any agent's before the socket closes.
-func ProbeHub(ctx context.Context, uri, token string) (HubInfo, error) {
+// A wss:// hub is dialled with tlsCfg (nil: the system's roots).
+func ProbeHub(ctx context.Context, uri, token string, tlsCfg *tls.Config) (HubInfo, error) {
 	var welcome []byte
 	w := newWaiter(func(b []byte) bool {
 		if !fields("type", "welcome").in(b) {
@@ -75,7 +77,7 @@ func ProbeHub(ctx context.Context, uri, token string) (HubInfo, error) {
 		welcome = append([]byte(nil), b...)
 		return true
 	})
-	c, err := dialWSAwaiting(ctx, ws.Dialer{}, uri, w)
+	c, err := dialWSAwaiting(ctx, ws.Dialer{TLSConfig: tlsCfg}, uri, w)
 	if err != nil {
 		return HubInfo{}, fmt.Errorf("bench: probe %s: %w", uri, err)
 	}
@@ -109,6 +111,8 @@ type registration struct {
 	presence string // the presence form asked for: "" (the fan-out's) or "none"
 	ping     bool   // ack the registration with a ping (feature ping)
 	leave    bool   // say leave before closing (feature leave)
+	// tls is what a wss:// hub is dialled with (LoadConfig.TLS).
+	tls *tls.Config
 }
 
 // registrationFor is the registration a run asks for on the hub info

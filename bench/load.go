@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -54,6 +55,9 @@ type LoadConfig struct {
 	Attackers func(kinds []string, maxMsg int) (stop func() (AttackStats, error), err error)
 	// Token is the hub's connect token, sent by every agent ("" = open).
 	Token string
+	// TLS is what agents dial a wss:// hub with (synapse bench load --ca;
+	// nil: the system's roots). Hostile sockets dial ws:// only.
+	TLS *tls.Config
 	// MaxMsgBytes is the hub's frame limit, which oversized frames pass
 	// (0 = the default 1 MiB).
 	MaxMsgBytes int
@@ -146,7 +150,7 @@ type loadAgent struct {
 // once the hub has read the registration. readBuf is its socket's read
 // buffer (0: readBufSize).
 func dialAgent(ctx context.Context, uri, name string, r registration, readBuf int) (*loadAgent, error) {
-	d := ws.Dialer{ReadBufferSize: readBuf}
+	d := ws.Dialer{ReadBufferSize: readBuf, TLSConfig: r.tls}
 	if r.presence != "" {
 		d.Header = ws.HandshakeHeaderHTTP(http.Header{wire.PresenceHeader: {r.presence}})
 	}
@@ -226,7 +230,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 		}
 	}
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	info, err := ProbeHub(pctx, cfg.URI, cfg.Token)
+	info, err := ProbeHub(pctx, cfg.URI, cfg.Token, cfg.TLS)
 	cancel()
 	if err != nil {
 		return res, err
@@ -240,6 +244,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 		return runSDKLoad(ctx, cfg, res, progress)
 	}
 	reg := registrationFor(info, cfg.Token, res.FanoutAsked)
+	reg.tls = cfg.TLS
 	res.Fanout = reg.fanoutRun()
 	total := cfg.Agents + cfg.Idle
 	agents := make([]*loadAgent, total)

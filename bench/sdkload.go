@@ -47,7 +47,7 @@ func runSDKLoad(ctx context.Context, cfg LoadConfig, res LoadResult, progress fu
 			defer func() { <-sem }()
 			dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 			defer cancel()
-			c, err := client.Dial(dctx, client.Options{URI: cfg.URI, Token: cfg.Token, Name: fmt.Sprintf("load%d/agent", i), NoReconnect: true})
+			c, err := client.Dial(dctx, client.Options{URI: cfg.URI, Token: cfg.Token, TLS: cfg.TLS, Name: fmt.Sprintf("load%d/agent", i), NoReconnect: true})
 			if err == nil {
 				agents[i] = &sdkAgent{c}
 			}

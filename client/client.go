@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -136,6 +137,14 @@ type Options struct {
 	// MailboxFor+"-rx" or +"-pane-rx": a waiter beside the agent, PROTOCOL.md
 	// §1.7). Empty: Name's own. The hub ignores it for any other name.
 	MailboxFor string
+
+	// CA is a PEM file of the CA that signed a wss:// hub's certificate
+	// (`synapse tls selfsigned` writes ca.pem); default $SYNAPSE_CA, else
+	// the system's roots. A ws:// hub ignores it.
+	CA string
+	// TLS, when set, is the TLS of wss:// and https:// hubs instead of CA:
+	// a client certificate, other roots, a pinned certificate.
+	TLS *tls.Config
 }
 
 func (o *Options) setDefaults() error {
@@ -154,6 +163,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Token == "" {
 		o.Token = os.Getenv("SYNAPSE_TOKEN")
+	}
+	if o.CA == "" {
+		o.CA = envCA()
 	}
 	if o.HeartbeatInterval <= 0 {
 		o.HeartbeatInterval = DefaultHeartbeatInterval
@@ -206,6 +218,7 @@ type Stats struct {
 // long as the client; a reconnect goroutine runs while the socket is down.
 type Client struct {
 	opts Options
+	http *http.Client // dials the hubs: TLS for wss:// (tls.go)
 	cur  atomic.Int32 // index of the hub URI in use (Options.URI may list several)
 
 	wmu sync.Mutex // held across "register the call + write its frame"
@@ -242,7 +255,11 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
-	c := &Client{opts: opts, subs: make(map[*subscriber]struct{}), done: make(chan struct{}), up: make(chan struct{})}
+	hc, err := opts.httpClient()
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{opts: opts, http: hc, subs: make(map[*subscriber]struct{}), done: make(chan struct{}), up: make(chan struct{})}
 	c.acked.Store(max(opts.SinceSeq, 0))
 	if opts.Background {
 		c.opts.NoReconnect = false
@@ -405,9 +422,10 @@ func (c *Client) connectTo(ctx context.Context, uri string, takeover bool) (*con
 	// On an open hub the welcome goes out at connect: the header asks for
 	// the presence form before it does; the registration says it again.
 	header := http.Header{wire.PresenceHeader: {string(presence)}}
-	ws, resp, err := websocket.Dial(ctx, uri, &websocket.DialOptions{CompressionMode: websocket.CompressionDisabled, HTTPHeader: header})
+	ws, resp, err := websocket.Dial(ctx, uri, &websocket.DialOptions{CompressionMode: websocket.CompressionDisabled, HTTPHeader: header, HTTPClient: c.http})
 	if err != nil {
-		return nil, Welcome{}, fmt.Errorf("%w at %s: %v%s", ErrUnreachable, uri, err, refusalText(resp))
+		said := refusalText(resp)
+		return nil, Welcome{}, fmt.Errorf("%w at %s: %w%s%s", ErrUnreachable, uri, err, said, explainDial(uri, said, err))
 	}
 	ws.SetReadLimit(c.opts.MaxFrameBytes)
 	reg := c.envelope("heartbeat", "online")

@@ -19,6 +19,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,6 +64,9 @@ type Config struct {
 	Prefix    string        // default DefaultPrefix
 	Version   string        // reported in the registration
 	Logger    *slog.Logger
+	// TLS is what the etcd client dials https:// endpoints with (synapse
+	// hub --etcd-ca, --etcd-cert, --etcd-key; issue 23 item 6); nil: plain.
+	TLS *tls.Config
 
 	// Fence is called when the hub must stop serving every namespace it
 	// owns (the last third of the lease began without a renewal): stop
@@ -133,6 +137,7 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 		// etcd refuses client pings more often than every 5 s (its
 		// --grpc-keepalive-min-time); a dead member is noticed within 7 s.
 		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 2 * time.Second,
+		TLS: cfg.TLS,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoEtcd, err)

@@ -25,13 +25,17 @@ package federation
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/synapse-hub/synapse/certs"
 )
 
 // Host is what the federation needs of the hub it serves. Its methods are
@@ -102,6 +106,12 @@ type Config struct {
 	// presented when ClaimPeerToken is empty: a fleet on etcd shares one
 	// secret (--cluster-token) instead of a token per pair.
 	SharedPeerToken string
+
+	// TLS is what links to wss:// peers dial with (issue 23 item 6): the
+	// CA their certificates are checked against (--ca) and the client
+	// certificate this hub presents (--tls-client-cert). nil: the
+	// system's roots and no client certificate.
+	TLS *tls.Config
 }
 
 // Defaults.
@@ -157,6 +167,7 @@ type Federation struct {
 	host Host
 	log  *slog.Logger
 	auth Authority
+	http *http.Client // dials the peers (tls.go)
 
 	linkMu sync.Mutex
 	links  map[string]*Link // by peer hub id; configured ones at New, etcd peers on first use
@@ -213,6 +224,7 @@ func New(cfg Config, host Host) (*Federation, error) {
 		dir:       make(map[string]sink),
 		declared:  make(map[string]map[string]string),
 		contested: make(map[string][]string),
+		http:      certs.HTTPClient(cfg.TLS), // wss:// peers: Config.TLS's roots and client certificate
 	}
 	if cfg.ClaimPeerToken == "" {
 		cfg.ClaimPeerToken = cfg.SharedPeerToken

@@ -144,9 +144,9 @@ func (l *Link) run(ctx context.Context) {
 func (l *Link) connect(ctx context.Context) (*websocket.Conn, linkMode, error) {
 	dctx, cancel := context.WithTimeout(ctx, linkDialTimeout)
 	defer cancel()
-	conn, _, err := websocket.Dial(dctx, l.uri, &websocket.DialOptions{CompressionMode: websocket.CompressionDisabled})
+	conn, resp, err := websocket.Dial(dctx, l.uri, l.f.dialOptions())
 	if err != nil {
-		return nil, linkDown, fmt.Errorf("%w: dial %s: %v", ErrUnreachable, l.uri, err)
+		return nil, linkDown, fmt.Errorf("%w: dial %s: %v%s", ErrUnreachable, l.uri, err, explainDial(l.uri, resp, err))
 	}
 	conn.SetReadLimit(linkReadLimit)
 	if l.f.cfg.ReferenceOnly {
@@ -423,7 +423,7 @@ func (l *Link) pull(ctx context.Context, after int64, limit int) (*logSnapshotFr
 // oneShot opens a fresh socket, sends one frame and reads until a frame of
 // type want (the reference's shape), which it decodes into v.
 func (l *Link) oneShot(ctx context.Context, frame []byte, want string, v any) error {
-	conn, _, err := websocket.Dial(ctx, l.uri, &websocket.DialOptions{CompressionMode: websocket.CompressionDisabled})
+	conn, _, err := websocket.Dial(ctx, l.uri, l.f.dialOptions())
 	if err != nil {
 		return fmt.Errorf("%w: dial %s: %v", ErrUnreachable, l.uri, err)
 	}

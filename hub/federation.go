@@ -304,6 +304,9 @@ func (s *session) refuseFederated(sender, typ string, in *wire.Inbound, r federa
 // protocol to the federation; it never binds a name.
 func (s *session) acceptPeer(data []byte) {
 	h := s.h
+	if !s.peerCertOK() {
+		return
+	}
 	pc := h.fed.Accept(data, s.send, func(code int, reason string) { s.closeWith(code, reason) })
 	if pc == nil {
 		return

@@ -210,6 +210,19 @@ type Config struct {
 	// value is a default hub: it grants locally and promises no cross-host
 	// mutual exclusion (INV-MH-4). HubID and Logger are filled in.
 	Federation federation.Config
+
+	// TLS (issue 23 item 6; docs/security.md, "TLS"). The listener's TLS
+	// is the caller's (synapse hub wraps its listener); these are what
+	// the hub itself decides.
+	//
+	// PeerClientCert refuses (close 4010) a peer hub's socket — its first
+	// frame speaks the hub-to-hub protocol, a federation link or a fleet's
+	// forward — unless its TLS client presented a certificate the
+	// listener verified (synapse hub --tls-client-ca). Agents need none.
+	PeerClientCert bool
+	// MetricsToken, when set, is the Bearer token /metrics requires
+	// (--metrics-token, --metrics-token-file): 401 without it.
+	MetricsToken string
 }
 
 // StoreMaxBatch bounds a batch committed to a Store: one etcd transaction
@@ -495,7 +508,9 @@ func (h *Hub) Handler() http.Handler {
 				h.serveHealth(w, r)
 				return
 			case "/metrics":
-				metricsHandler.ServeHTTP(w, r)
+				if h.metricsAllowed(w, r) {
+					metricsHandler.ServeHTTP(w, r)
+				}
 				return
 			}
 			if !h.cfg.NoDashboard && h.dash.Serve(w, r) {

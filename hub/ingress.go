@@ -40,12 +40,13 @@ func (h *Hub) serveSocket(w http.ResponseWriter, r *http.Request) {
 		return // Accept wrote the HTTP error
 	}
 	s := &session{
-		h:      h,
-		id:     h.nextID.Add(1),
-		conn:   c,
-		host:   host,
-		authed: !h.secured(),
-		rate:   gate.NewBucket(h.cfg.RateLimits.AgentPerSecond, h.cfg.RateLimits.AgentBurst, h.now()),
+		h:          h,
+		id:         h.nextID.Add(1),
+		conn:       c,
+		host:       host,
+		authed:     !h.secured(),
+		rate:       gate.NewBucket(h.cfg.RateLimits.AgentPerSecond, h.cfg.RateLimits.AgentBurst, h.now()),
+		clientCert: verifiedClient(r),
 	}
 	if p := r.Header.Get(wire.PresenceHeader); validPresence(p) {
 		s.presenceAsk = p // before the welcome (presence.go)

@@ -107,6 +107,9 @@ type session struct {
 	pause     time.Duration
 	paced     bool
 	counted   atomic.Bool // in Hub.liveSockets (registry.go uncount)
+	// clientCert: its TLS client presented a certificate the listener
+	// verified (Config.PeerClientCert; tls.go). Set at the upgrade.
+	clientCert bool
 
 	// registry (Hub.mu)
 	name         string             // bound name, "" until the first frame binds it

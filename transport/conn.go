@@ -288,7 +288,11 @@ func (c *Conn) Pending() bool { return c.buf.Buffered() > 0 }
 // that sends far ahead of what is read then blocks on its writes instead
 // of queueing megabytes in this host's kernel.
 func (c *Conn) LimitReceiveBuffer(n int) {
-	if tc, ok := c.nc.(*net.TCPConn); ok {
+	nc := c.nc
+	if tc, ok := nc.(interface{ NetConn() net.Conn }); ok { // a TLS socket: its TCP connection
+		nc = tc.NetConn()
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetReadBuffer(n)
 	}
 }

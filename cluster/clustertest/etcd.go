@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -27,10 +28,29 @@ type Etcd struct {
 	stopped   bool
 }
 
+// StartTLS is Start serving clients over TLS (https://) with the pair in
+// certFile and keyFile; with clientCA it requires client certificates
+// signed by it.
+func StartTLS(t testing.TB, certFile, keyFile, clientCA string) *Etcd {
+	t.Helper()
+	return start(t, true, func(cfg *embed.Config) {
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: certFile, KeyFile: keyFile, TrustedCAFile: clientCA, ClientCertAuth: clientCA != ""}
+		for i := range cfg.ListenClientUrls {
+			cfg.ListenClientUrls[i].Scheme = "https"
+			cfg.AdvertiseClientUrls[i].Scheme = "https"
+		}
+	})
+}
+
 // Start runs a single-member etcd in a temporary folder on loopback ports
 // for the test's length. unsafeNoFsync skips fsync (unit tests only: a
 // real deployment fsyncs every commit).
 func Start(t testing.TB, unsafeNoFsync bool) *Etcd {
+	t.Helper()
+	return start(t, unsafeNoFsync, nil)
+}
+
+func start(t testing.TB, unsafeNoFsync bool, adjust func(*embed.Config)) *Etcd {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := embed.NewConfig()
@@ -43,6 +63,9 @@ func Start(t testing.TB, unsafeNoFsync bool) *Etcd {
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
 	cfg.InitialCluster = cfg.Name + "=" + pu.String() // embed.NewConfig filled it from the defaults
+	if adjust != nil {
+		adjust(cfg)
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		t.Fatalf("start etcd: %v", err)
@@ -53,7 +76,7 @@ func Start(t testing.TB, unsafeNoFsync bool) *Etcd {
 		e.Close()
 		t.Fatal("etcd did not become ready in 30 s")
 	}
-	x := &Etcd{cfg: cfg, e: e, Endpoint: cu.String()}
+	x := &Etcd{cfg: cfg, e: e, Endpoint: cfg.AdvertiseClientUrls[0].String()}
 	t.Cleanup(x.Close)
 	return x
 }

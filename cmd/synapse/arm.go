@@ -232,8 +232,9 @@ func (a *armer) run(ctx context.Context) int {
 	backoff := a.cfg.backoffMin
 	for {
 		dctx, cancel := context.WithTimeout(ctx, a.f.timeout)
-		c, err := client.Dial(dctx, client.Options{URI: a.f.uri, Token: a.f.token, Name: sidecar, MailboxFor: a.cfg.name,
-			NoReconnect: true, HandshakeTimeout: a.f.timeout})
+		o := a.f.options(sidecar)
+		o.MailboxFor, o.NoReconnect = a.cfg.name, true
+		c, err := client.Dial(dctx, o)
 		cancel()
 		var rej *client.RejectedError
 		switch {

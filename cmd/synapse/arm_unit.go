@@ -80,6 +80,9 @@ func armEnvFile(f *clientFlags, cfg armConfig) string {
 	if f.token != "" {
 		kv("SYNAPSE_TOKEN", f.token)
 	}
+	if f.ca != "" {
+		kv("SYNAPSE_CA", absPath(f.ca))
+	}
 	return b.String()
 }
 
@@ -99,6 +102,9 @@ func armPlist(f *clientFlags, cfg armConfig, bin, logPath string) string {
 		"\t\t<key>SYNAPSE_URI</key><string>" + xmlEscape(f.uri) + "</string>\n"
 	if f.token != "" {
 		env += "\t\t<key>SYNAPSE_TOKEN</key><string>" + xmlEscape(f.token) + "</string>\n"
+	}
+	if f.ca != "" {
+		env += "\t\t<key>SYNAPSE_CA</key><string>" + xmlEscape(absPath(f.ca)) + "</string>\n"
 	}
 	return `<?xml version="1.0" encoding="UTF-8"?>
 <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">

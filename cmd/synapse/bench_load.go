@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/synapse-hub/synapse/bench"
+	"github.com/synapse-hub/synapse/certs"
 	"github.com/synapse-hub/synapse/internal/hubproc"
 )
 
@@ -118,6 +120,8 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 	hostile := fs.Int("hostile", 0, "hostile sockets: after the quiet cycling phase, one phase per --hostile-kind beside this many attackers")
 	hostileKind := fs.String("hostile-kind", "malformed", "attacks, comma-separated, one phase each: "+strings.Join(bench.HostileKinds, ", ")+", or mix (all at once); or "+strings.Join(bench.BaselineKinds, ", ")+" (no attack: the fan-out to as many more bound sockets)")
 	token := fs.String("token", "", "with --uri: the hub's connect token, sent by every agent")
+	ca := fs.String("ca", "", "with --uri wss://…: PEM `FILE` of the CA that signed the hub's certificate (env SYNAPSE_CA)")
+	tlsOn := fs.Bool("tls", false, "the started hub serves TLS (wss://) with a fresh self-signed certificate, to measure what TLS costs; not with --hostile")
 	attackersNice := fs.Int("attackers-nice", 0, "with --hostile: run the attackers' process at this nice value (Linux nice, 1..19): 19 leaves them only the CPU the hub and the agents do not use, as attackers on another machine would; 0 = they compete for the cores as the hub does")
 	floor := fs.Bool("floor", false, "first measure a bare WebSocket echo server (a child process) with the same client: no hub can cost less CPU per round trip on this machine, and a cycle is two")
 	if err := fs.Parse(args); err != nil {
@@ -150,6 +154,16 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "synapse bench load: --hostile-kind:", err)
 		return 2
 	}
+	if *tlsOn && (*uri != "" || *hostile > 0) {
+		fmt.Fprintln(stderr, "synapse bench load: --tls starts a TLS hub: drop --uri (give --ca for a wss:// one) and --hostile (attackers dial ws://)")
+		return 2
+	}
+	tlsCfg, hubTLSArgs, cleanTLS, err := benchTLS(*tlsOn, *ca)
+	if err != nil {
+		fmt.Fprintln(stderr, "synapse bench load:", err)
+		return 1
+	}
+	defer cleanTLS()
 	hubToken := *token
 	if *uri == "" && *hostile > 0 && slices.ContainsFunc(kinds, func(k []string) bool { return slices.Contains(k, "bruteforce") }) {
 		hubToken = "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -187,11 +201,11 @@ func runBenchLoad(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		cfg := bench.LoadConfig{URI: *uri, HubPID: *hubPID, Agents: n, Idle: *idle, Fanout: *fanout, SDK: *sdk,
-			Duration: *duration, Conflict: *conflict, Rate: offered, Import: *importTasks, Hostile: *hostile, HostileKinds: kinds, Token: hubToken, Progress: func(s string) { fmt.Fprintf(stderr, "\r  %-60s", s) }}
+			Duration: *duration, Conflict: *conflict, Rate: offered, Import: *importTasks, Hostile: *hostile, HostileKinds: kinds, Token: hubToken, TLS: tlsCfg, Progress: func(s string) { fmt.Fprintf(stderr, "\r  %-60s", s) }}
 		cfg.Attackers = attackProcess(cfg.URI, hubToken, *hostile, *attackersNice)
 		stop := func() {}
 		if *uri == "" {
-			h, err := startHubChild(n+*idle+2**hostile, hubToken, *hostile > 0, *journalOn)
+			h, err := startHubChild(n+*idle+2**hostile, hubToken, *hostile > 0, *journalOn, hubTLSArgs...)
 			if err != nil {
 				fmt.Fprintln(stderr, "synapse bench load:", err)
 				return 1
@@ -422,7 +436,11 @@ func startHubChild(sockets int, token string, paced, journalOn bool, extra ...st
 		return nil, errors.New("the hub did not start within 30 s")
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	return &hubChild{uri: "ws://" + addr, metricsURL: "http://" + addr + "/metrics", dbPath: dbPath, pid: cmd.Process.Pid, stop: stop}, nil
+	ws, web := "ws://", "http://"
+	if slices.Contains(extra, "--tls-cert") {
+		ws, web = "wss://", "https://"
+	}
+	return &hubChild{uri: ws + addr, metricsURL: web + addr + "/metrics", dbPath: dbPath, pid: cmd.Process.Pid, stop: stop}, nil
 }
 
 // attackProcess starts a hostile phase's attackers as a child process
@@ -558,4 +576,32 @@ func runEchoServer(args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// benchTLS is the TLS of a bench load run: with tlsOn a fresh CA and pair
+// in a temporary folder for the started hub (its flags in hubArgs), else
+// the CA file given (or SYNAPSE_CA) for a wss:// --uri; clean removes
+// the folder.
+func benchTLS(tlsOn bool, ca string) (cfg *tls.Config, hubArgs []string, clean func(), err error) {
+	clean = func() {}
+	if ca == "" {
+		ca = os.Getenv("SYNAPSE_CA")
+	}
+	if !tlsOn {
+		if ca == "" {
+			return nil, nil, clean, nil
+		}
+		cfg, err = certs.ClientConfig(ca, nil)
+		return cfg, nil, clean, err
+	}
+	dir, err := os.MkdirTemp("", "synapse-bench-tls-")
+	if err != nil {
+		return nil, nil, clean, err
+	}
+	clean = func() { os.RemoveAll(dir) }
+	w, err := certs.SelfSigned(dir, certs.Options{})
+	if err == nil {
+		cfg, err = certs.ClientConfig(w.CA, nil)
+	}
+	return cfg, []string{"--tls-cert", w.Cert, "--tls-key", w.Key}, clean, err
 }

@@ -16,6 +16,7 @@ var subcommands = map[string][]string{
 	"task":     {"declare", "update", "progress"},
 	"git-hook": {"install", "uninstall", "check", "post-commit", "post-merge"},
 	"ns":       {"list"},
+	"tls":      {"selfsigned"},
 	"bench":    {"load", "soak", "crashloop"},
 	"token":    {"issue", "list", "revoke"},
 	"role":     {"grant", "list"},
@@ -30,7 +31,7 @@ func TestCLIDoc_MatchesEveryCommandsHelp(t *testing.T) {
 	// Help texts name paths under the home folder and this binary: fix them
 	// to the values the document shows.
 	for k, v := range map[string]string{"HOME": "/home/user", "XDG_STATE_HOME": "", "XDG_CONFIG_HOME": "",
-		"SYNAPSE_CONFIG": "", "SYNAPSE_URI": "", "SYNAPSE_NAME": "", "SYNAPSE_TOKEN": "", "PATH": ""} {
+		"SYNAPSE_CONFIG": "", "SYNAPSE_URI": "", "SYNAPSE_NAME": "", "SYNAPSE_TOKEN": "", "SYNAPSE_CA": "", "PATH": ""} {
 		t.Setenv(k, v)
 	}
 	var b strings.Builder

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/synapse-hub/synapse/certs"
 	"github.com/synapse-hub/synapse/client"
 )
 
@@ -36,6 +37,7 @@ config file, else the default.
   --uri     SYNAPSE_URI     "uri"    default ws://127.0.0.1:8876
   --token   SYNAPSE_TOKEN   "token"  default none (an open hub)
   --name    SYNAPSE_NAME    "name"   default your login name
+  --ca      SYNAPSE_CA      "ca"     default the system's roots (wss:// hubs)
 The config file is %s (SYNAPSE_CONFIG names another), e.g.
   {"uri": "ws://127.0.0.1:8876", "token": "", "name": "myproject/claude-1"}
 Claims belong to the name: release and renew with the name that claimed.
@@ -47,6 +49,7 @@ Exit codes: 0 ok, 1 the hub said no (refused, not held, not delivered),
 // clientFlags are the connection flags of a client command.
 type clientFlags struct {
 	uri, token, name string
+	ca               string // the CA file a wss:// hub's certificate is checked against
 	timeout          time.Duration
 	asJSON           bool
 	// fanout is the broadcasts the command's socket asks for (set by the
@@ -59,6 +62,7 @@ func (f *clientFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.uri, "uri", "", "hub address (env SYNAPSE_URI; default ws://127.0.0.1:8876); hubs of a fleet comma-separated: ws://a:8876,ws://b:8876 (the first that answers is used)")
 	fs.StringVar(&f.token, "token", "", "connect token of a secured hub (env SYNAPSE_TOKEN)")
 	fs.StringVar(&f.name, "name", "", "agent name, e.g. myproject/claude-1 (env SYNAPSE_NAME; default your login name)")
+	fs.StringVar(&f.ca, "ca", "", "PEM `FILE` of the CA that signed a wss:// hub's certificate (env SYNAPSE_CA; default the system's roots; 'synapse tls selfsigned' writes one)")
 	fs.DurationVar(&f.timeout, "connect-timeout", 5*time.Second, "how long to wait for the hub to answer")
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON for scripts")
 }
@@ -68,6 +72,7 @@ type fileConfig struct {
 	URI   string `json:"uri"`
 	Token string `json:"token"`
 	Name  string `json:"name"`
+	CA    string `json:"ca"`
 }
 
 // configPath is $SYNAPSE_CONFIG, else <user config dir>/synapse/config.json.
@@ -105,6 +110,7 @@ func (f *clientFlags) resolve() error {
 	pick(&f.uri, "SYNAPSE_URI", cfg.URI, client.DefaultURI)
 	pick(&f.token, "SYNAPSE_TOKEN", cfg.Token, "")
 	pick(&f.name, "SYNAPSE_NAME", cfg.Name, loginName())
+	pick(&f.ca, "SYNAPSE_CA", cfg.CA, "")
 	return nil
 }
 
@@ -129,7 +135,9 @@ func (f *clientFlags) dial(ctx context.Context, name string, reconnect bool) (*c
 	defer cancel()
 	deadline := time.Now().Add(nameRetry)
 	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
-		c, err := client.Dial(ctx, client.Options{URI: f.uri, Token: f.token, Name: name, NoReconnect: !reconnect, HandshakeTimeout: f.timeout, Fanout: f.fanout})
+		o := f.options(name)
+		o.NoReconnect, o.Fanout = !reconnect, f.fanout
+		c, err := client.Dial(ctx, o)
 		var rej *client.RejectedError
 		if err == nil || !errors.As(err, &rej) || rej.Reason != "name conflict" || time.Now().Add(delay).After(deadline) {
 			return c, err
@@ -140,6 +148,22 @@ func (f *clientFlags) dial(ctx context.Context, name string, reconnect bool) (*c
 		case <-time.After(delay):
 		}
 	}
+}
+
+// options are the client options of the connection flags, for name:
+// every command that dials a hub starts from them, so each takes --uri,
+// --token, --ca and --connect-timeout alike.
+func (f *clientFlags) options(name string) client.Options {
+	return client.Options{URI: f.uri, Token: f.token, CA: f.ca, Name: name, HandshakeTimeout: f.timeout}
+}
+
+// absPath is path made absolute, for a file named in a unit or a hook
+// that runs in another folder (path itself if that fails).
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
 }
 
 // nameRetry is how long dial retries a name conflict.
@@ -210,6 +234,10 @@ func (f *clientFlags) failure(stderr io.Writer, cmd string, err error) int {
 		return exitRefused
 	case errors.Is(err, client.ErrUnreachable), errors.Is(err, context.DeadlineExceeded):
 		why := strings.TrimPrefix(err.Error(), client.ErrUnreachable.Error()+" at "+f.uri+": ")
+		if hint := certs.Explain(f.uri, err.Error(), err); hint != "" { // the hub answered: its TLS, or ours, is the matter
+			fmt.Fprintf(stderr, "synapse %s: cannot connect to the hub at %s: %s.\n(%s)\n", cmd, f.uri, hint, strings.Replace(why, " ("+hint+")", "", 1))
+			return exitUnreachable
+		}
 		fmt.Fprintf(stderr, "synapse %s: cannot reach the hub at %s (%s).\nIs `synapse hub` running? Set --uri or SYNAPSE_URI to its address.\n", cmd, f.uri, why)
 		return exitUnreachable
 	case errors.Is(err, client.ErrDisconnected), errors.Is(err, client.ErrClosed):

@@ -22,7 +22,7 @@ const goldenClock = 1782648000.0 // 2026-06-28T12:00:00Z
 // isolate keeps the user's environment and config file out of a test.
 func isolate(t *testing.T) {
 	t.Setenv("SYNAPSE_CONFIG", filepath.Join(t.TempDir(), "none.json"))
-	for _, k := range []string{"SYNAPSE_URI", "SYNAPSE_TOKEN", "SYNAPSE_NAME", "SYNAPSE_LEASES"} {
+	for _, k := range []string{"SYNAPSE_URI", "SYNAPSE_TOKEN", "SYNAPSE_NAME", "SYNAPSE_LEASES", "SYNAPSE_CA"} {
 		t.Setenv(k, "")
 	}
 }

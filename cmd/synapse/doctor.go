@@ -114,7 +114,7 @@ func checkHub(f *clientFlags) []check {
 	}
 	hctx, hcancel := context.WithTimeout(context.Background(), f.timeout)
 	defer hcancel()
-	switch h := fetchHealth(hctx, f.uri); {
+	switch h := fetchHealth(hctx, f); {
 	case h == nil:
 		out = append(out, check{Name: "health", Status: "fail", Detail: "no /health on " + f.uri, Fix: "is this a Synapse hub? restart it with 'synapse hub'"})
 	case h.Status != "ok":

@@ -204,6 +204,9 @@ func gitHookInstall(args []string, stdout, stderr io.Writer) int {
 		if f.uri != client.DefaultURI {
 			words = append(words, "--uri", f.uri)
 		}
+		if f.ca != "" {
+			words = append(words, "--ca", absPath(f.ca))
+		}
 		script := gitHookScript(h.name, h.what, p+chainedSuffix, words, f.name, *force)
 		if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
 			fmt.Fprintf(stderr, "synapse git-hook: cannot write %s: %v\n", p, err)

@@ -33,6 +33,12 @@ the dashboard at /, its JSON API under /api/) on one port. With no flags it
 listens on ws://127.0.0.1:8876 and keeps its journal in %s,
 so a restart remembers every claim it acknowledged.
 
+With --tls-cert and --tls-key the same port speaks TLS only: wss:// and
+https://; clients then need --ca FILE (or SYNAPSE_CA) unless a CA they
+already trust signed the certificate. SIGHUP re-reads the certificate
+('synapse tls selfsigned --out DIR' makes a pair for testing). Listening off
+loopback without TLS prints a warning (docs/security.md, "TLS").
+
 Stop it with Ctrl-C (SIGINT) or SIGTERM: it stops accepting, finishes the
 batch in flight, closes the journal and exits 0.
 
@@ -113,6 +119,7 @@ type hubFlags struct {
 	pprofAddr string // Go's profiler on a loopback listener of its own (--pprof)
 
 	access accessFlags // --credentials, --acl, --acl-shadow (hub_access.go)
+	tls    tlsFlags    // TLS, the /metrics token (hub_tls.go)
 }
 
 func runHub(args []string, stdout, stderr io.Writer) int {
@@ -153,6 +160,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	f.registerFederation(fs)
 	f.registerFleet(fs)
 	f.access.register(fs)
+	f.registerTLS(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -180,6 +188,16 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	f.framesRate = framesPerSocket(f, set)
+	tlsOn, err := f.tls.setUp(log)
+	if err != nil {
+		fmt.Fprintln(stderr, "synapse hub:", err)
+		return 2
+	}
+	metricsToken, err := f.tls.resolveMetricsToken()
+	if err != nil {
+		fmt.Fprintln(stderr, "synapse hub:", err)
+		return 2
+	}
 
 	cfg := hub.Config{
 		Version: version,
@@ -201,6 +219,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "synapse hub:", err)
 		return 2
 	}
+	cfg.Federation.TLS, cfg.PeerClientCert, cfg.MetricsToken = tlsOn.peer, tlsOn.requirePeerCert, metricsToken
 	cfg.MessageAuthKeys, cfg.RequireMessageAuth = sec.MessageAuthKeys, sec.RequireMessageAuth
 	cfg.RateLimits, cfg.AuthFailuresPerMinute = sec.RateLimits, sec.AuthFailuresPerMinute
 	cfg.AllowHosts, err = f.allowedHosts()
@@ -212,10 +231,10 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "synapse hub:", err)
 		return 2
 	}
-	var selfURI string // the hub's own ws:// address, set once listening: /mcp dials it
+	var selfURI string // the hub's own ws:// (wss:// with TLS) address, set once listening: /mcp dials it
 	closeMCP := func() {}
 	if !*noMCP {
-		m := hubMCP(f.token, func() string { return selfURI }, log)
+		m := hubMCP(f.token, tlsOn.self, func() string { return selfURI }, log)
 		closeMCP = func() { m.Close() }
 		defer closeMCP()
 		cfg.MCP = m
@@ -236,7 +255,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		f.noDB = true
-		if fleet, err = joinFleet(&f, &cfg, ln.Addr(), log); err != nil {
+		if fleet, err = joinFleet(&f, &cfg, ln.Addr(), tlsOn.etcd, log); err != nil {
 			fmt.Fprintln(stderr, "synapse hub:", err)
 			return 1
 		}
@@ -304,19 +323,28 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	srv := &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stdout, "synapse hub %s listening on ws://%s (hub_id %s, protocol v%d)\njournal: %s\n", version, ln.Addr(), h.HubID(), WireProtocolVersion, journalDesc)
+	srv := &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(handler, slog.LevelWarn)}
+	ln = tlsOn.listener(ln)
+	fmt.Fprintf(stdout, "synapse hub %s listening on %s://%s (hub_id %s, protocol v%d)\njournal: %s\n", version, tlsOn.scheme(), ln.Addr(), h.HubID(), WireProtocolVersion, journalDesc)
 	fmt.Fprintln(stdout, describeRequestPolicy(cfg.AllowHosts, cfg.AllowOrigins))
+	fmt.Fprintln(stdout, tlsOn.describe())
+	if warn := plaintextWarning(f.host, tlsOn.on()); warn != "" {
+		fmt.Fprintln(stdout, warn)
+		fmt.Fprintln(stderr, "synapse hub: "+warn)
+	}
+	tlsCtx, stopTLS := context.WithCancel(context.Background())
+	defer stopTLS()
+	tlsOn.keepFresh(tlsCtx)
 	if !*noMCP {
-		selfURI = loopbackURI(f.host, ln.Addr())
-		fmt.Fprintf(stdout, "mcp: http://%s/mcp?name=PROJECT/AGENT (Streamable HTTP)\n", ln.Addr())
+		selfURI = tlsOn.scheme() + strings.TrimPrefix(loopbackURI(f.host, ln.Addr()), "ws")
+		fmt.Fprintf(stdout, "mcp: %s://%s/mcp?name=PROJECT/AGENT (Streamable HTTP)\n", tlsOn.httpScheme(), ln.Addr())
 	}
 	if !*noDashboard {
 		login := ""
 		if f.token != "" {
 			login = " (asks for the token)"
 		}
-		fmt.Fprintf(stdout, "dashboard: http://%s/%s\n", ln.Addr(), login)
+		fmt.Fprintf(stdout, "dashboard: %s://%s/%s\n", tlsOn.httpScheme(), ln.Addr(), login)
 	}
 
 	if f.pprofAddr != "" {

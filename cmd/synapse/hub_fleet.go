@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -34,7 +35,7 @@ type fleetMember struct {
 
 // joinFleet registers the hub in etcd and points cfg at the fleet: the
 // sequencer commits to etcd, and ownership and forwarding follow it.
-func joinFleet(f *hubFlags, cfg *hub.Config, listen net.Addr, log *slog.Logger) (*fleetMember, error) {
+func joinFleet(f *hubFlags, cfg *hub.Config, listen net.Addr, etcdTLS *tls.Config, log *slog.Logger) (*fleetMember, error) {
 	if f.hubID == "" {
 		return nil, errors.New("--etcd needs --hub-id: the fleet names each hub (for example --hub-id syn-east)")
 	}
@@ -57,6 +58,9 @@ func joinFleet(f *hubFlags, cfg *hub.Config, listen net.Addr, log *slog.Logger) 
 	adv := f.advertise
 	if adv == "" {
 		adv = "ws://" + listen.String()
+		if f.tls.cert != "" {
+			adv = "wss://" + listen.String()
+		}
 	}
 	if !strings.HasPrefix(adv, "ws://") && !strings.HasPrefix(adv, "wss://") {
 		return nil, fmt.Errorf("--advertise %s: want ws://HOST:PORT", adv)
@@ -66,7 +70,7 @@ func joinFleet(f *hubFlags, cfg *hub.Config, listen net.Addr, log *slog.Logger) 
 	defer cancel()
 	m, err := cluster.Join(ctx, cluster.Config{
 		Endpoints: strings.Split(f.etcd, ","), HubID: f.hubID, Advertise: adv, LeaseTTL: f.etcdLeaseTTL,
-		Prefix: f.etcdPrefix, Version: version, Logger: log,
+		Prefix: f.etcdPrefix, Version: version, Logger: log, TLS: etcdTLS,
 		Fence: func(budget time.Duration) { fm.owners.Fence(budget) },
 	})
 	if err != nil {

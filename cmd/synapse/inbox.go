@@ -160,7 +160,9 @@ func runListen(args []string, stdout, stderr io.Writer) int {
 		fanout = client.FanoutFull
 	}
 	dctx, cancel := context.WithTimeout(ctx, f.timeout)
-	c, err := client.Dial(dctx, client.Options{URI: f.uri, Token: f.token, Name: f.name, HandshakeTimeout: f.timeout, Fanout: fanout, Presence: client.PresenceCompact})
+	o := f.options(f.name)
+	o.Fanout, o.Presence = fanout, client.PresenceCompact
+	c, err := client.Dial(dctx, o)
 	cancel()
 	if err != nil {
 		return f.failure(stderr, "listen", err)

@@ -40,8 +40,9 @@ func inboxWait(f *clientFlags, timeout time.Duration, directedOnly, ack bool, st
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	dctx, cancel := context.WithTimeout(ctx, f.timeout)
-	c, err := client.Dial(dctx, client.Options{URI: f.uri, Token: f.token, Name: paneSidecar(f.name), MailboxFor: f.name,
-		NoReconnect: true, HandshakeTimeout: f.timeout})
+	o := f.options(paneSidecar(f.name))
+	o.MailboxFor, o.NoReconnect = f.name, true
+	c, err := client.Dial(dctx, o)
 	cancel()
 	var rej *client.RejectedError
 	if errors.As(err, &rej) && (rej.Code == 4009 || rej.Code == 4016) {

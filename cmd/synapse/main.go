@@ -65,6 +65,7 @@ func groups() []group {
 			{"role", "roles are granted, not claimed, with credentials or an ACL: role grant|revoke|list", runRole},
 			{"acl", "access rules (hub --acl FILE): acl check --as NAME PERMISSION KIND:VALUE", runACL},
 			{"journal", "check, compact or show stats of a journal file", runJournal},
+			{"tls", "make a test CA and certificates for a TLS hub: tls selfsigned --out DIR", runTLS},
 			{"bench", "measure the core (bench core) or the durable journal (bench journal)", runBench},
 		}},
 		{"Other", []command{

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -122,8 +123,9 @@ func runMCP(args []string, stdout, stderr io.Writer) int {
 	c, err := f.dial(ctx, f.name, true)
 	if err != nil {
 		log.Warn("synapse mcp: cannot connect to the hub yet; serving MCP anyway and retrying", "uri", f.uri, "name", f.name, "err", err)
-		c, err = client.Dial(ctx, client.Options{URI: f.uri, Token: f.token, Name: f.name, HandshakeTimeout: f.timeout,
-			Fanout: mcpserver.Fanout, Background: true})
+		o := f.options(f.name)
+		o.Fanout, o.Background = mcpserver.Fanout, true
+		c, err = client.Dial(ctx, o)
 	}
 	if err != nil {
 		return f.failure(stderr, "mcp", err)
@@ -151,12 +153,19 @@ type mcpTuning struct {
 	outputSchemas bool
 }
 
-// mcpDialer connects agents for an HTTP MCP endpoint, reconnecting.
-func mcpDialer(uri, token string, timeout func() time.Duration) func(context.Context, string) (*client.Client, error) {
+// mcpDialer connects agents for an HTTP MCP endpoint, reconnecting: base
+// is the hub's address, token and TLS, uri (if not nil) its address when
+// it is known only once the hub listens.
+func mcpDialer(base client.Options, uri func() string, timeout func() time.Duration) func(context.Context, string) (*client.Client, error) {
 	return func(ctx context.Context, name string) (*client.Client, error) {
 		ctx, cancel := context.WithTimeout(ctx, timeout())
 		defer cancel()
-		return client.Dial(ctx, client.Options{URI: uri, Token: token, Name: name, Fanout: mcpserver.Fanout})
+		o := base
+		o.Name, o.Fanout = name, mcpserver.Fanout
+		if uri != nil {
+			o.URI = uri()
+		}
+		return client.Dial(ctx, o)
 	}
 }
 
@@ -177,7 +186,7 @@ func mcpRequestPolicy(addr string, allowHosts, allowOrigins []string) (*gate.Req
 
 func serveMCPHTTP(ctx context.Context, f *clientFlags, profile mcpserver.Profile, tuning mcpTuning, addr string, policy *gate.RequestPolicy, stdout, stderr io.Writer, log *slog.Logger) int {
 	h := mcpserver.NewHTTPHandler(mcpserver.HTTPOptions{
-		Dial:        mcpDialer(f.uri, f.token, func() time.Duration { return f.timeout }),
+		Dial:        mcpDialer(f.options(""), nil, func() time.Duration { return f.timeout }),
 		DefaultName: f.name, Token: f.token, Profile: profile, Version: version, Logger: log,
 		Channel: tuning.channel, WaitDefault: tuning.waitDefault, ProgressEvery: tuning.progressEvery, OutputSchemas: tuning.outputSchemas,
 		HostChecked: true, // policy, below, checks Host and Origin as the hub does
@@ -209,12 +218,12 @@ func serveMCPHTTP(ctx context.Context, f *clientFlags, profile mcpserver.Profile
 
 // hubMCP is the hub's /mcp: each agent dials the hub itself over loopback
 // WebSocket (self() is its address once listening), with the hub's token,
-// which MCP clients must then present as a Bearer token.
-func hubMCP(token string, self func() string, log *slog.Logger) *mcpserver.HTTPHandler {
+// which MCP clients must then present as a Bearer token. On a TLS hub
+// self() is wss:// and tlsCfg (certs.PinnedConfig) trusts the hub's own
+// certificate.
+func hubMCP(token string, tlsCfg *tls.Config, self func() string, log *slog.Logger) *mcpserver.HTTPHandler {
 	return mcpserver.NewHTTPHandler(mcpserver.HTTPOptions{
-		Dial: func(ctx context.Context, name string) (*client.Client, error) {
-			return mcpDialer(self(), token, func() time.Duration { return 10 * time.Second })(ctx, name)
-		},
+		Dial:  mcpDialer(client.Options{Token: token, TLS: tlsCfg}, self, func() time.Duration { return 10 * time.Second }),
 		Token: token, Version: version, Logger: log,
 		HostChecked: true, // the hub's Handler checks Host and Origin first
 	})

@@ -127,7 +127,7 @@ func TestMCP_StdioBinary_ToolsClaimRefusalAndNotification(t *testing.T) {
 func startMCPHub(t *testing.T, cfg hub.Config) string {
 	t.Helper()
 	var self string
-	m := hubMCP("", func() string { return self }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m := hubMCP("", nil, func() string { return self }, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	cfg.MCP, cfg.Logger = m, slog.New(slog.NewTextHandler(io.Discard, nil))
 	h, err := hub.New(cfg)
 	if err != nil {

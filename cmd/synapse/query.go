@@ -196,7 +196,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		s := summarize(ns)
 		fed = &s
 	}
-	h := fetchHealth(ctx, f.uri)
+	h := fetchHealth(ctx, &f)
 	online := slices.DeleteFunc(slices.Clone(w.OnlineAgents), func(a string) bool { return a == c.Name() })
 	mine := filterClaims(st.ActiveClaims, f.name)
 	wel := c.Welcome()
@@ -236,14 +236,19 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 
 // fetchHealth reads the hub's /health on the same port; nil when it has
 // none (the reference serves it only with --metrics).
-func fetchHealth(ctx context.Context, uri string) *health {
+func fetchHealth(ctx context.Context, f *clientFlags) *health {
+	uri := f.uri
 	u := strings.Replace(strings.Replace(uri, "wss://", "https://", 1), "ws://", "http://", 1)
 	u = strings.TrimRight(u, "/") + "/health"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil
 	}
-	resp, err := http.DefaultClient.Do(req)
+	hc, err := f.options("").HTTPClient()
+	if err != nil {
+		return nil
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil
 	}

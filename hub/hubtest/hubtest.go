@@ -4,7 +4,9 @@ package hubtest
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http/httptest"
@@ -26,17 +28,37 @@ func Start(t testing.TB, cfg hub.Config) string {
 	return "ws://" + ln.Addr().String()
 }
 
+// StartTLS is Start over TLS: the listener serves tlsCfg (a
+// certs.ServerConfig), and the URI is wss://.
+func StartTLS(t testing.TB, cfg hub.Config, tlsCfg *tls.Config) string {
+	t.Helper()
+	ln := listen(t)
+	serve(t, cfg, tls.NewListener(ln, tlsCfg))
+	return "wss://" + ln.Addr().String()
+}
+
 // StartFederation serves one hub per id, each configured by cfg(id, uris)
 // with its HubID set to id. Every listener is open before the first hub
 // starts, so each config can name the others as peers by URI. It returns
 // the URIs by hub id.
 func StartFederation(t testing.TB, ids []string, cfg func(id string, uris map[string]string) hub.Config) map[string]string {
 	t.Helper()
+	return StartFederationTLS(t, ids, nil, cfg)
+}
+
+// StartFederationTLS is StartFederation with every hub serving
+// serverTLS(id) (nil: plain ws://), its URI then wss://.
+func StartFederationTLS(t testing.TB, ids []string, serverTLS func(id string) *tls.Config, cfg func(id string, uris map[string]string) hub.Config) map[string]string {
+	t.Helper()
 	lns := make(map[string]net.Listener, len(ids))
 	uris := make(map[string]string, len(ids))
 	for _, id := range ids {
 		lns[id] = listen(t)
 		uris[id] = "ws://" + lns[id].Addr().String()
+		if serverTLS != nil {
+			uris[id] = "wss://" + lns[id].Addr().String()
+			lns[id] = tls.NewListener(lns[id], serverTLS(id))
+		}
 	}
 	for _, id := range ids {
 		c := cfg(id, uris)
@@ -90,6 +112,7 @@ func serve(t testing.TB, cfg hub.Config, ln net.Listener) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(h.Handler())
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // failed TLS handshakes are what some tests make
 	srv.Listener = ln
 	srv.Start()
 	t.Cleanup(func() {
