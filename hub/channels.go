@@ -328,13 +328,13 @@ func (s *session) channelLeave(sender string, in *wire.Inbound) {
 // channelInfo is one channel as channel_list shows it (additive
 // channel_info) and the dashboard lists it.
 type channelInfo struct {
-	Channel string   `json:"channel"`
-	Label   string   `json:"label"`
-	Owner   string   `json:"owner"`
-	Members []string `json:"members"`
-	Invited []string `json:"invited,omitempty"`
-	Created float64  `json:"created_at"`
-	Retained int     `json:"retained_messages"`
+	Channel  string   `json:"channel"`
+	Label    string   `json:"label"`
+	Owner    string   `json:"owner"`
+	Members  []string `json:"members"`
+	Invited  []string `json:"invited,omitempty"`
+	Created  float64  `json:"created_at"`
+	Retained int      `json:"retained_messages"`
 }
 
 // channelsFor lists the channels member belongs to ("" = every channel:
