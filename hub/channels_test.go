@@ -1,0 +1,156 @@
+package hub
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func (tc *tconn) channelOp(name, typ string, fields map[string]any) map[string]any {
+	tc.t.Helper()
+	f := map[string]any{"sender": name, "type": typ, "target": "System"}
+	for k, v := range fields {
+		f[k] = v
+	}
+	tc.send(f)
+	return tc.expect("channel_result")
+}
+
+// Issue23 (items 5, 8): only members receive a channel's chats and read
+// its history; a non-member's chat and history request are refused with
+// a typed error, and neither changes anything nor reveals the roster.
+func TestChannels_NonMemberNeitherReceivesNorReads_Issue23(t *testing.T) {
+	th := startHub(t, Config{})
+	owner := th.join("p/owner")
+	guest := th.join("p/guest")
+	out := th.join("p/outsider")
+
+	if r := owner.channelOp("p/owner", "channel_create", map[string]any{"channel": "ops", "label": "Ops"}); r["ok"] != true {
+		t.Fatalf("create: %v", r)
+	}
+	// Joining uninvited is refused; an invite lets the guest in once.
+	if r := guest.channelOp("p/guest", "channel_join", map[string]any{"channel": "ops"}); r["ok"] != false || r["error_code"] != "not_invited" {
+		t.Fatalf("uninvited join: %v", r)
+	}
+	if r := out.channelOp("p/outsider", "channel_invite", map[string]any{"channel": "ops", "invitee": "p/outsider"}); r["ok"] != false {
+		t.Fatalf("a non-owner invited: %v", r)
+	}
+	owner.channelOp("p/owner", "channel_invite", map[string]any{"channel": "ops", "invitee": "p/guest"})
+	if r := guest.channelOp("p/guest", "channel_join", map[string]any{"channel": "ops"}); r["ok"] != true || len(r["members"].([]any)) != 2 {
+		t.Fatalf("join: %v", r)
+	}
+
+	// The reference's form (channel field) and ours (target channel:NAME).
+	owner.send(map[string]any{"sender": "p/owner", "type": "chat", "target": "all", "channel": "ops", "payload": "secret plan"})
+	guest.send(map[string]any{"sender": "p/guest", "type": "chat", "target": "channel:ops", "payload": "ack"})
+	for _, c := range []*tconn{owner, guest} {
+		m := c.expectWhere("chat", func(m map[string]any) bool { return m["payload"] == "secret plan" })
+		if m["channel"] != "ops" || m["channel_seq"] == nil {
+			t.Fatalf("channel chat frame %v", m)
+		}
+		if _, hasSeq := m["seq"]; hasSeq {
+			t.Fatalf("a channel chat carries a mailbox seq: %v", m)
+		}
+		c.expectWhere("chat", func(m map[string]any) bool { return m["payload"] == "ack" && m["channel"] == "ops" })
+	}
+
+	out.send(map[string]any{"sender": "p/outsider", "type": "chat", "channel": "ops", "payload": "let me in"})
+	if e := out.expect("error"); e["error_code"] != "not_channel_member" {
+		t.Fatalf("non-member chat: %v", e)
+	}
+	out.send(map[string]any{"sender": "p/outsider", "type": "channel_history_request", "channel": "ops"})
+	r := out.expect("channel_result")
+	if r["ok"] != false || r["error_code"] != "not_channel_member" || len(r["members"].([]any)) != 0 {
+		t.Fatalf("non-member history: %v", r)
+	}
+	// Nor does the public history, or a resume, show a channel's chat.
+	out.send(map[string]any{"sender": "p/outsider", "type": "history_request", "target": "System"})
+	if h := out.expect("history_snapshot"); len(h["history"].([]any)) != 0 {
+		t.Fatalf("public history shows channel chats: %v", h["history"])
+	}
+	out.sync("p/outsider")
+	out.quiet(100 * time.Millisecond) // nothing of the channel reached it
+	guest.send(map[string]any{"sender": "p/guest", "type": "channel_history_request", "channel": "ops"})
+	h := guest.expect("channel_history")
+	if msgs := h["messages"].([]any); len(msgs) != 3-1 || msgs[0].(map[string]any)["payload"] != "secret plan" {
+		t.Fatalf("member history %v", h["messages"])
+	}
+	owner.send(map[string]any{"sender": "p/owner", "type": "channel_list_request"})
+	if l := owner.expect("channel_list"); len(l["channels"].([]any)) != 1 {
+		t.Fatalf("list %v", l)
+	}
+	out.send(map[string]any{"sender": "p/outsider", "type": "channel_list_request"})
+	if l := out.expect("channel_list"); len(l["channels"].([]any)) != 0 {
+		t.Fatalf("a non-member lists the channel: %v", l)
+	}
+	// Leaving stops delivery.
+	guest.channelOp("p/guest", "channel_leave", map[string]any{"channel": "ops"})
+	owner.send(map[string]any{"sender": "p/owner", "type": "chat", "channel": "ops", "payload": "after"})
+	owner.expectWhere("chat", func(m map[string]any) bool { return m["payload"] == "after" })
+	guest.sync("p/guest")
+	for len(guest.frames) > 0 {
+		if m := <-guest.frames; m["payload"] == "after" {
+			t.Fatal("a member who left received the channel's chat")
+		}
+	}
+}
+
+// Issue23 (item 5): membership, invites and history are kept in the
+// journal: a hub restarted on it still knows them and still refuses a
+// non-member.
+func TestChannels_MembershipAndHistorySurviveRestart_Issue23(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hub.db")
+	{
+		th, st := journalHub(t, path, Config{})
+		o := th.join("p/owner")
+		o.channelOp("p/owner", "channel_create", map[string]any{"channel": "ops"})
+		o.channelOp("p/owner", "channel_invite", map[string]any{"channel": "ops", "invitee": "p/later"})
+		o.channelOp("p/owner", "channel_invite", map[string]any{"channel": "ops", "invitee": "p/guest"})
+		g := th.join("p/guest")
+		g.channelOp("p/guest", "channel_join", map[string]any{"channel": "ops"})
+		o.send(map[string]any{"sender": "p/owner", "type": "chat", "channel": "ops", "payload": "kept"})
+		o.expectWhere("chat", func(m map[string]any) bool { return m["payload"] == "kept" })
+		th.h.Close(t.Context())
+		st.Close() // the restart: the next hub opens the file anew
+	}
+	th, _ := journalHub(t, path, Config{})
+	g := th.join("p/guest")
+	g.send(map[string]any{"sender": "p/guest", "type": "channel_history_request", "channel": "ops"})
+	h := g.expect("channel_history")
+	if msgs := h["messages"].([]any); len(msgs) != 1 || msgs[0].(map[string]any)["payload"] != "kept" || msgs[0].(map[string]any)["channel_seq"] == nil {
+		t.Fatalf("history after restart %v", h)
+	}
+	l := th.join("p/later")
+	if r := l.channelOp("p/later", "channel_join", map[string]any{"channel": "ops"}); r["ok"] != true {
+		t.Fatalf("the invite did not survive the restart: %v", r)
+	}
+	x := th.join("p/x")
+	x.send(map[string]any{"sender": "p/x", "type": "channel_history_request", "channel": "ops"})
+	if r := x.expect("channel_result"); r["ok"] != false {
+		t.Fatalf("a non-member read after restart: %v", r)
+	}
+}
+
+// Issue23: Config.Access is asked first: a deny stops even the owner,
+// and nothing changes.
+func TestChannels_AccessHookDecidesFirst_Issue23(t *testing.T) {
+	var asked []AccessRequest
+	th := startHub(t, Config{Access: func(r AccessRequest) (AccessDecision, string) {
+		asked = append(asked, r)
+		if r.Permission == "channel-create" && r.Target == "channel:denied" {
+			return AccessDeny, "policy says no"
+		}
+		return AccessDefault, ""
+	}})
+	o := th.join("p/owner")
+	if r := o.channelOp("p/owner", "channel_create", map[string]any{"channel": "denied"}); r["ok"] != false || r["payload"] != "policy says no" {
+		t.Fatalf("denied create: %v", r)
+	}
+	o.send(map[string]any{"sender": "p/owner", "type": "channel_list_request"})
+	if l := o.expect("channel_list"); len(l["channels"].([]any)) != 0 {
+		t.Fatalf("a denied create made a channel: %v", l)
+	}
+	if len(asked) == 0 || asked[0].Agent != "p/owner" {
+		t.Fatalf("asked %+v", asked)
+	}
+}
