@@ -42,7 +42,6 @@ func TestChannels_NonMemberNeitherReceivesNorReads_Issue23(t *testing.T) {
 
 	// The reference's form (channel field) and ours (target channel:NAME).
 	owner.send(map[string]any{"sender": "p/owner", "type": "chat", "target": "all", "channel": "ops", "payload": "secret plan"})
-	guest.send(map[string]any{"sender": "p/guest", "type": "chat", "target": "channel:ops", "payload": "ack"})
 	for _, c := range []*tconn{owner, guest} {
 		m := c.expectWhere("chat", func(m map[string]any) bool { return m["payload"] == "secret plan" })
 		if m["channel"] != "ops" || m["channel_seq"] == nil {
@@ -51,6 +50,9 @@ func TestChannels_NonMemberNeitherReceivesNorReads_Issue23(t *testing.T) {
 		if _, hasSeq := m["seq"]; hasSeq {
 			t.Fatalf("a channel chat carries a mailbox seq: %v", m)
 		}
+	}
+	guest.send(map[string]any{"sender": "p/guest", "type": "chat", "target": "channel:ops", "payload": "ack"})
+	for _, c := range []*tconn{owner, guest} {
 		c.expectWhere("chat", func(m map[string]any) bool { return m["payload"] == "ack" && m["channel"] == "ops" })
 	}
 
