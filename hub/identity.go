@@ -26,7 +26,9 @@ import (
 //     identity_public_key) that holds: the name is pinned to that key,
 //     durably, then admitted;
 //   - name not pinned, a proof that fails: refused, 4013 "identity binding
-//     failed" (a broken proof never pins);
+//     failed" (a broken proof never pins) — but for one only outside the
+//     clock window (expired), which is admitted unpinned unless
+//     RequireIdentity, so a client with a skewed clock keeps its hub;
 //   - name not pinned, no complete proof: admitted as before, unless
 //     Config.RequireIdentity, which refuses it 4013.
 //
@@ -224,6 +226,14 @@ func (s *session) identityGate(sender string, in *wire.Inbound) bool {
 		return s.refuseProof(sender, gate.IdentityUnknownKey)
 	}
 	if r := h.ident.verifier.Verify(frame, sender, proof.KeyID, pub, now); r != gate.IdentityValid {
+		if r == gate.IdentityExpired && !h.cfg.RequireIdentity {
+			// A stale proof on a name nobody pinned is what a skewed
+			// clock gives: admitted as an unsigned registration would be
+			// (and not pinned) rather than refused, unlike the reference:
+			// pinning must not cost an agent with a wrong clock its hub.
+			h.log.Warn("hub: identity proof outside the clock window (client clock skewed?): admitted unpinned", "name", sender)
+			return true
+		}
 		return s.refuseProof(sender, r)
 	}
 	got, made, err := pins.PinIdentity(journal.IdentityPin{Name: sender, KeyID: proof.KeyID, PublicKey: proof.PublicKey, PinnedAt: now})

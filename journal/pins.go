@@ -15,9 +15,11 @@ import (
 // needs them, and a file without them reads as holding no pin, so a file
 // written by an older synapse, or the reference, opens unchanged.
 //
-// Writes go through the writer connection under Store.mu, like MarkOutbox,
-// at synchronous=FULL (a pin is rare and must outlive a power cut); reads
-// through the read pool. Neither is on a frame's path: a pin is read once
+// Writes go through the writer connection under Store.mu, like MarkOutbox:
+// a pin and a nonce at synchronous=NORMAL (they survive the process being
+// killed; a pin lost to a power cut is made again, to the same key, by the
+// name's next registration), a reclaim at FULL; reads through the read
+// pool. Neither is on a frame's path: a pin is read once
 // per socket, on the frame that binds its name.
 
 const pinSchema = `
@@ -45,7 +47,7 @@ type IdentityPin struct {
 func (s *Store) PinIdentity(p IdentityPin) (IdentityPin, bool, error) {
 	var got IdentityPin
 	var made bool
-	err := s.writeExtra(pinSchema, func(ctx context.Context, c *sql.Conn) error {
+	err := s.writeExtraAt(false, pinSchema, func(ctx context.Context, c *sql.Conn) error {
 		res, err := c.ExecContext(ctx, `INSERT OR IGNORE INTO identity_pins(name, key_id, public_key, pinned_at) VALUES(?, ?, ?, ?)`,
 			p.Name, p.KeyID, p.PublicKey, p.PinnedAt)
 		if err != nil {

@@ -129,7 +129,9 @@ func (f *clientFlags) dial(ctx context.Context, name string, reconnect bool) (*c
 	defer cancel()
 	deadline := time.Now().Add(nameRetry)
 	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
-		c, err := client.Dial(ctx, client.Options{URI: f.uri, Token: f.token, Name: name, NoReconnect: !reconnect, HandshakeTimeout: f.timeout, Fanout: f.fanout})
+		// A throw-away query name is not signed: each would be pinned for good.
+		c, err := client.Dial(ctx, client.Options{URI: f.uri, Token: f.token, Name: name, NoReconnect: !reconnect, HandshakeTimeout: f.timeout, Fanout: f.fanout,
+			NoIdentity: name != f.name})
 		var rej *client.RejectedError
 		if err == nil || !errors.As(err, &rej) || rej.Reason != "name conflict" || time.Now().Add(delay).After(deadline) {
 			return c, err
@@ -205,6 +207,8 @@ func (f *clientFlags) failure(stderr io.Writer, cmd string, err error) int {
 			hint = " Another session uses this name: pass a unique --name (or SYNAPSE_NAME)."
 		case rej.AuthFailed():
 			hint = " Pass the hub's token with --token or SYNAPSE_TOKEN."
+		case rej.IdentityRefused():
+			hint = " This machine's identity key is " + identityKeyHint() + "."
 		}
 		fmt.Fprintf(stderr, "synapse %s: %v.%s\n", cmd, err, hint)
 		return exitRefused

@@ -147,6 +147,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	f.registerOrigin(fs)
 	f.registerFederation(fs)
 	f.registerFleet(fs)
+	idf := registerIdentityFlags(fs) // identity pins (hub_identity.go)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -196,6 +197,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.MessageAuthKeys, cfg.RequireMessageAuth = sec.MessageAuthKeys, sec.RequireMessageAuth
+	idf.apply(&cfg)
 	cfg.RateLimits, cfg.AuthFailuresPerMinute = sec.RateLimits, sec.AuthFailuresPerMinute
 	cfg.AllowHosts, err = f.allowedHosts()
 	if err == nil {
