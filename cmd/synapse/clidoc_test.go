@@ -17,6 +17,7 @@ var subcommands = map[string][]string{
 	"git-hook": {"install", "uninstall", "check", "post-commit", "post-merge"},
 	"ns":       {"list"},
 	"bench":    {"load", "soak", "crashloop"},
+	"identity": {"list", "reclaim", "key"},
 }
 
 // docs/cli.md reproduces every command's --help: this test keeps it true.
