@@ -2,10 +2,12 @@ package hub
 
 import (
 	"encoding/json"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/synapse-hub/synapse/dashboard"
 	"github.com/synapse-hub/synapse/journal"
 	"github.com/synapse-hub/synapse/wire"
 )
@@ -495,4 +497,19 @@ func (s *session) channelChat(sender, name string, in *wire.Inbound) {
 	}
 	h.mu.Unlock()
 	h.m.framesOut.WithLabelValues("chat").Add(float64(sent))
+}
+
+// Channels implements dashboard.Backend: every admitted viewer is the
+// operator today (the shared token, or an open hub), who sees every
+// channel's roster but no message. Once viewers are agents (per-agent
+// credentials), pass the viewer's name to channelsFor here: it lists only
+// that agent's channels.
+func (d dashHost) Channels(_ *http.Request) []dashboard.APIChannel {
+	list := d.h.chans.channelsFor("")
+	out := make([]dashboard.APIChannel, 0, len(list))
+	for _, c := range list {
+		out = append(out, dashboard.APIChannel{Channel: c.Channel, Label: c.Label, Owner: c.Owner, Members: c.Members,
+			Invited: c.Invited, Created: c.Created, Retained: c.Retained})
+	}
+	return out
 }

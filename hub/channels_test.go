@@ -1,7 +1,10 @@
 package hub
 
 import (
+	"io"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -154,5 +157,25 @@ func TestChannels_AccessHookDecidesFirst_Issue23(t *testing.T) {
 	}
 	if len(asked) == 0 || asked[0].Agent != "p/owner" {
 		t.Fatalf("asked %+v", asked)
+	}
+}
+
+// Issue23 (item 5): the dashboard's /api/channels lists the channels its
+// viewer may see — the operator, every one — with rosters and no message.
+func TestChannels_DashboardListsChannelsWithoutMessages_Issue23(t *testing.T) {
+	th := startHub(t, Config{})
+	o := th.join("p/owner")
+	o.channelOp("p/owner", "channel_create", map[string]any{"channel": "ops"})
+	o.send(map[string]any{"sender": "p/owner", "type": "chat", "channel": "ops", "payload": "do not show"})
+	o.expectWhere("chat", func(m map[string]any) bool { return m["payload"] == "do not show" })
+	resp, err := http.Get(th.srv.URL + "/api/channels")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"channel":"ops"`) || !strings.Contains(string(body), `"p/owner"`) ||
+		strings.Contains(string(body), "do not show") {
+		t.Fatalf("/api/channels: %d %s", resp.StatusCode, body)
 	}
 }
