@@ -71,40 +71,6 @@ func JudgeGrowth(resource string, t, v []float64, tolerance, floor float64) Tren
 	return tr
 }
 
-// JudgePerOp applies the rule for a resource that grows legitimately with
-// work done, such as the journal (every mutation is a row, and nothing
-// drops rows while the hub runs): what must level off is its growth per
-// operation. The marginal cost per op is taken across the middle third and
-// across the last; it grew, and fails, when
-//
-//	per-op(last third) > per-op(middle third) × (1 + tolerance) + floor
-//
-// (floor in the resource's unit per op).
-func JudgePerOp(resource string, t, v, ops []float64, tolerance, floor float64) Trend {
-	tr := Trend{Resource: resource, Verdict: NotJudged}
-	mid, last := thirds(t)
-	end := len(t) - 1
-	if last-mid < minThirdSamples || len(t)-last < minThirdSamples {
-		tr.Reason = fmt.Sprintf("%d samples: too few to judge (at least %d in the middle and the last third)", len(t), minThirdSamples)
-		return tr
-	}
-	if ops[last] <= ops[mid] || ops[end] <= ops[last] {
-		tr.Reason = "no operations completed in the middle or the last third"
-		return tr
-	}
-	tr.Middle = (v[last] - v[mid]) / (ops[last] - ops[mid])
-	tr.Last = (v[end] - v[last]) / (ops[end] - ops[last])
-	tr.Allowance = tolerance*tr.Middle + floor
-	tr.Rise = tr.Last - tr.Middle
-	tr.Verdict = Levelled
-	tr.Reason = fmt.Sprintf("%.4g per op in the middle third, %.4g in the last (allowed %.4g more)", tr.Middle, tr.Last, tr.Allowance)
-	if tr.Rise > tr.Allowance {
-		tr.Verdict = Grew
-		tr.Reason = fmt.Sprintf("%.4g per op in the middle third, %.4g in the last: +%.4g, allowed %.4g", tr.Middle, tr.Last, tr.Rise, tr.Allowance)
-	}
-	return tr
-}
-
 // thirds returns the index of the first sample of the middle third and of
 // the last third of t, cut by time.
 func thirds(t []float64) (mid, last int) {

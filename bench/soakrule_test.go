@@ -61,24 +61,24 @@ func TestJudgeGrowth_TooFewSamplesAreNotJudged(t *testing.T) {
 	}
 }
 
-func TestJudgePerOp_JournalMustGrowAtAConstantCostPerOp(t *testing.T) {
-	ops := func(s float64) float64 { return 1000 * s }
-	tm, opsV := series(ops, 0)
-	constant := make([]float64, len(tm))
-	growing := make([]float64, len(tm))
+// The journal must level off (issue 24): one growing at a constant cost
+// per operation — what the soak used to accept — grows without bound and
+// fails; one that climbs to live state plus its windows and stays there,
+// wobbling by a snapshot or a WAL, passes.
+func TestJudgeGrowth_JournalMustLevelOffNotGrowPerOp(t *testing.T) {
+	tm, _ := series(func(float64) float64 { return 0 }, 0)
+	perOp := make([]float64, len(tm))
+	plateau := make([]float64, len(tm))
 	for i, s := range tm {
-		constant[i] = 4<<20 + 300*opsV[i] + float64(i%3)*50_000 // 300 B/op, a WAL that wobbles
-		growing[i] = 4<<20 + 300*opsV[i] + 2*s*s*s              // each op costs more than the last
+		ops := 1000 * s
+		perOp[i] = 4<<20 + 300*ops + float64(i%3)*50_000                 // 300 B/op forever
+		plateau[i] = 4<<20 + 300*min(ops, 60_000) + float64(i%3)*(4<<20) // the window fills, then rows go as they come
 	}
-	if tr := JudgePerOp("journal_bytes_per_op", tm, constant, opsV, 0.5, 32); tr.Verdict != Levelled {
-		t.Errorf("constant cost: %s (%s)", tr.Verdict, tr.Reason)
+	if tr := JudgeGrowth("journal_bytes", tm, perOp, 0.10, soakFloorJournalBytes); tr.Verdict != Grew {
+		t.Errorf("constant cost per op: %s (%s), want %s", tr.Verdict, tr.Reason, Grew)
 	}
-	if tr := JudgePerOp("journal_bytes_per_op", tm, growing, opsV, 0.5, 32); tr.Verdict != Grew {
-		t.Errorf("growing cost: %s (%s)", tr.Verdict, tr.Reason)
-	}
-	stalled := make([]float64, len(tm)) // no ops at all
-	if tr := JudgePerOp("journal_bytes_per_op", tm, constant, stalled, 0.5, 32); tr.Verdict != NotJudged {
-		t.Errorf("no ops: %s (%s)", tr.Verdict, tr.Reason)
+	if tr := JudgeGrowth("journal_bytes", tm, plateau, 0.10, soakFloorJournalBytes); tr.Verdict != Levelled {
+		t.Errorf("plateau: %s (%s), want %s", tr.Verdict, tr.Reason, Levelled)
 	}
 }
 

@@ -40,7 +40,13 @@ func openJournalHub(t *testing.T, path string) *jhub {
 // when the second replays the file (both close at the test's end).
 func openJournalHubWith(t *testing.T, path string, cfg Config) *jhub {
 	t.Helper()
-	st, err := journal.Open(path, journal.Options{})
+	return openJournalHubOpts(t, path, journal.Options{}, cfg)
+}
+
+// openJournalHubOpts is openJournalHubWith with the journal's options.
+func openJournalHubOpts(t *testing.T, path string, opts journal.Options, cfg Config) *jhub {
+	t.Helper()
+	st, err := journal.Open(path, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

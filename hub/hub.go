@@ -44,8 +44,11 @@ type Config struct {
 	MaxUnauthClients      int    // secured hub: sockets in the pre-auth window; default MaxClients (--max-unauth-clients) → close 4014
 	MaxFrameBytes         int    // 1 MiB (--max-msg-kb 1024)
 	MaxHistory            int    // 10000 chat history (--max-history)
-	PendingReceiptWindow  int    // 1024 receipts awaiting an ack; beyond, the oldest expires (--pending-receipt-window)
-	SendQueue             int    // bounded outbound frames per socket (default 1024)
+	// SnapshotEvery is how many journal records go between two snapshots
+	// (--snapshot-every): 0 = sequencer.DefaultSnapshotEvery, -1 = none.
+	SnapshotEvery        int
+	PendingReceiptWindow int // 1024 receipts awaiting an ack; beyond, the oldest expires (--pending-receipt-window)
+	SendQueue            int // bounded outbound frames per socket (default 1024)
 	// SendQueueBytes bounds the bytes waiting in one socket's send queue:
 	// a socket past it is dropped as a slow consumer, so a reader that
 	// stops reading while large frames are broadcast holds at most this
@@ -445,6 +448,8 @@ func New(cfg Config) (*Hub, error) {
 		OnCommit: h.onCommit,
 		Logger:   cfg.Logger,
 		MaxBatch: maxBatch,
+		// SnapshotEvery 0 is the sequencer's default too.
+		SnapshotEvery: cfg.SnapshotEvery,
 	})
 	fc := cfg.Federation
 	fc.HubID, fc.Logger = cfg.HubID, cfg.Logger

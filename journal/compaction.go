@@ -11,10 +11,10 @@ import (
 // from the newest sound snapshot and never reads them again, and falls back
 // at most to the oldest snapshot kept. With Options.CompactBatch set, a
 // background goroutine drops the rows the oldest sound snapshot covers,
-// after every snapshot written and once a little after Open (a backlog from
-// before; not during the hub's replay), in
-// batches of CompactBatch rows, each its own short transaction on the
-// writer, so a commit waits for at most one batch. Audit rows (denials,
+// after every snapshot written and once the hub's replay ends (a backlog
+// from before), in batches of CompactBatch rows and more while batches stay
+// within compactBudget, each its own short transaction on the writer, so a
+// commit waits for at most one batch. Audit rows (denials,
 // expiries, federation records), chats, receipts and idempotency records
 // are not touched here (idempotency records expire by their own window,
 // retention.go). SQLite reuses the pages freed, so the file stops growing
@@ -39,16 +39,28 @@ const DefaultCompactBatch = 32
 
 // Tunables; variables so tests can shorten them.
 var (
-	// compactPause separates two batches of one round, so commits queued
-	// behind a batch go first.
-	compactPause = 2 * time.Millisecond
-	// compactStartDelay is how long after Open the first round (a backlog
-	// from before) waits, so it never competes with the hub's replay.
+	// compactPause is the least pause between two batches of one round,
+	// so commits queued behind a batch go first; a batch that took longer
+	// is followed by a pause as long as it took, so compaction holds the
+	// writer at most half the time.
+	compactPause = time.Millisecond
+	// compactBudget is how long one batch should hold the writer: a round
+	// doubles its batch (from CompactBatch up to maxCompactBatch) while a
+	// batch takes under half of it, and halves it when one takes longer.
+	compactBudget = time.Millisecond
+	// compactStartDelay is the longest a store waits after Open for its
+	// first round of compaction and expiry (a backlog from before): it
+	// starts as soon as the hub's replay ends (Replay), and after this on
+	// a store that is never replayed.
 	compactStartDelay = 10 * time.Second
 )
 
+// maxCompactBatch bounds a batch however fast batches go.
+const maxCompactBatch = 1024
+
 // startCompaction starts the compaction goroutine when the store compacts
-// online; a first round runs compactStartDelay after Open.
+// online; a first round runs once the replay ends (or compactStartDelay
+// after Open).
 func (s *Store) startCompaction() {
 	if s.opts.CompactBatch <= 0 || s.opts.ReadOnly {
 		return
@@ -58,18 +70,47 @@ func (s *Store) startCompaction() {
 	s.compactDone = make(chan struct{})
 	go func() {
 		defer close(s.compactDone)
-		first := time.NewTimer(compactStartDelay)
-		defer first.Stop()
+		if !s.awaitStart(s.stopCompact) {
+			return
+		}
 		for {
+			s.compactRound()
 			select {
 			case <-s.stopCompact:
 				return
 			case <-s.compactKick:
-			case <-first.C:
 			}
-			s.compactRound()
 		}
 	}()
+}
+
+// awaitStart waits for the end of the store's replay or compactStartDelay,
+// whichever comes first; false when stop closes first.
+func (s *Store) awaitStart(stop chan struct{}) bool {
+	first := time.NewTimer(compactStartDelay)
+	defer first.Stop()
+	select {
+	case <-stop:
+		return false
+	case <-s.replayEnd:
+	case <-first.C:
+	}
+	return true
+}
+
+// endReplay tells the background goroutines the hub's replay is over.
+func (s *Store) endReplay() { s.replayEndOnce.Do(func() { close(s.replayEnd) }) }
+
+// adapt is the next batch size after a batch of limit rows took took, and
+// the pause before it.
+func adapt(limit, least int, took time.Duration) (int, time.Duration) {
+	switch {
+	case took < compactBudget/2 && limit < maxCompactBatch:
+		limit = min(2*limit, maxCompactBatch)
+	case took > compactBudget && limit > least:
+		limit = max(limit/2, least)
+	}
+	return limit, max(compactPause, took)
 }
 
 // kickCompaction asks for a round (after a snapshot); it never blocks.
@@ -84,23 +125,28 @@ func (s *Store) kickCompaction() {
 }
 
 // compactRound drops covered rows batch by batch until none is left below
-// the floor; a failure ends the round (the rows stay, which keeps every
-// promise) and the next snapshot tries again.
+// the floor, each batch sized to compactBudget (adapt); a failure ends the
+// round (the rows stay, which keeps every promise) and the next snapshot
+// tries again.
 func (s *Store) compactRound() {
 	floor, err := s.compactionFloor()
 	if err != nil || floor <= 0 {
 		return
 	}
+	limit := s.opts.CompactBatch
 	for {
-		n, err := s.CompactBatch(context.Background(), floor, s.opts.CompactBatch)
+		t0 := time.Now()
+		n, err := s.CompactBatch(context.Background(), floor, limit)
 		s.compacted.Add(n)
-		if err != nil || n < int64(s.opts.CompactBatch) {
+		if err != nil || n < int64(limit) {
 			return
 		}
+		var pause time.Duration
+		limit, pause = adapt(limit, s.opts.CompactBatch, time.Since(t0))
 		select {
 		case <-s.stopCompact:
 			return
-		case <-time.After(compactPause):
+		case <-time.After(pause):
 		}
 	}
 }

@@ -137,6 +137,18 @@ func TestMain(m *testing.M) {
 			_ = st // killed here, midway through its batches
 		}
 	}
+	if path := os.Getenv(retainChildEnv); path != "" {
+		expirePause, expireBatch, vacuumStep, vacuumSlackPages = 0, 1, 1, 1
+		st, err := Open(path, Options{Retain: Retain{Chat: time.Second, Receipts: time.Second, Audit: time.Second}, KeepChatRows: 1})
+		if err != nil {
+			fmt.Println("open:", err)
+			os.Exit(2)
+		}
+		fmt.Println("retaining")
+		for range time.Tick(time.Second) {
+			_ = st // killed here, midway through its rows and pages
+		}
+	}
 	os.Exit(m.Run())
 }
 

@@ -150,6 +150,7 @@ func Replay(st *Store, lim coord.Limits, now float64, opts ReplayOptions) (*Reco
 	r.Expired = len(r.State.Tick(now).Events)
 	st.replayFrom.Store(r.SnapshotSeq)
 	st.replayed.Store(true)
+	st.endReplay()
 	return r, nil
 }
 

@@ -164,17 +164,26 @@ func (s *Store) expireIn(ctx context.Context, cutoff, forget float64, limit int)
 	return len(ops), err
 }
 
-// startExpiry starts the expiry goroutine when the store keeps a window.
+// startExpiry starts the expiry goroutine when the store keeps a window:
+// an idempotency window or a retention window (retain.go).
 func (s *Store) startExpiry() {
-	if s.opts.IdempotencyWindow <= 0 || s.opts.ReadOnly {
+	every := expireEvery
+	for _, w := range []time.Duration{s.opts.IdempotencyWindow, s.opts.Retain.shortest()} {
+		if w > 0 {
+			every = min(every, w/4)
+		}
+	}
+	if s.opts.ReadOnly || (s.opts.IdempotencyWindow <= 0 && s.opts.Retain.shortest() <= 0) {
 		return
 	}
 	s.stopExpiry = make(chan struct{})
 	s.expiryDone = make(chan struct{})
-	every := min(expireEvery, s.opts.IdempotencyWindow/4)
 	go func() {
 		defer close(s.expiryDone)
-		t := time.NewTimer(0) // a first round at once: a restart may find a backlog
+		if !s.awaitStart(s.stopExpiry) { // a restart may find a backlog: at once after the replay
+			return
+		}
+		t := time.NewTimer(0)
 		defer t.Stop()
 		for {
 			select {
@@ -188,23 +197,44 @@ func (s *Store) startExpiry() {
 	}()
 }
 
-// expireRound expires batches until one comes back short, pausing between
-// them; a failure is logged by nobody and retried next round (the records
-// stay, which keeps every promise).
+// expireRound expires batches until one comes back short, then drops what
+// the retention windows no longer keep and gives back free pages
+// (vacuum.go), pausing between batches; a failure is logged by nobody and
+// retried next round (the rows stay, which keeps every promise).
 func (s *Store) expireRound() {
-	for {
-		now := float64(time.Now().UnixNano()) / 1e9
-		n, err := s.ExpireOperations(context.Background(), now, expireBatch)
-		s.expired.Add(int64(n))
-		if err != nil || n < expireBatch {
-			return
-		}
+	pause := func(d time.Duration) bool {
 		select {
 		case <-s.stopExpiry:
-			return
-		case <-time.After(expirePause):
+			return false
+		case <-time.After(max(d, expirePause)):
+			return true
 		}
 	}
+	for limit := expireBatch; s.opts.IdempotencyWindow > 0; {
+		now := float64(time.Now().UnixNano()) / 1e9
+		t0 := time.Now()
+		n, err := s.ExpireOperations(context.Background(), now, limit)
+		s.expired.Add(int64(n))
+		if err != nil || n < limit {
+			break
+		}
+		var wait time.Duration
+		if limit, wait = adapt(limit, expireBatch, time.Since(t0)); !pause(wait) {
+			return
+		}
+	}
+	for s.opts.Retain.shortest() > 0 {
+		now := float64(time.Now().UnixNano()) / 1e9
+		st, err := s.RetainRows(context.Background(), now, expireBatch)
+		s.retained.Add(st.total())
+		if err != nil || st.total() == 0 {
+			break
+		}
+		if !pause(expirePause) {
+			return
+		}
+	}
+	s.vacuumRound(func() bool { return pause(expirePause) })
 }
 
 // Kept says what the journal keeps and why, for `synapse journal stats`.
@@ -218,6 +248,17 @@ type Kept struct {
 	// ReplayRows is what a restart would replay now: the rows after the
 	// newest snapshot (every row without one).
 	ReplayRows int64
+	// Retain is the retention the last hub with one kept (meta retain);
+	// not RetainKnown: every chat, receipt and audit row is kept.
+	Retain      Retain `json:"retain"`
+	RetainKnown bool   `json:"retain_known"`
+	// What those windows keep now: chat rows, the directed ones among
+	// them still waiting for an identity's ack or dead-lettered, receipt
+	// rows, and audit rows.
+	Chats, DirectedWaiting, Receipts, Audit int64
+	// Pages is the file's page accounting (free pages are reused, and
+	// given back beyond a slack when AutoVacuum is incremental).
+	Pages PageStats
 }
 
 // Kept reads what the journal keeps.
@@ -238,6 +279,26 @@ func (s *Store) Kept() (Kept, error) {
 		if err = s.rdb.QueryRow(`SELECT COALESCE(MAX(seq), 0) FROM snapshots`).Scan(&from); err == nil {
 			err = s.rdb.QueryRow(`SELECT count(*) FROM events WHERE seq > ?`, from).Scan(&k.ReplayRows)
 		}
+	}
+	if err == nil {
+		var spec string
+		switch err = s.rdb.QueryRow(`SELECT value FROM meta WHERE key = 'retain'`).Scan(&spec); {
+		case errors.Is(err, sql.ErrNoRows):
+			err = nil
+		case err == nil:
+			k.Retain, err = ParseRetain(spec, Retain{})
+			k.RetainKnown = err == nil
+		}
+	}
+	if err == nil {
+		err = s.rdb.QueryRow(`SELECT (SELECT count(*) FROM events WHERE kind = 'chat'),
+			(SELECT count(*) FROM directed_chats d WHERE d.dead = 1 OR EXISTS (SELECT 1 FROM mailbox_watermarks m
+				WHERE m.through_seq < d.seq AND (m.identity = trim(d.target) OR instr(','||replace(d.target, ' ', '')||',', ','||m.identity||',') > 0))),
+			(SELECT count(*) FROM delivery_receipts),
+			(SELECT count(*) FROM events WHERE kind IN `+kindList(auditKinds)+`)`).Scan(&k.Chats, &k.DirectedWaiting, &k.Receipts, &k.Audit)
+	}
+	if err == nil {
+		k.Pages, err = s.Pages()
 	}
 	if err != nil {
 		return Kept{}, fmt.Errorf("journal: kept: %w", classify(err))

@@ -66,8 +66,8 @@ func TestExpireOperations_StoredInsideTheWindowExpiredOutside_INV_CR_1(t *testin
 	if op, ok, err := st.Operation("k1"); !ok || err != nil || string(op.Response) != `{"type":"claim_granted","key":"k1"}` || op.CommittedAt != t0+50 {
 		t.Fatalf("Operation(k1) inside its window: %+v %v %v; want the stored response", op, ok, err)
 	}
-	if n := countRows(t, st, `SELECT count(*) FROM events WHERE kind = 'idempotency'`); n != 2 {
-		t.Errorf("%d idempotency events left; want 2 (k0's dropped)", n)
+	if n := countRows(t, st, `SELECT count(*) FROM operations`); n != 2 {
+		t.Errorf("%d operations rows left; want 2 (k0's dropped)", n)
 	}
 	if n := countRows(t, st, `SELECT count(*) FROM events WHERE kind = 'claim'`); n != 3 {
 		t.Errorf("%d claim events left; want all 3: expiry drops idempotency rows only", n)
@@ -83,8 +83,8 @@ func TestExpireOperations_StoredInsideTheWindowExpiredOutside_INV_CR_1(t *testin
 	if _, _, err := st.Operation("k1"); !errors.Is(err, ErrIdempotencyExpired) {
 		t.Fatalf("Operation(k1) past its window: %v; want ErrIdempotencyExpired", err)
 	}
-	if last, _ := st.LastSeq(); last != 6 {
-		t.Errorf("last seq %d after expiry; want 6 (expiry never lowers it)", last)
+	if last, _ := st.LastSeq(); last != 3 {
+		t.Errorf("last seq %d after expiry; want 3 (expiry never lowers it)", last)
 	}
 }
 
@@ -190,5 +190,34 @@ func TestOpen_UpgradesSchema2RefusesNewer(t *testing.T) {
 		if !errors.Is(err, ErrNewerSchema) || !strings.Contains(err.Error(), "newer synapse") || !strings.Contains(err.Error(), fmt.Sprint(SchemaVersion+1)) {
 			t.Fatalf("read-only %v: a newer file opened with %v; want ErrNewerSchema naming its version", ro, err)
 		}
+	}
+}
+
+// A file written before records were stored once holds each record twice:
+// the operations row and an `idempotency` event at its commit_seq. Expiry
+// drops both, and leaves every other event (INV-CR-1 outside the window:
+// nothing of an old file's record outlives it).
+func TestExpireOperations_OldFileDropsTheIdempotencyEventToo_INV_CR_1(t *testing.T) {
+	const t0, window = 4_000_000_000.0, 100.0
+	st := openWindowed(t, filepath.Join(t.TempDir(), "journal.db"), window*time.Second)
+	ctx := context.Background()
+	if _, err := st.Append(ctx, &Batch{TS: t0, Records: []Record{rec("claim", `{"task_id":"k0"}`, true)}}); err != nil {
+		t.Fatal(err)
+	}
+	// The old form, as an earlier binary wrote it: event 2 and its row.
+	if _, err := st.wc.ExecContext(ctx, `INSERT INTO events(seq, ts, kind, payload) VALUES(2, ?, 'idempotency', '{"key":"k0"}')`, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.wc.ExecContext(ctx, `INSERT INTO operations VALUES('k0', 'd', '{}', 'x', 1, 2, ?)`, t0); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.ExpireOperations(ctx, t0+101, 10); err != nil || n != 1 {
+		t.Fatalf("expire: %d, %v; want k0", n, err)
+	}
+	if n := countRows(t, st, `SELECT count(*) FROM events WHERE kind = 'idempotency'`); n != 0 {
+		t.Errorf("%d idempotency events left; want 0", n)
+	}
+	if n := countRows(t, st, `SELECT count(*) FROM events WHERE kind = 'claim'`); n != 1 {
+		t.Errorf("%d claim events; want the claim kept", n)
 	}
 }

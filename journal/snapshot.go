@@ -263,12 +263,17 @@ func (s *Store) Compact(ctx context.Context) (deleted int64, err error) {
 }
 
 // Vacuum rewrites the file to give the space freed by Compact back to the
-// file system. It blocks appends while it runs.
+// file system, and turns on incremental auto_vacuum (vacuum.go) so a
+// running hub gives free pages back from then on. It blocks appends while
+// it runs.
 func (s *Store) Vacuum(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrClosed
+	}
+	if _, err := s.wc.ExecContext(ctx, "PRAGMA auto_vacuum = INCREMENTAL"); err != nil {
+		return fmt.Errorf("journal: vacuum: %w", err)
 	}
 	if _, err := s.wc.ExecContext(ctx, "VACUUM"); err != nil {
 		return fmt.Errorf("journal: vacuum: %w", err)

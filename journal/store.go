@@ -36,10 +36,12 @@ import (
 //	   from the chat and mailbox_watermark rows already in the file
 //	3: operations_committed_idx and idempotency_expired (retention.go);
 //	   an older file gets them when it is opened for writing
+//	4: operations.response_json may hold a deflated response (respz.go),
+//	   which a schema-3 binary would send back as it is; no table changes
 //
 // A file of a newer version is refused (ErrNewerSchema): this binary does
 // not know what its newer parts promise.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // Options tune Open. The zero value works.
 type Options struct {
@@ -79,6 +81,17 @@ type Options struct {
 	// `synapse hub --journal-compact-batch`, DefaultCompactBatch there). 0
 	// leaves every row until `synapse journal compact`.
 	CompactBatch int
+	// CompressResponses stores each idempotency record's response
+	// deflated (respz.go; a hub that compacts online sets it): about a
+	// quarter of the size, not readable by the reference's tooling.
+	CompressResponses bool
+	// Retain is how long chat, receipt and audit rows are kept (retain.go;
+	// `synapse hub --retain`, DefaultRetain there); the zero value keeps
+	// them forever.
+	Retain Retain
+	// KeepChatRows is how many of the newest chat rows retention keeps
+	// whatever their age (0: DefaultKeepChatRows).
+	KeepChatRows int
 	// MaxBytes, when positive, caps the file the same way, in bytes
 	// (rounded down to whole pages, never below the file's current size):
 	// `synapse hub --journal-max-kb`. An append beyond it fails with
@@ -111,14 +124,18 @@ type Store struct {
 	hubID  string
 
 	// What the last Replay of this store started from (SnapshotPosition).
-	replayed   atomic.Bool
-	replayFrom atomic.Int64
+	replayed      atomic.Bool
+	replayFrom    atomic.Int64
+	replayEnd     chan struct{} // closed when a Replay ends: the background rounds may start
+	replayEndOnce sync.Once
 
 	// The idempotency expiry goroutine (retention.go).
 	stopExpiry chan struct{}
 	expiryDone chan struct{}
 	haltOnce   sync.Once
 	expired    atomic.Int64
+	retained   atomic.Int64 // rows the retention windows dropped (retain.go)
+	vacuumed   atomic.Int64 // pages given back (vacuum.go)
 
 	// Online compaction (compaction.go): the goroutine's channels, the
 	// rows it dropped, and its cursor (under mu).
@@ -198,7 +215,7 @@ func Open(path string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("journal: open %s: not immutable: its WAL holds commits the file does not", path)
 		}
 	}
-	s := &Store{path: path, opts: opts}
+	s := &Store{path: path, opts: opts, replayEnd: make(chan struct{})}
 	if err := s.open(); err != nil {
 		s.closeAll()
 		if errors.Is(err, ErrNewerSchema) {
@@ -233,7 +250,9 @@ func (s *Store) open() error {
 	var err error
 	wp := []string{"synchronous(NORMAL)"}
 	if !s.opts.ReadOnly {
-		wp = append([]string{"journal_mode(WAL)"}, wp...)
+		// auto_vacuum first: it takes only on a file with no page
+		// written yet (a new one; vacuum.go), and is a no-op on any other.
+		wp = append([]string{"auto_vacuum(INCREMENTAL)", "journal_mode(WAL)"}, wp...)
 	}
 	if s.opts.MaxPageCount > 0 {
 		wp = append(wp, fmt.Sprintf("max_page_count(%d)", s.opts.MaxPageCount))
@@ -305,6 +324,9 @@ func (s *Store) createSchema(ctx context.Context) error {
 	if err == nil && s.opts.IdempotencyWindow > 0 { // what this hub keeps, so `journal stats` can say why (tools open with none)
 		_, err = s.wc.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES ('idempotency_window_seconds', ?)`,
 			fmt.Sprint(s.opts.IdempotencyWindow.Seconds()))
+	}
+	if err == nil && s.opts.Retain != (Retain{}) {
+		_, err = s.wc.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES ('retain', ?)`, s.opts.Retain.String())
 	}
 	if err == nil && version < SchemaVersion {
 		_, err = s.wc.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)`, fmt.Sprint(SchemaVersion))
@@ -417,8 +439,7 @@ func (s *Store) closeAll() error {
 
 // Append commits a batch in one transaction and returns the seq of its
 // first row. Records get consecutive seqs in order, every row the batch's
-// TS. For each Operation it also writes an `idempotency` event (the
-// reference's atomic form) and the `operations` row, in the same
+// TS. For each Operation it also writes the `operations` row, in the same
 // transaction: either the whole batch is durable or none of it is
 // (INV-JA-2). A batch that needs FULL durability commits with
 // synchronous=FULL, any other at NORMAL (INV-JA-4).
@@ -434,7 +455,7 @@ func (s *Store) Append(ctx context.Context, b *Batch) (firstSeq int64, err error
 	if len(b.Records) == 0 && len(b.Operations) == 0 {
 		return 0, nil
 	}
-	ops, err := prepareOperations(b.Operations)
+	ops, err := prepareOperations(b.Operations, s.opts.CompressResponses)
 	if err != nil {
 		return 0, fmt.Errorf("journal: append batch: %w", err)
 	}
@@ -450,14 +471,17 @@ func (s *Store) Append(ctx context.Context, b *Batch) (firstSeq int64, err error
 	return first, nil
 }
 
-// preparedOp is an Operation with its response in canonical form.
+// preparedOp is an Operation with its response in canonical form, and as
+// the row stores it (respz.go).
 type preparedOp struct {
 	Operation
-	response string
-	sha      string
+	stored any // the canonical text, or its deflated bytes
+	sha    string
 }
 
-func prepareOperations(in []Operation) ([]preparedOp, error) {
+// prepareOperations canonicalises (and with compress, deflates) the
+// responses before the writer mutex is taken.
+func prepareOperations(in []Operation, compress bool) ([]preparedOp, error) {
 	ops := make([]preparedOp, len(in))
 	for i, op := range in {
 		if op.Key == "" {
@@ -467,7 +491,13 @@ func prepareOperations(in []Operation) ([]preparedOp, error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: operation %q: response is not JSON", ErrBadBatch, op.Key)
 		}
-		ops[i] = preparedOp{op, string(c), sha256Hex(c)}
+		var stored any = string(c)
+		if compress {
+			if z := encodeResponse(c); z[0] == respZ1 {
+				stored = z
+			}
+		}
+		ops[i] = preparedOp{op, stored, sha256Hex(c)}
 	}
 	return ops, nil
 }
@@ -499,7 +529,7 @@ func (s *Store) appendLocked(ctx context.Context, b *Batch, ops []preparedOp) (i
 }
 
 // writeBatch inserts the batch's rows with explicit seqs, continuing the
-// AUTOINCREMENT sequence, so an idempotency row can carry its own seq.
+// AUTOINCREMENT sequence, so a record's Stamp knows its seq.
 func (s *Store) writeBatch(ctx context.Context, b *Batch, ops []preparedOp) (int64, error) {
 	var last int64
 	if err := s.wc.QueryRowContext(ctx, `SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`).Scan(&last); err != nil {
@@ -527,37 +557,19 @@ func (s *Store) writeBatch(ctx context.Context, b *Batch, ops []preparedOp) (int
 			}
 		}
 	}
+	// The operations row is the idempotency record, stored once: commit_seq
+	// is the batch's last event (first-1 when it wrote none). The
+	// reference also wrote it as an `idempotency` event with the same
+	// response; its replay seeds its cache from the operations table too
+	// (PROTOCOL.md §4.5 step 5), so the copy only doubled the file.
 	for _, op := range ops {
-		last++
-		p := idempotencyPayload(op, first, last)
-		if _, err := s.insert.ExecContext(ctx, last, b.TS, KindIdempotency, string(p)); err != nil {
-			return 0, fmt.Errorf("insert idempotency event: %w", err)
-		}
 		if _, err := s.wc.ExecContext(ctx, `INSERT INTO operations(operation_key, request_digest, response_json,
 			response_sha256, first_event_seq, commit_seq, committed_at) VALUES(?, ?, ?, ?, ?, ?, ?)`,
-			op.Key, op.RequestDigest, op.response, op.sha, first, last, b.TS); err != nil {
+			op.Key, op.RequestDigest, op.stored, op.sha, first, last, b.TS); err != nil {
 			return 0, fmt.Errorf("insert operation %q: %w", op.Key, err)
 		}
 	}
 	return first, nil
-}
-
-// idempotencyPayload is the reference's atomic idempotency event, keys
-// sorted as its atomic path writes them.
-func idempotencyPayload(op preparedOp, first, commit int64) []byte {
-	b := []byte(`{"commit_seq":`)
-	b = pyjson.AppendInt(b, commit)
-	b = append(b, `,"first_event_seq":`...)
-	b = pyjson.AppendInt(b, first)
-	b = append(b, `,"key":`...)
-	b = pyjson.AppendString(b, op.Key)
-	b = append(b, `,"request_digest":`...)
-	b = pyjson.AppendString(b, op.RequestDigest)
-	b = append(b, `,"response":`...)
-	b = append(b, op.response...)
-	b = append(b, `,"response_sha256":`...)
-	b = pyjson.AppendString(b, op.sha)
-	return append(b, '}')
 }
 
 // Operation returns the idempotency record stored under key (INV-CR-1).
@@ -569,7 +581,7 @@ func idempotencyPayload(op preparedOp, first, commit int64) []byte {
 // window; after that it is unknown.
 func (s *Store) Operation(key string) (Operation, bool, error) {
 	var op Operation
-	var resp string
+	var resp []byte
 	err := s.rdb.QueryRow(`SELECT request_digest, response_json, committed_at FROM operations WHERE operation_key = ?`, key).Scan(&op.RequestDigest, &resp, &op.CommittedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Operation{}, false, s.expiredOperation(key)
@@ -577,7 +589,10 @@ func (s *Store) Operation(key string) (Operation, bool, error) {
 	if err != nil {
 		return Operation{}, false, fmt.Errorf("journal: operation: %w", err)
 	}
-	op.Key, op.Response = key, []byte(resp)
+	if op.Response, err = decodeResponse(resp); err != nil {
+		return Operation{}, false, fmt.Errorf("journal: operation %q: %w", key, err)
+	}
+	op.Key = key
 	return op, true, nil
 }
 

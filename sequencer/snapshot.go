@@ -84,7 +84,7 @@ type positioner interface {
 
 func (t *seqTracker) Append(ctx context.Context, b *journal.Batch) (int64, error) {
 	first, err := t.Journal.Append(ctx, b)
-	if n := int64(len(b.Records) + len(b.Operations)); err == nil && n > 0 {
+	if n := int64(len(b.Records)); err == nil && n > 0 { // operations take no seq
 		t.last = first + n - 1
 		t.since += n
 		t.known, t.appended = true, true

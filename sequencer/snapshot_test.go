@@ -200,9 +200,10 @@ func TestSnapshot_TakenAtACommittedSeq_EqualsReplayUpToIt(t *testing.T) {
 	}
 }
 
-// A keyed command's idempotency record takes the seq after its events: the
-// snapshot of that batch is at the idempotency record's seq.
-func TestSnapshot_SeqCountsIdempotencyRecords(t *testing.T) {
+// A keyed command's idempotency record is stored beside its events and
+// takes no seq of its own: keyed claims get consecutive seqs, and every
+// snapshot sits at the end of a committed batch (INV-RR-1).
+func TestSnapshot_SeqCountsEventsNotIdempotencyRecords_INV_RR_1(t *testing.T) {
 	st := openJournal(t, filepath.Join(t.TempDir(), "journal.db"), journal.Options{})
 	t.Cleanup(func() { st.Close() })
 	j := &seqLog{Store: st, committed: map[int64]bool{}}
@@ -211,8 +212,8 @@ func TestSnapshot_SeqCountsIdempotencyRecords(t *testing.T) {
 	for i := range 5 {
 		task := taskName(i)
 		r := submit(t, s, keyed(claim("a", task), idemKey("a", "claim", task), "d"))
-		if r.Seq != int64(2*i+1) {
-			t.Fatalf("claim %d at seq %d, want %d (its idempotency record at %d)", i, r.Seq, 2*i+1, 2*i+2)
+		if r.Seq != int64(i+1) {
+			t.Fatalf("claim %d at seq %d, want %d (idempotency records take no seq)", i, r.Seq, i+1)
 		}
 	}
 	s.Close()
@@ -221,9 +222,12 @@ func TestSnapshot_SeqCountsIdempotencyRecords(t *testing.T) {
 		t.Fatal("no snapshot")
 	}
 	for _, sn := range snaps {
-		if sn.seq%2 != 0 || !j.committed[sn.seq] {
+		if !j.committed[sn.seq] {
 			t.Fatalf("snapshot at seq %d: not the end of a batch (committed: %v)", sn.seq, j.committed)
 		}
+	}
+	if last, _ := st.LastSeq(); snaps[len(snaps)-1].seq != last {
+		t.Fatalf("newest snapshot at seq %d, want the last event's seq %d", snaps[len(snaps)-1].seq, last)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/synapse-hub/synapse/gate"
 	"github.com/synapse-hub/synapse/hub"
 	"github.com/synapse-hub/synapse/journal"
+	"github.com/synapse-hub/synapse/sequencer"
 )
 
 const hubUsage = `Usage: synapse hub [flags]
@@ -61,10 +62,12 @@ type hubFlags struct {
 	maxMsgKB, maxHistory   int
 	leaseOfflineTTL        float64
 	logJSON                bool
-	limits                 coord.Limits  // the core's limits (registerLimits)
-	journalMaxKB           int64         // the journal file's cap (--journal-max-kb)
-	idemWindow             time.Duration // how long idempotency records answer (--idempotency-window)
-	compactBatch           int           // rows per online compaction transaction (--journal-compact-batch)
+	limits                 coord.Limits   // the core's limits (registerLimits)
+	journalMaxKB           int64          // the journal file's cap (--journal-max-kb)
+	idemWindow             time.Duration  // how long idempotency records answer (--idempotency-window)
+	compactBatch           int            // rows per online compaction transaction (--journal-compact-batch)
+	retain                 journal.Retain // how long chat, receipt and audit rows are kept (--retain)
+	snapshotEvery          int            // records between snapshots (--snapshot-every)
 	malformedRate          float64
 	malformedBurst         int
 	closesRate             float64
@@ -180,7 +183,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		Version: version,
 		HubID:   f.hubID, Token: f.token,
 		MaxClients: f.maxClients, MaxConnectionsPerHost: f.maxPerHost, MaxUnauthClients: f.maxUnauth,
-		MaxFrameBytes: f.maxMsgKB << 10, MaxHistory: f.maxHistory,
+		MaxFrameBytes: f.maxMsgKB << 10, MaxHistory: f.maxHistory, SnapshotEvery: f.snapshotEvery,
 		Limits:          f.limits,
 		LeaseOfflineTTL: time.Duration(f.leaseOfflineTTL * float64(time.Second)),
 		SendQueue:       f.sendQueue, SendQueueBytes: hub.Set(f.sendQueueKB << 10), PendingReceiptWindow: f.pendingReceipts,
@@ -246,7 +249,8 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 		}
 		progress := func(done, total int64) { log.Info("replaying the journal", "rows", done, "of", total) }
 		rec, err := journal.Recover(f.db, journal.RecoverOptions{
-			Open:   journal.Options{HubID: f.hubID, MaxBytes: f.journalMaxKB << 10, IdempotencyWindow: f.idemWindow, CompactBatch: f.compactBatch},
+			Open: journal.Options{HubID: f.hubID, MaxBytes: f.journalMaxKB << 10, IdempotencyWindow: f.idemWindow, CompactBatch: f.compactBatch, Retain: f.retain, KeepChatRows: f.maxHistory,
+				CompressResponses: f.compactBatch > 0},
 			Limits: cfg.Limits, Now: float64(time.Now().UnixNano()) / 1e9,
 			Replay: journal.ReplayOptions{Logger: log, Progress: progress},
 		})
@@ -385,6 +389,13 @@ func (f *hubFlags) registerLimits(fs *flag.FlagSet) {
 	fs.IntVar(&f.closesBurst, "closes-burst", hub.DefaultClosesPerHostBurst, "sockets one remote host may have closed for cause before its new sockets wait")
 	fs.DurationVar(&f.idemWindow, "idempotency-window", cluster.IdemRetention, "how long the journal keeps an idempotency record after it committed: a retry with the same idem_key within it gets the first answer, one later an error frame with error_code idempotency_expired (for one more window; then the key is new), 0 = forever (docs/journal.md, Retention); a fleet on etcd keeps its records as long")
 	fs.IntVar(&f.compactBatch, "journal-compact-batch", journal.DefaultCompactBatch, "rows the hub drops per transaction, in the background after each snapshot, of those the oldest snapshot kept covers (claims, updates, releases, board rows), so the file stops growing with history; a commit waits for at most one such batch (docs/journal.md, Compaction), 0 = keep every row until 'synapse journal compact'")
+	f.retain = journal.DefaultRetain
+	fs.Func("retain", fmt.Sprintf("how long the journal keeps each class of row after it was written, as kind=duration[,...] over the defaults %s: chat (chat rows and mailbox watermark events; the newest --max-history (%d) are always kept, and directed mail that is dead-lettered or not yet acknowledged by an identity it names is kept whatever its age, INV-DG-3), receipts (settled receipts whose notifications reached their sender), audit (denials, lapsed leases, dead-letter records); all=D sets every kind, 0 = forever (docs/journal.md, Retention)", journal.DefaultRetain, journal.DefaultKeepChatRows), func(v string) error {
+		r, err := journal.ParseRetain(v, f.retain)
+		f.retain = r
+		return err
+	})
+	fs.IntVar(&f.snapshotEvery, "snapshot-every", sequencer.DefaultSnapshotEvery, "records the journal takes between two snapshots of the state: a restart replays at most about this many (docs/journal.md, Snapshots); lower is a faster restart for more snapshot writes, -1 = none")
 	fs.Int64Var(&f.journalMaxKB, "journal-max-kb", 0, "largest the journal file may grow, in KiB, 0 = no cap: past it every mutation is refused as on a full disk until the hub restarts with room (docs/journal.md, Disk faults)")
 	fs.DurationVar(&f.presenceWindow, "presence-window", hub.DefaultPresenceWindow, "presence changes within this of the last presence_update are sent together at its end (docs/protocol.md, Presence)")
 	fs.IntVar(&f.eventBuffer, "dashboard-event-buffer", dashboard.DefaultEventBuffer, "events queued to one /api/events stream before it is dropped as too slow (its browser reconnects and reloads the state)")

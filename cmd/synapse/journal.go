@@ -466,7 +466,9 @@ const statsUsage = `Usage: synapse journal stats PATH [--json]
 Rows per kind, last seq, snapshots and file size of a journal, read-only,
 and what it keeps and why: the rows a restart would replay now, the
 idempotency records kept under the window the last hub used
-(--idempotency-window) and the expired keys still refused. It can run while
+(--idempotency-window) and the expired keys still refused, the chat,
+receipt and audit rows kept under its --retain windows (directed mail that
+waits is kept whatever its age), and the free pages. It can run while
 the hub runs; it reads every row (about a second per million).
 
 Flags:
@@ -540,4 +542,17 @@ func printKept(w io.Writer, k journal.Kept) {
 	}
 	fmt.Fprintf(w, "idempotency %d records kept (%s); %d expired keys refused as idempotency_expired for one more window\n",
 		k.Operations, window, k.Tombstones)
+	retain := "no --retain recorded (a hub with every window 0, or before it existed): kept forever"
+	if k.RetainKnown {
+		retain = "--retain " + k.Retain.String() + " (0s = forever)"
+	}
+	fmt.Fprintf(w, "retention  %s\n", retain)
+	fmt.Fprintf(w, "           %d chat rows (the newest %d always kept; %d directed ones wait for an ack or are dead letters, kept until then), %d receipts, %d audit rows\n",
+		k.Chats, journal.DefaultKeepChatRows, k.DirectedWaiting, k.Receipts, k.Audit)
+	p := k.Pages
+	vac := "free pages are reused, never given back (an older file: 'synapse journal compact --vacuum' with the hub stopped turns that on)"
+	if p.AutoVacuum == 2 {
+		vac = "incremental vacuum: free pages beyond a slack are given back as the hub runs"
+	}
+	fmt.Fprintf(w, "pages      %d of %d bytes, %d free (%s)\n", p.Pages, p.PageSize, p.Free, vac)
 }

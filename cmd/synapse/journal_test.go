@@ -265,7 +265,8 @@ func TestJournalStats_SaysWhatIsKeptAndWhy_INV_CR_1(t *testing.T) {
 	const at = 4_000_000_000.0
 	for i, ts := range []float64{at, at + 100} {
 		key := fmt.Sprintf("k%d", i)
-		if _, err := st.Append(context.Background(), &journal.Batch{TS: ts, Operations: []journal.Operation{{Key: key, RequestDigest: "d", Response: []byte(`{}`)}}}); err != nil {
+		if _, err := st.Append(context.Background(), &journal.Batch{TS: ts, Records: []journal.Record{{Kind: "chat", Payload: []byte(`{}`)}},
+			Operations: []journal.Operation{{Key: key, RequestDigest: "d", Response: []byte(`{}`)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -278,11 +279,11 @@ func TestJournalStats_SaysWhatIsKeptAndWhy_INV_CR_1(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
 		t.Fatalf("exit %d: %s %s", code, out, errOut)
 	}
-	if k := r.Kept; k.Operations != 1 || k.Tombstones != 1 || !k.WindowKnown || k.Window != 90*time.Second || k.ReplayRows != 1 {
-		t.Fatalf("kept %+v; want 1 record, 1 expired key, the 90 s window, 1 row to replay", k)
+	if k := r.Kept; k.Operations != 1 || k.Tombstones != 1 || !k.WindowKnown || k.Window != 90*time.Second || k.ReplayRows != 2 {
+		t.Fatalf("kept %+v; want 1 record, 1 expired key, the 90 s window, 2 rows to replay (the events; records take no row)", k)
 	}
 	code, out, _ = runCmd("journal", "stats", path)
-	for _, want := range []string{"replays 1 rows", "1 records kept (--idempotency-window 1m30s", "1 expired keys refused as idempotency_expired"} {
+	for _, want := range []string{"replays 2 rows", "1 records kept (--idempotency-window 1m30s", "1 expired keys refused as idempotency_expired"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("exit %d, no %q in:\n%s", code, want, out)
 		}
