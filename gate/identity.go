@@ -32,11 +32,11 @@ import (
 //     a machine key's id is "machine-" + the first 16 hex digits of the
 //     SHA-256 of that base64 text (MachineKeyID).
 //   - Freshness: signed_at within [now − 10 s, now + 1 s] of the hub's
-//     clock (INV-CK-2) and after the boot horizon; the nonce is admitted
-//     once per (key_id, sender) inside that window.
+//     clock (INV-CK-2); the nonce is admitted once per (key_id, sender)
+//     inside that window.
 //
 // The verification is pure (CheckRegistration); the IdentityVerifier adds
-// the replay cache and the boot horizon. It runs once per socket, on the
+// the replay cache. It runs once per socket, on the
 // frame that binds its name: nothing is verified on the frames after.
 
 // Identity verification results: the reference's signed-event
@@ -234,35 +234,38 @@ func SignRegistration(frame map[string]any, priv ed25519.PrivateKey, nonce strin
 
 // IdentityVerifier verifies signed registrations and refuses their
 // replays: within the window by the nonce (per key id and name), after it
-// by the timestamp, and after a restart by the boot horizon (a proof signed
-// before this process started plus the future skew is expired), as the
-// per-message Verifier does. Safe for concurrent use.
+// by the timestamp. A hub with a durable pin store writes each admitted
+// nonce down and gives the ones still inside the window back to a new
+// verifier at its start (Remember), so a restart does not reopen them; a
+// hub without one forgets its pins too, and an unpinned name needs no
+// proof. Safe for concurrent use.
 type IdentityVerifier struct {
-	replay  *replayCache
-	horizon float64
+	replay *replayCache
 }
 
-// NewIdentityVerifier returns a verifier for a hub started at started (its
-// clock, unix seconds).
-func NewIdentityVerifier(started float64) *IdentityVerifier {
-	return &IdentityVerifier{replay: newReplayCache(identityReplayPerKey, replayTotal), horizon: started + MessageAuthFutureSkew}
+// NewIdentityVerifier returns a verifier with an empty nonce cache.
+func NewIdentityVerifier() *IdentityVerifier {
+	return &IdentityVerifier{replay: newReplayCache(identityReplayPerKey, replayTotal)}
 }
 
 // Verify checks frame against keyID/pub for sender at now
-// (CheckRegistration), then the boot horizon, then admits its nonce: a
-// proof is accepted once.
+// (CheckRegistration), then admits its nonce: a proof is accepted once.
 func (v *IdentityVerifier) Verify(frame map[string]any, sender, keyID string, pub ed25519.PublicKey, now float64) string {
 	if r := CheckRegistration(frame, sender, keyID, pub, now); r != IdentityValid {
 		return r
 	}
 	p := ReadProof(frame)
-	if p.SignedAt <= v.horizon {
-		return IdentityExpired
-	}
 	// Only a proof whose signature holds reaches the cache, so forgeries
 	// cannot fill it.
 	if !v.replay.admit(keyID+"\x00"+sender, p.Nonce, p.SignedAt+MessageAuthWindow, now) {
 		return IdentityReplayed
 	}
 	return IdentityValid
+}
+
+// Remember admits a nonce an earlier process admitted (signed at
+// signedAt), so its proof is refused as replayed while it is inside the
+// window.
+func (v *IdentityVerifier) Remember(keyID, sender, nonce string, signedAt, now float64) {
+	v.replay.admit(keyID+"\x00"+sender, nonce, signedAt+MessageAuthWindow, now)
 }
