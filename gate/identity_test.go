@@ -289,3 +289,21 @@ func FuzzIdentityRegistration(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkCheckRegistration is the hub's cost per signed registration
+// (once per socket; nothing per frame after it).
+func BenchmarkCheckRegistration(b *testing.B) {
+	priv := ed25519.NewKeyFromSeed([]byte(strings.Repeat("b", 32)))
+	m, _ := SignRegistration(map[string]any{"sender": "proj/alpha", "type": "heartbeat", "target": "System", "payload": "online",
+		"token": "t", "roles": []any{"proj/review"}, "timestamp": 1782648000.5}, priv, "n1", 1, 1782648000.5)
+	raw, _ := json.Marshal(m)
+	in, _ := wire.Decode(raw, 0, wire.DefaultMaxDepth)
+	p := ReadProof(in.Map())
+	pub, _ := ParseIdentityPublicKey(p.PublicKey)
+	b.ResetTimer()
+	for range b.N {
+		if CheckRegistration(in.Map(), "proj/alpha", p.KeyID, pub, 1782648001) != IdentityValid {
+			b.Fatal("invalid")
+		}
+	}
+}
