@@ -203,7 +203,7 @@ func (s *session) handle(data []byte) {
 	if sender == "" {
 		sender = "anon-" + itoa(s.id)
 	}
-	if !s.tokenGate(sender, in) || !s.register(sender, in, typ) {
+	if !s.tokenGate(sender, in) || !s.identityGate(sender, in) || !s.register(sender, in, typ) {
 		return
 	}
 	if s.deadCleared > 0 {
