@@ -98,6 +98,14 @@ func (h *Hub) initChannels() error {
 			}
 		}
 		r.byName[c.Name] = st
+		if n := len(c.Messages); n > 0 { // the newest holds the channel's highest msg_id (channelChat)
+			var m struct {
+				MsgID int64 `json:"msg_id"`
+			}
+			if json.Unmarshal(c.Messages[n-1].Frame, &m) == nil {
+				h.history.RaiseMsgID(m.MsgID)
+			}
+		}
 	}
 	return nil
 }
@@ -414,7 +422,6 @@ func (s *session) channelChat(sender, name string, in *wire.Inbound) {
 		target = "all"
 	}
 	addChannel := in.Str("channel") == ""
-	msgID := h.history.NextMsgID()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := r.byName[name]
@@ -422,6 +429,17 @@ func (s *session) channelChat(sender, name string, in *wire.Inbound) {
 		s.fail(sender, "not_channel_member", "not a member of channel '"+name+"'")
 		return
 	}
+	// A channel chat takes its msg_id from the public counter, as every
+	// chat the reference relays carries one. Public history then has gaps
+	// where channel chats went, which nothing reads as loss: msg_ids only
+	// have to grow (resume and history compare them, never count them).
+	// Taken under the room's lock, so a channel's own chats are numbered in
+	// its order and its newest kept chat holds its highest msg_id, which
+	// initChannels gives back to the counter after a restart, so a
+	// member's cursor past a channel chat does not skip the public chats
+	// after it (but for a channel dropped since, whose chats are gone, as
+	// public ones past the retention window are).
+	msgID := h.history.NextMsgID()
 	now := h.now()
 	var seq int64
 	build := chatBuilder(h.cfg.HubID, sender, target, in, func(f *wire.Frame) {

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -136,6 +137,36 @@ func TestChannels_MembershipAndHistorySurviveRestart_Issue23(t *testing.T) {
 	x.send(map[string]any{"sender": "p/x", "type": "channel_history_request", "channel": "ops"})
 	if r := x.expect("channel_result"); r["ok"] != false {
 		t.Fatalf("a non-member read after restart: %v", r)
+	}
+}
+
+// Issue23 (item 5): a channel chat takes a msg_id from the public
+// counter; public msg_ids keep growing past it, in one process and after a
+// restart (whose public history holds none of the channel's), so a
+// member's cursor past a channel chat skips no public chat.
+func TestChannels_PublicMsgIDsStayAheadOfChannelChatsAcrossRestart_Issue23(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hub.db")
+	msgID := func(m map[string]any) int64 { n, _ := m["msg_id"].(json.Number).Int64(); return n }
+	var channelID int64
+	{
+		th, st := journalHub(t, path, Config{})
+		o := th.join("p/owner")
+		o.channelOp("p/owner", "channel_create", map[string]any{"channel": "ops"})
+		o.send(map[string]any{"sender": "p/owner", "type": "chat", "target": "all", "payload": "public one"})
+		first := msgID(o.expectWhere("chat", func(m map[string]any) bool { return m["payload"] == "public one" }))
+		o.send(map[string]any{"sender": "p/owner", "type": "chat", "channel": "ops", "payload": "private"})
+		channelID = msgID(o.expectWhere("chat", func(m map[string]any) bool { return m["payload"] == "private" }))
+		if channelID <= first {
+			t.Fatalf("channel chat msg_id %d after public %d", channelID, first)
+		}
+		th.h.Close(t.Context())
+		st.Close()
+	}
+	th, _ := journalHub(t, path, Config{})
+	o := th.join("p/owner")
+	o.send(map[string]any{"sender": "p/owner", "type": "chat", "target": "all", "payload": "after restart"})
+	if id := msgID(o.expectWhere("chat", func(m map[string]any) bool { return m["payload"] == "after restart" })); id <= channelID {
+		t.Fatalf("public msg_id %d after a restart is not past the channel chat's %d", id, channelID)
 	}
 }
 
