@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/synapse-hub/synapse/access"
 	"github.com/synapse-hub/synapse/gate"
@@ -376,5 +377,31 @@ func TestIdentityPin_ReclaimNeedsTheOperatorOrARule_Issue23(t *testing.T) {
 	signed.reclaim("ops/recover", "proj/alpha")
 	if r := signed.expect("identity_pin_reclaim_result"); r["applied"] != true {
 		t.Fatalf("the rule's principal, pinned, could not reclaim: %v", r)
+	}
+}
+
+// Issue23: a socket refused for its identity (4013 with an identity
+// reason) is charged to its host like other closes for cause, so a
+// client reconnecting with the wrong key is paced; a full hub's 4013 is
+// nobody's conduct and charges nothing.
+func TestIdentityPin_RefusalIsChargedToItsHost_Issue23(t *testing.T) {
+	th := startHub(t, Config{ClosesPerHostBurst: 2, ClosesPerHostPerSecond: Set(0.001), AuthTimeout: 200 * time.Millisecond})
+	th.joinSigned("proj/alpha", testKey(1))
+	for range 3 {
+		c := th.dialFrom("127.0.0.2")
+		c.expect("welcome")
+		c.send(signedFrame(t, "proj/alpha", testKey(2), nil))
+		c.expectIdentityRefusal(gate.IdentityUnknownKey, reasonPinMismatch)
+	}
+	eventually(t, "the host with the wrong key owes for its closed sockets", func() bool { return th.h.closes.Debt("127.0.0.2", th.h.now()) > 0 })
+
+	full := startHub(t, Config{MaxClients: 1, ClosesPerHostBurst: 2, ClosesPerHostPerSecond: Set(0.001)})
+	full.join("p/one")
+	for range 3 {
+		c := full.dialFrom("127.0.0.3")
+		c.expectClose(IdentityPinClose, "hub at capacity")
+	}
+	if d := full.h.closes.Debt("127.0.0.3", full.h.now()); d != 0 {
+		t.Fatalf("a full hub's refusals charged their host %v s", d)
 	}
 }

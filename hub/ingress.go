@@ -77,7 +77,7 @@ func (s *session) serve(c *transport.Conn) {
 		h.mu.Lock()
 		superseded := s.superseded
 		h.mu.Unlock()
-		if code, _ := c.CloseStatus(); closeCharged(code, superseded) {
+		if code, reason := c.CloseStatus(); closeCharged(code, reason, superseded) {
 			h.closes.Owe(s.host, h.now())
 		}
 	}()
