@@ -81,6 +81,10 @@ type Config struct {
 	MaxFences int
 	// Exit ends the process (default: log and os.Exit(3)).
 	Exit func(reason string)
+	// IdemRetention is how long the fleet honours an idempotency key
+	// (synapse hub --idempotency-window, the journal's promise): 0 is the
+	// package's IdemRetention, negative keeps records forever (no lease).
+	IdemRetention time.Duration
 }
 
 // Registration is a hub's record under hubs/<id>.

@@ -103,7 +103,12 @@ func NewOwners(m *Member) *Owners {
 		hubs: map[string]Registration{}, owners: map[string]ownerRec{}, mine: map[string]int64{},
 		taskNS: map[string]string{}, flights: map[string]*flight{}, frozen: map[string]bool{}, moves: map[string]string{},
 		kick: make(chan string, 1024), stop: make(chan struct{}), done: make(chan struct{}),
-		idemKeep: retention{keep: func() time.Duration { return IdemRetention }}}
+		idemKeep: retention{keep: func() time.Duration {
+			if w := m.cfg.IdemRetention; w != 0 {
+				return w
+			}
+			return IdemRetention
+		}}}
 	o.mail.keep = retention{keep: func() time.Duration { return MailRetention }}
 	return o
 }

@@ -26,10 +26,14 @@ type retention struct {
 }
 
 // lease returns the lease to write under now, granting a fresh one when
-// the current one is older than leaseEvery.
+// the current one is older than leaseEvery; 0 (no lease: kept forever)
+// when keep is negative.
 func (r *retention) lease(ctx context.Context, cli *clientv3.Client) (clientv3.LeaseID, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.keep() < 0 {
+		return 0, nil
+	}
 	if r.id != 0 && time.Since(r.at) < leaseEvery {
 		return r.id, nil
 	}

@@ -270,6 +270,9 @@ func (img *Image) Check() error {
 // FromImage rebuilds a state from an image, with its indexes.
 func FromImage(lim Limits, img Image) *State {
 	s := New(lim)
+	// Sized once: a 100k-claim image otherwise rehashes its maps ~17 times.
+	s.claims = make(map[string]*Claim, len(img.Claims))
+	s.tasks = make(map[string]*BoardTask, len(img.Tasks))
 	s.epoch = img.Epoch
 	for i := range img.Claims {
 		c := img.Claims[i]

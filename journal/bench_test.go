@@ -11,6 +11,7 @@ import (
 	"github.com/synapse-hub/synapse/bench"
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/journal"
+	"github.com/synapse-hub/synapse/sequencer"
 )
 
 func benchmarkAppend(b *testing.B, size int) {
@@ -138,4 +139,23 @@ func BenchmarkAppendWhileCompacting(b *testing.B) {
 			b.ReportMetric(float64(st.CompactedRows()), "rows-compacted")
 		})
 	}
+}
+
+// The restart issue 24 promises with the defaults: 100k live claims, and
+// the most a hub's defaults leave after the newest snapshot
+// (sequencer.DefaultSnapshotEvery records): open + snapshot + that tail,
+// ≤ 300 ms.
+func BenchmarkRestart100kClaims_DefaultSnapshotTail(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "100k.db")
+	_, now, err := bench.FillJournal(path, 200_000, 100_000, sequencer.DefaultSnapshotEvery)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, _, err := bench.Restart(path, now, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/restart")
 }

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -86,10 +87,22 @@ func Replay(st *Store, lim coord.Limits, now float64, opts ReplayOptions) (*Reco
 	}
 	r.LastSeq = last
 
+	var pre *prefetch
+	defer func() { pre.stop() }()
 	if !opts.NoSnapshot {
 		infos, bodies, err := st.snapshots()
 		if err != nil {
 			return nil, err
+		}
+		// The tail after the newest sound snapshot is read and decoded on
+		// a second goroutine while this one decodes the snapshot and
+		// builds the state from it; a fallback to an older snapshot
+		// drops it and reads from there.
+		for _, in := range infos {
+			if in.Err == "" {
+				pre = startPrefetch(st, in.Seq)
+				break
+			}
 		}
 		for i, in := range infos {
 			if in.Err != "" {
@@ -124,26 +137,32 @@ func Replay(st *Store, lim coord.Limits, now float64, opts ReplayOptions) (*Reco
 			log.Warn("journal replay: row quarantined", "seq", seq, "kind", kind, "err", err)
 		}
 	}
-	err = st.Scan(r.SnapshotSeq, func(seq int64, _ float64, kind string, payload []byte) error {
+	each := func(d decoded) {
 		r.Events++
 		if opts.Progress != nil && r.Events%ProgressEvery == 0 {
-			opts.Progress(seq-r.SnapshotSeq, last-r.SnapshotSeq)
+			opts.Progress(d.seq-r.SnapshotSeq, last-r.SnapshotSeq)
 		}
-		ev, ok, err := Decode(kind, payload)
-		if err != nil {
-			quarantine(seq, kind, err)
+		switch {
+		case d.err != nil:
+			quarantine(d.seq, d.kind, d.err)
+		case !d.ok:
+		default:
+			if err := apply(r.State, d.ev); err != nil {
+				quarantine(d.seq, d.kind, err)
+				return
+			}
+			r.Applied++
+		}
+	}
+	if pre != nil && pre.from == r.SnapshotSeq {
+		err = pre.drain(each)
+	} else {
+		err = st.Scan(r.SnapshotSeq, func(seq int64, _ float64, kind string, payload []byte) error {
+			ev, ok, err := Decode(kind, payload)
+			each(decoded{seq: seq, kind: kind, ev: ev, ok: ok, err: err})
 			return nil
-		}
-		if !ok {
-			return nil
-		}
-		if err := apply(r.State, ev); err != nil {
-			quarantine(seq, kind, err)
-			return nil
-		}
-		r.Applied++
-		return nil
-	})
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("journal: replay: %w", err)
 	}
@@ -164,4 +183,80 @@ func apply(s *coord.State, ev coord.Event) (err error) {
 	}()
 	s.Apply(ev)
 	return nil
+}
+
+// decoded is one row of the tail, decoded.
+type decoded struct {
+	seq  int64
+	kind string
+	ev   coord.Event
+	ok   bool
+	err  error
+}
+
+// prefetch reads and decodes the rows after seq from on a goroutine of
+// its own, in pages, while the replay builds the state from the snapshot
+// at from (Replay).
+type prefetch struct {
+	from  int64
+	pages chan []decoded
+	quit  chan struct{}
+	done  chan error
+}
+
+const prefetchPage = 1024
+
+func startPrefetch(st *Store, from int64) *prefetch {
+	p := &prefetch{from: from, pages: make(chan []decoded, 64), quit: make(chan struct{}), done: make(chan error, 1)}
+	go func() {
+		defer close(p.pages)
+		page := make([]decoded, 0, prefetchPage)
+		send := func() bool {
+			select {
+			case p.pages <- page:
+				page = make([]decoded, 0, prefetchPage)
+				return true
+			case <-p.quit:
+				return false
+			}
+		}
+		errStop := errors.New("stopped")
+		err := st.Scan(from, func(seq int64, _ float64, kind string, payload []byte) error {
+			ev, ok, err := Decode(kind, payload)
+			if page = append(page, decoded{seq, kind, ev, ok, err}); len(page) == prefetchPage && !send() {
+				return errStop
+			}
+			return nil
+		})
+		if err == nil && len(page) > 0 && !send() {
+			err = errStop
+		}
+		p.done <- err
+	}()
+	return p
+}
+
+// drain hands every prefetched row to fn in seq order and returns the
+// scan's error.
+func (p *prefetch) drain(fn func(decoded)) error {
+	for page := range p.pages {
+		for _, d := range page {
+			fn(d)
+		}
+	}
+	return <-p.done
+}
+
+// stop ends a prefetch that is no longer wanted and waits for it (nil: none).
+func (p *prefetch) stop() {
+	if p == nil {
+		return
+	}
+	select {
+	case <-p.quit:
+	default:
+		close(p.quit)
+	}
+	for range p.pages {
+	}
 }

@@ -23,7 +23,8 @@ func freePort(t *testing.T) int { return testbin.FreePort(t) }
 // after it stops) calls its methods.
 type hubProc struct {
 	bin, db string
-	noDB    bool // --no-db: a restart forgets everything
+	noDB    bool     // --no-db: a restart forgets everything
+	args    []string // more flags for every start (the journal's windows)
 	port    int
 	cmd     *exec.Cmd
 }
@@ -37,7 +38,7 @@ func (h *hubProc) start() error {
 	if h.noDB {
 		args = []string{"hub", "--no-db", "--port", strconv.Itoa(h.port), "--no-mcp", "--min-ttl", "1", "--max-claims-per-agent", "100000"}
 	}
-	cmd := exec.Command(h.bin, args...)
+	cmd := exec.Command(h.bin, append(args, h.args...)...)
 	cmd.Env = append(os.Environ(), "SYNAPSE_TOKEN=")
 	hubproc.DieWithParent(cmd) // a killed test run leaves no hub behind
 	out, err := cmd.StdoutPipe()

@@ -71,7 +71,8 @@ func joinFleet(f *hubFlags, cfg *hub.Config, listen net.Addr, etcdTLS *tls.Confi
 	m, err := cluster.Join(ctx, cluster.Config{
 		Endpoints: strings.Split(f.etcd, ","), HubID: f.hubID, Advertise: adv, LeaseTTL: f.etcdLeaseTTL,
 		Prefix: f.etcdPrefix, Version: version, Logger: log, TLS: etcdTLS,
-		Fence: func(budget time.Duration) { fm.owners.Fence(budget) },
+		Fence:         func(budget time.Duration) { fm.owners.Fence(budget) },
+		IdemRetention: fleetIdemRetention(f.idemWindow),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w. Is etcd running at %s? Check --etcd", err, f.etcd)
@@ -105,4 +106,13 @@ func (fm *fleetMember) leave() {
 	fm.left = true
 	fm.owners.Close()
 	fm.m.Leave()
+}
+
+// fleetIdemRetention is the fleet's --idempotency-window: the same promise
+// as a journal's, 0 (forever) written without a lease.
+func fleetIdemRetention(w time.Duration) time.Duration {
+	if w <= 0 {
+		return -1
+	}
+	return w
 }
