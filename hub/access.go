@@ -351,14 +351,19 @@ func (s *session) aclAllows(p *access.Policy, sender, typ string, in *wire.Inbou
 //     proved its own pinned key, since its name is otherwise anyone's
 //     (the reference asks the same);
 //   - else nobody: an open hub cannot tell its operator from any local
-//     process, and on a secured one the socket is neither.
+//     process, and on a secured one the socket is neither. In shadow mode
+//     the rules are asked, a denial logged and counted, and this applies.
 func (s *session) mayReclaimPin(sender, name string, in *wire.Inbound) (ok, refused bool, why string) {
 	h := s.h
 	if s.admin && !s.is(forwardedVerb) {
 		return true, false, ""
 	}
-	if p := h.access.policy.Load(); p != nil && !h.cfg.ACLShadow {
-		q := access.Request{Principal: sender, Permission: access.PermPinReclaim, Kind: "agent", Value: name}
+	q := access.Request{Principal: sender, Permission: access.PermPinReclaim, Kind: "agent", Value: name}
+	p := h.access.policy.Load()
+	if p != nil && h.cfg.ACLShadow {
+		s.aclAllows(p, sender, "identity_pin_reclaim", in, q) // logs and counts a would-be denial; grants nothing
+	}
+	if p != nil && !h.cfg.ACLShadow {
 		if !s.aclAllows(p, sender, "identity_pin_reclaim", in, q) {
 			return false, true, ""
 		}

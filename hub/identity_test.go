@@ -343,8 +343,9 @@ func TestIdentityPin_ReclaimUnderTheACL_Issue23(t *testing.T) {
 
 // Issue23 (item 2): without access rules, a credential that is not the
 // operator's may not reclaim (told what would let it), an admin
-// credential may; and on an open hub an ACL rule counts only for a
-// requester that proved its own pinned key, since its name is anyone's.
+// credential may; on an open hub an ACL rule counts only for a requester
+// that proved its own pinned key, since its name is anyone's; and a rule
+// in shadow mode grants nothing.
 func TestIdentityPin_ReclaimNeedsTheOperatorOrARule_Issue23(t *testing.T) {
 	th := startHub(t, Config{RequireCredentials: true})
 	projTok, _ := issue(t, th, "proj/*")
@@ -378,6 +379,17 @@ func TestIdentityPin_ReclaimNeedsTheOperatorOrARule_Issue23(t *testing.T) {
 	if r := signed.expect("identity_pin_reclaim_result"); r["applied"] != true {
 		t.Fatalf("the rule's principal, pinned, could not reclaim: %v", r)
 	}
+
+	// Shadow mode counts the would-be denial and grants nothing: the
+	// open hub's refusal stands.
+	shadow := aclHub(t, reclaimACL, true)
+	shadow.joinSigned("proj/alpha", testKey(1)).close()
+	o := shadow.join("ops/other")
+	o.reclaim("ops/other", "proj/alpha")
+	if r := o.expect("identity_pin_reclaim_result"); r["applied"] != false || !strings.Contains(r["detail"].(string), "--db") {
+		t.Fatalf("shadow-mode reclaim: %v", r)
+	}
+	wantMetric(t, shadow, `synapse_acl_denied_total{mode="shadow"} 1`)
 }
 
 // Issue23: a socket refused for its identity (4013 with an identity
