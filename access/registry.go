@@ -9,14 +9,27 @@ import (
 )
 
 // Backing is where a Registry keeps its records durably: the hub's
-// journal (journal/access.go), or nothing (a hub without a journal keeps
-// them in memory only). Each call commits before the Registry changes, so
-// a failed write changes nothing.
+// journal (journal/access.go), a fleet's etcd (cluster/access.go), or
+// nothing (a hub without a journal keeps them in memory only). Each call
+// commits before the Registry changes, so a failed write changes nothing.
+// The Registry calls it without holding the lock its readers take, so a
+// slow store (etcd across a network) never stalls a lookup.
 type Backing interface {
 	// PutCredential inserts or replaces the record with c.ID.
 	PutCredential(c Credential) error
 	// PutGrant records (granted) or deletes (!granted) a role grant.
 	PutGrant(g Grant, granted bool) error
+}
+
+// SharedBacking is a Backing every hub of a fleet writes and follows
+// (cluster/access.go): what one hub issues, revokes or grants, every hub
+// applies (Apply, ApplyGrant) as its follower sees it.
+type SharedBacking interface {
+	Backing
+	// FetchCredential reads the record with id from the store itself, for
+	// a token whose credential this hub has not seen yet (issued through
+	// another hub a moment ago).
+	FetchCredential(id string) (Credential, bool, error)
 }
 
 // Grant gives the names matching To a role (synapse role grant ROLE --to
@@ -33,6 +46,11 @@ type Grant struct {
 // concurrent use; reads take a shared lock.
 type Registry struct {
 	back Backing
+
+	// wmu serialises writers across their store write, so two changes
+	// reach the store and the maps in one order; readers never take it.
+	wmu      sync.Mutex
+	revoking string // the id a Revoke of ours is writing (Apply: not news)
 
 	mu       sync.RWMutex
 	byDigest map[string]*Credential
@@ -106,14 +124,16 @@ func (r *Registry) Issue(req IssueRequest, now float64) (string, Credential, err
 	if req.TTL > 0 {
 		c.Expires = now + req.TTL
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
 	if r.back != nil {
 		if err := r.back.PutCredential(c); err != nil {
 			return "", Credential{}, fmt.Errorf("access: store credential: %w", err)
 		}
 	}
+	r.mu.Lock()
 	r.putLocked(c)
+	r.mu.Unlock()
 	return token, c, nil
 }
 
@@ -127,6 +147,9 @@ func (r *Registry) Authenticate(token string, now float64) (*Credential, error) 
 	c := r.byDigest[d]
 	r.mu.RUnlock()
 	if c == nil {
+		c = r.fetch(token, d)
+	}
+	if c == nil {
 		return nil, ErrUnknownCredential
 	}
 	if err := c.Check(now); err != nil {
@@ -135,26 +158,98 @@ func (r *Registry) Authenticate(token string, now float64) (*Credential, error) 
 	return c, nil
 }
 
+// fetch asks a shared store for a token's credential this hub has not
+// seen (issued through another hub; its follower has not caught up): the
+// id is in the token, the digest must match. nil if there is none, or the
+// store cannot say (the token is then refused as unknown).
+func (r *Registry) fetch(token, digest string) *Credential {
+	sb, ok := r.back.(SharedBacking)
+	if !ok {
+		return nil
+	}
+	id, _, ok := strings.Cut(strings.TrimPrefix(token, TokenPrefix), "_")
+	if !ok || !IsCredentialToken(token) || id == "" {
+		return nil
+	}
+	c, found, err := sb.FetchCredential(id)
+	if err != nil || !found || c.Digest != digest {
+		return nil
+	}
+	r.Apply(c)
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.byDigest[digest]
+}
+
+// FleetWide reports whether the registry's store is shared by every hub of
+// a fleet: a credential it does not hold then does not exist anywhere.
+func (r *Registry) FleetWide() bool {
+	_, ok := r.back.(SharedBacking)
+	return ok
+}
+
+// Apply puts a record another hub wrote (its follower saw it in the
+// shared store) without writing it back. It reports whether the record
+// revokes a credential this registry held live, so the hub closes that
+// credential's sockets; a revocation this registry is writing itself is
+// not news (Revoke's caller closes them).
+func (r *Registry) Apply(c Credential) (newlyRevoked bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.byID[c.ID]
+	if old != nil && old.Revoked > 0 && c.Revoked == 0 {
+		return false // a revocation is final: a stale record never undoes it
+	}
+	newlyRevoked = old != nil && old.Revoked == 0 && c.Revoked > 0 && r.revoking != c.ID
+	r.putLocked(c)
+	return newlyRevoked
+}
+
+// ApplyGrant records (granted) or removes a grant another hub wrote,
+// without writing it back.
+func (r *Registry) ApplyGrant(g Grant, granted bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if granted {
+		r.grantLocked(g)
+	} else {
+		r.ungrantLocked(g)
+	}
+}
+
 // Revoke marks the credential id revoked at now and returns its record;
 // revoking it again is not an error. The hub then closes its sockets.
 func (r *Registry) Revoke(id string, now float64) (Credential, error) {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	old := r.byID[id]
+	var c Credential
+	if old != nil {
+		c = *old
+	}
+	r.revoking = id
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.revoking = ""
+		r.mu.Unlock()
+	}()
 	if old == nil {
 		return Credential{}, fmt.Errorf("%w %q: `synapse token list` shows the ids", ErrUnknownCredential, id)
 	}
-	if old.Revoked > 0 {
-		return *old, nil
+	if c.Revoked > 0 {
+		return c, nil
 	}
-	c := *old
 	c.Revoked = now
 	if r.back != nil {
 		if err := r.back.PutCredential(c); err != nil {
 			return Credential{}, fmt.Errorf("access: store revocation: %w", err)
 		}
 	}
+	r.mu.Lock()
 	r.putLocked(c)
+	r.mu.Unlock()
 	return c, nil
 }
 
@@ -167,6 +262,25 @@ func (r *Registry) Get(id string) (Credential, bool) {
 		return Credential{}, false
 	}
 	return *c, true
+}
+
+// Lookup is Get, asking a shared store on a miss (a credential issued
+// through another hub a moment ago, not yet seen here). It is how the
+// owner of a forwarded frame finds the forwarder's credential.
+func (r *Registry) Lookup(id string) (Credential, bool) {
+	if c, ok := r.Get(id); ok {
+		return c, true
+	}
+	sb, ok := r.back.(SharedBacking)
+	if !ok {
+		return Credential{}, false
+	}
+	c, found, err := sb.FetchCredential(id)
+	if err != nil || !found {
+		return Credential{}, false
+	}
+	r.Apply(c)
+	return r.Get(id)
 }
 
 // List returns every credential, oldest first.
@@ -199,9 +313,12 @@ func (r *Registry) Grant(g Grant) error {
 	if err := checkName(ErrBadPattern, g.To); err != nil {
 		return err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.hasGrantLocked(g) {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	r.mu.RLock()
+	has := r.hasGrantLocked(g)
+	r.mu.RUnlock()
+	if has {
 		return nil
 	}
 	if r.back != nil {
@@ -209,16 +326,21 @@ func (r *Registry) Grant(g Grant) error {
 			return fmt.Errorf("access: store grant: %w", err)
 		}
 	}
+	r.mu.Lock()
 	r.grantLocked(g)
+	r.mu.Unlock()
 	return nil
 }
 
 // RevokeGrant removes g; ErrUnknownGrant if there is none.
 func (r *Registry) RevokeGrant(g Grant) error {
 	g.Role, g.To = strings.TrimSpace(g.Role), strings.TrimSpace(g.To)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.hasGrantLocked(g) {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	r.mu.RLock()
+	has := r.hasGrantLocked(g)
+	r.mu.RUnlock()
+	if !has {
 		return fmt.Errorf("%w: %s to %s (`synapse role list` shows the grants)", ErrUnknownGrant, g.Role, g.To)
 	}
 	if r.back != nil {
@@ -226,6 +348,13 @@ func (r *Registry) RevokeGrant(g Grant) error {
 			return fmt.Errorf("access: delete grant: %w", err)
 		}
 	}
+	r.mu.Lock()
+	r.ungrantLocked(g)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *Registry) ungrantLocked(g Grant) {
 	if isWild(g.To) {
 		r.wild = slices.DeleteFunc(r.wild, func(w Grant) bool { return w == g })
 	} else if roles := slices.DeleteFunc(r.exact[g.To], func(s string) bool { return s == g.Role }); len(roles) > 0 {
@@ -233,7 +362,6 @@ func (r *Registry) RevokeGrant(g Grant) error {
 	} else {
 		delete(r.exact, g.To)
 	}
-	return nil
 }
 
 func isWild(p string) bool { return strings.ContainsAny(p, "*?") }

@@ -45,12 +45,13 @@ type Host interface {
 	Now() float64
 	// ServeForward runs one claim-family frame of agent, forwarded by hub
 	// peer, as if it came from a local socket, with the quota charged to
+	// from's credential when the hub checks it out, else to
 	// "federation-peer:<peer>" (INV-ME-5). It returns the private replies
 	// (refusals, idempotent replays); frames the commit addresses to agent
 	// reach it through the directory (Federation.DeliverRemote) before
 	// ServeForward returns. recipientHere says a handoff's recipient is an
 	// agent of the forwarding hub.
-	ServeForward(peer, agent string, frame []byte, recipientHere bool) [][]byte
+	ServeForward(peer, agent string, from Principal, frame []byte, recipientHere bool) [][]byte
 	// AgentGone ends the waits of an agent of a peer that left, or whose
 	// link dropped, unless the agent is connected here too.
 	AgentGone(agent string)
@@ -315,6 +316,16 @@ func (f *Federation) Features() []string {
 	return []string{FeatureForward}
 }
 
+// Principal is who a forwarded frame's socket authenticated as on the
+// forwarding hub (issue 23): the id of its credential, and the name that
+// credential was checked for when the socket bound it. Zero for a socket
+// of the shared token or of an open hub. The owner checks it against its
+// own registry and charges the credential's quota (INV-ME-5).
+type Principal struct {
+	Credential string // credential id; "" = none
+	Name       string // the socket's bound name
+}
+
 // Forward sends one claim-family frame of a local agent to owner and
 // returns the owner's private replies; frames the owner addresses to the
 // agent arrive through Host.Deliver first. recipientHere: a handoff's
@@ -323,6 +334,12 @@ func (f *Federation) Features() []string {
 // A retryable frame (one with an idem_key) is re-sent after a dropped link
 // until the timeout: the owner's idempotency applies it once.
 func (f *Federation) Forward(ctx context.Context, owner, agent, typ string, frame []byte, recipientHere, retryable bool) ([][]byte, error) {
+	return f.ForwardAs(ctx, owner, agent, Principal{}, typ, frame, recipientHere, retryable)
+}
+
+// ForwardAs is Forward for a socket that authenticated as from: the owner
+// is told, checks it and charges its quota. A reference owner is not told.
+func (f *Federation) ForwardAs(ctx context.Context, owner, agent string, from Principal, typ string, frame []byte, recipientHere, retryable bool) ([][]byte, error) {
 	l := f.linkFor(owner)
 	if l == nil {
 		f.Stats.ForwardFailed.Add(1)
@@ -331,7 +348,7 @@ func (f *Federation) Forward(ctx context.Context, owner, agent, typ string, fram
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.ForwardTimeout)
 	defer cancel()
 	f.Stats.Forwarded.Add(1)
-	frames, err := l.forward(ctx, agent, typ, frame, recipientHere, retryable)
+	frames, err := l.forward(ctx, agent, from, typ, frame, recipientHere, retryable)
 	if err != nil {
 		f.Stats.ForwardFailed.Add(1)
 		if errors.Is(err, ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {

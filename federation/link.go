@@ -373,7 +373,7 @@ func (l *Link) call(ctx context.Context, conn *websocket.Conn, gen int64, build 
 // forward sends one frame of agent to the peer. A frame that may be
 // retried (it carries an idem_key) is re-sent after a dropped link until
 // ctx ends: the owner applies it once (INV-CR-1 across hubs).
-func (l *Link) forward(ctx context.Context, agent, typ string, frame []byte, recipientHere, retryable bool) ([][]byte, error) {
+func (l *Link) forward(ctx context.Context, agent string, from Principal, typ string, frame []byte, recipientHere, retryable bool) ([][]byte, error) {
 	l.mu.Lock()
 	if !l.agents[agent] && len(l.agents) < maxLinkAgents {
 		l.agents[agent] = true
@@ -391,8 +391,12 @@ func (l *Link) forward(ctx context.Context, agent, typ string, frame []byte, rec
 			return l.referenceClaim(ctx, agent, frame)
 		}
 		r := l.call(ctx, conn, gen, func(id int64) []byte {
-			return peerEnvelope(TypeForward, l.f.cfg.HubID, l.peer, l.f.host.Now()).Int("fwd_id", id).
-				Str("agent", agent).Raw("frame", frame).Bool("recipient_here", recipientHere).Bytes()
+			env := peerEnvelope(TypeForward, l.f.cfg.HubID, l.peer, l.f.host.Now()).Int("fwd_id", id).
+				Str("agent", agent).Raw("frame", frame).Bool("recipient_here", recipientHere)
+			if from.Credential != "" {
+				env.Str("credential_id", from.Credential).Str("credential_name", from.Name)
+			}
+			return env.Bytes()
 		})
 		if errors.Is(r.err, ErrLost) && retryable && ctx.Err() == nil {
 			continue

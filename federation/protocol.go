@@ -81,6 +81,10 @@ type forwardFrame struct {
 	Agent         string          `json:"agent"`
 	Frame         json.RawMessage `json:"frame"`
 	RecipientHere bool            `json:"recipient_here"`
+	// The forwarding socket's credential and bound name (Principal);
+	// absent from a socket without a credential and from older hubs.
+	CredentialID   string `json:"credential_id,omitempty"`
+	CredentialName string `json:"credential_name,omitempty"`
 }
 
 type forwardResultFrame struct {

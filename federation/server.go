@@ -123,7 +123,7 @@ func (pc *PeerConn) Handle(data []byte) {
 			defer pc.wg.Done()
 			defer func() { <-pc.slots }()
 			f.Stats.Served.Add(1)
-			frames := f.host.ServeForward(pc.peer, fw.Agent, fw.Frame, fw.RecipientHere)
+			frames := f.host.ServeForward(pc.peer, fw.Agent, Principal{Credential: fw.CredentialID, Name: fw.CredentialName}, fw.Frame, fw.RecipientHere)
 			if len(frames) > MaxResultFrames {
 				frames = frames[:MaxResultFrames]
 			}
@@ -218,7 +218,7 @@ func (pc *PeerConn) referenceClaim(data []byte) {
 	frame, _ := json.Marshal(claim)
 	c := &capture{peer: pc.peer}
 	restore := f.bind(claimant, c)
-	replies := f.host.ServeForward(pc.peer, claimant, frame, false)
+	replies := f.host.ServeForward(pc.peer, claimant, Principal{}, frame, false)
 	restore()
 	c.mu.Lock()
 	got := c.frames

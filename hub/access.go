@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/synapse-hub/synapse/access"
+	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/wire"
 )
 
@@ -176,6 +177,30 @@ func (h *Hub) revokeCredential(id string) (access.Credential, int, error) {
 	if err != nil {
 		return c, 0, err
 	}
+	closed := h.closeCredentialSockets(id)
+	h.log.Info("hub: credential revoked", "credential", id, "sockets_closed", closed)
+	return c, closed, nil
+}
+
+// CredentialRevoked closes every live socket of this hub that used
+// credential id, revoked through another hub of the fleet (its follower,
+// cluster.Access, saw the record), and says how many.
+func (h *Hub) CredentialRevoked(id string) int { return h.closeCredentialSockets(id) }
+
+// PinReclaimed closes the live holder of name here, whose identity pin
+// was reclaimed through another hub of the fleet (4017, as a reclaim on
+// this hub does).
+func (h *Hub) PinReclaimed(name string) {
+	h.mu.Lock()
+	if s := h.reg.byName[name]; s != nil {
+		s.closeWith(PinReclaimedClose, "identity pin reclaimed")
+	}
+	h.mu.Unlock()
+}
+
+// closeCredentialSockets closes the sockets of a revoked credential, each
+// told why before its close.
+func (h *Hub) closeCredentialSockets(id string) int {
 	closed := 0
 	h.mu.Lock()
 	for s := range h.reg.sessions {
@@ -188,8 +213,57 @@ func (h *Hub) revokeCredential(id string) (access.Credential, int, error) {
 	}
 	h.mu.Unlock()
 	h.access.m.revokedCloses.Add(float64(closed))
-	h.log.Info("hub: credential revoked", "credential", id, "sockets_closed", closed)
-	return c, closed, nil
+	return closed
+}
+
+// forwardedPrincipal checks the credential a forwarded frame names (the
+// forwarding socket's, federation.Principal) against this hub's registry,
+// the owner's: it must exist, be neither revoked nor expired, and its name
+// pattern must cover the agent. Then the verb is charged to it (INV-ME-5).
+// A refusal is the verb's denial with a forward_credential_* error_code,
+// and nothing runs. A credential this hub does not hold is refused when
+// the registry is the fleet's (it exists nowhere, or not yet), and is
+// otherwise — static federation, each hub its own registry — left to the
+// forwarding hub, which checked it: the verb keeps the peer's principal,
+// federation-peer:<hub>. A frame naming no credential (a shared-token or
+// open-hub socket, an older hub) keeps the peer's principal too.
+func (s *session) forwardedPrincipal(agent, typ string, in *wire.Inbound, from federation.Principal) bool {
+	if from.Credential == "" {
+		return true
+	}
+	h := s.h
+	refuse := func(code, msg string) bool {
+		h.access.m.credRefused.WithLabelValues("forward").Inc()
+		h.log.Warn("hub: forwarded frame's credential refused", "peer", s.viaPeer, "agent", agent, "credential", from.Credential, "code", code)
+		s.refuseCode(agent, verbs[typ].denial, in, code, msg, func(f *wire.Frame) { f.Str("credential_id", from.Credential) })
+		return false
+	}
+	c, ok := h.access.reg.Lookup(from.Credential)
+	switch {
+	case !ok && h.access.reg.FleetWide():
+		return refuse("forward_credential_unknown", "Credential '"+from.Credential+"' that hub "+s.viaPeer+
+			" forwarded this frame under is not in the fleet's registry: nothing was done. Reconnect with a current credential (synapse token list shows them).")
+	case !ok:
+		return true // static federation: the forwarder's registry, not ours; its principal stays the peer's
+	}
+	if err := c.Check(h.now()); err != nil {
+		code, what := "forward_credential_revoked", "was revoked"
+		if errors.Is(err, access.ErrExpired) {
+			code, what = "forward_credential_expired", "has expired"
+		}
+		return refuse(code, "Credential '"+c.ID+"' "+what+": the owning hub refused the frame hub "+s.viaPeer+
+			" forwarded under it, and nothing was done. Ask the operator for a new one (synapse token issue).")
+	}
+	bound := from.Name
+	if bound == "" {
+		bound = agent
+	}
+	if identity(bound) != identity(agent) || (!c.AllowsName(agent) && !c.AllowsName(identity(agent))) {
+		return refuse("forward_credential_name", "Credential '"+c.ID+"' is not authorised for agent '"+agent+
+			"' (its pattern is "+c.Pattern+"): the owning hub refused the forwarded frame, and nothing was done.")
+	}
+	s.cred = &c
+	return true
 }
 
 // grantedRolesLocked keeps the roles name may hold: all of them unless

@@ -104,11 +104,12 @@ func (f fedHost) LogPage(after int64, limit int) ([]federation.Event, int64, int
 
 // ServeForward runs a claim-family frame a peer forwarded for its agent,
 // as the owner: the namespace must resolve local here (INV-MH-3), the
-// quota is the peer's (INV-ME-5), and the verb runs through the same code
+// forwarder's credential must check out here (forwardedPrincipal, which
+// also says whose quota it is, INV-ME-5), and the verb runs through the same code
 // and the same idempotency keys as a local socket's (INV-CR-1 across
 // hubs). Private replies are collected; frames addressed to the agent go
 // back over the link (federation.DeliverRemote).
-func (f fedHost) ServeForward(peer, agent string, frame []byte, recipientHere bool) [][]byte {
+func (f fedHost) ServeForward(peer, agent string, from federation.Principal, frame []byte, recipientHere bool) [][]byte {
 	h := f.h
 	var out [][]byte
 	p := &session{
@@ -136,6 +137,9 @@ func (f fedHost) ServeForward(peer, agent string, frame []byte, recipientHere bo
 	in.Set("type", typ)
 	if mutation(typ) && h.cfg.Degraded != "" {
 		p.fail(agent, "journal_recovery_required", "Mutation refused: the owning hub's journal needs recovery ("+h.cfg.Degraded+").")
+		return out
+	}
+	if !p.forwardedPrincipal(agent, typ, in, from) {
 		return out
 	}
 	if fleetMail { // the addressee's namespace is checked where the letter is posted
@@ -193,9 +197,15 @@ func (s *session) forward(sender, typ string, in *wire.Inbound, r federation.Res
 		s.fail(sender, "malformed_frame", "Frame could not be forwarded: "+err.Error())
 		return
 	}
+	h.mu.Lock()
+	var from federation.Principal
+	if s.cred != nil {
+		from = federation.Principal{Credential: s.cred.ID, Name: s.name}
+	}
+	h.mu.Unlock()
 	s.releaseBeforeWait()
 	t0 := h.now()
-	frames, err := h.fed.Forward(context.Background(), r.Owner, sender, typ, frame, recipientHere, retryable)
+	frames, err := h.fed.ForwardAs(context.Background(), r.Owner, sender, from, typ, frame, recipientHere, retryable)
 	h.m.fedForwardSeconds.WithLabelValues(typ).Observe(h.now() - t0)
 	if err != nil {
 		h.m.fedForwards.WithLabelValues(typ, federation.ForwardError(err)).Inc()

@@ -246,11 +246,14 @@ const principalDomain = "synapse-channel:claim-quota-principal:v1\x00"
 // rotate to multiply its budget. A loopback fleet on an open hub therefore
 // shares one budget (raise --max-claims-per-agent, or give agents tokens).
 func (s *session) principal() string {
+	if s.cred != nil {
+		// INV-ME-5: every name of one credential shares its budget, on
+		// every hub (a forwarded verb's credential, checked by
+		// forwardedPrincipal, is charged at the owner).
+		return s.cred.Principal()
+	}
 	if s.is(forwardedVerb) {
 		return "federation-peer:" + s.viaPeer // INV-ME-5: the forwarding hub's budget
-	}
-	if s.cred != nil {
-		return s.cred.Principal() // INV-ME-5: every name of one credential shares its budget
 	}
 	if tok := s.h.cfg.Token; tok != "" {
 		sum := sha256.Sum256([]byte(principalDomain + tok))

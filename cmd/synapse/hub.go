@@ -305,7 +305,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 			journalDesc += "; READ-ONLY: every mutation is refused until it is writable and the hub restarts"
 		}
 	}
-	if err := f.access.apply(&cfg, store, stdout); err != nil {
+	if err := f.access.apply(&cfg, store, fleet, stdout); err != nil {
 		fmt.Fprintln(stderr, "synapse hub:", err)
 		return 2
 	}

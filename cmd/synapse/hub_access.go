@@ -4,6 +4,7 @@ package main
 // (issue 23 items 1, 3, 4; docs/security.md).
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -37,7 +38,7 @@ func (f *accessFlags) register(fs *flag.FlagSet) {
 // apply puts the flags in cfg: the credentials and grants from the
 // journal (or an empty registry in memory without one), the ACL, and
 // whether credentials alone secure the hub. It prints what is in force.
-func (f *accessFlags) apply(cfg *hub.Config, store *journal.Store, stdout io.Writer) error {
+func (f *accessFlags) apply(cfg *hub.Config, store *journal.Store, fleet *fleetMember, stdout io.Writer) error {
 	if f.shadow && f.acl == "" {
 		return errors.New("--acl-shadow needs --acl FILE")
 	}
@@ -45,7 +46,18 @@ func (f *accessFlags) apply(cfg *hub.Config, store *journal.Store, stdout io.Wri
 	var creds []access.Credential
 	var grants []access.Grant
 	where := "in memory only (no journal): a restart forgets them"
-	if store != nil {
+	switch {
+	case fleet != nil: // a fleet: the records (and identity pins) are the fleet's, in etcd
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var err error
+		creds, grants, err = fleet.access.Load(ctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%w. Is etcd running? Check --etcd", err)
+		}
+		back, where = fleet.access, "in etcd, shared by the fleet"
+		cfg.IdentityPins = fleet.access
+	case store != nil:
 		var err error
 		if creds, grants, err = store.LoadAccess(); err != nil {
 			return err

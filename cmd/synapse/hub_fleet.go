@@ -30,6 +30,7 @@ func (f *hubFlags) registerFleet(fs *flag.FlagSet) {
 type fleetMember struct {
 	m      *cluster.Member
 	owners *cluster.Owners
+	access *cluster.Access // credentials, role grants and identity pins (cluster/access.go)
 	left   bool
 }
 
@@ -77,7 +78,7 @@ func joinFleet(f *hubFlags, cfg *hub.Config, listen net.Addr, etcdTLS *tls.Confi
 	if err != nil {
 		return nil, fmt.Errorf("%w. Is etcd running at %s? Check --etcd", err, f.etcd)
 	}
-	fm.m, fm.owners = m, cluster.NewOwners(m)
+	fm.m, fm.owners, fm.access = m, cluster.NewOwners(m), cluster.NewAccess(m)
 	cfg.HubID = f.hubID
 	cfg.Store, cfg.Mail = fm.owners, fm.owners
 	cfg.Federation.Authority = fm.owners
@@ -89,12 +90,16 @@ func joinFleet(f *hubFlags, cfg *hub.Config, listen net.Addr, etcdTLS *tls.Confi
 // start connects the hub and follows the fleet.
 func (fm *fleetMember) start(h *hub.Hub) error {
 	fm.owners.SetHost(h)
-	return fm.owners.Start()
+	if err := fm.owners.Start(); err != nil {
+		return err
+	}
+	fm.access.Follow(h.Access(), h) // what any hub issues, revokes, grants or pins applies here
+	return nil
 }
 
 func (fm *fleetMember) describe() string {
 	c := fm.m.Config()
-	return fmt.Sprintf("etcd %s (prefix %s, lease TTL %s, advertised as %s): claims, board, directed mail; broadcast chat in memory", strings.Join(c.Endpoints, ","), c.Prefix, c.LeaseTTL, c.Advertise)
+	return fmt.Sprintf("etcd %s (prefix %s, lease TTL %s, advertised as %s): claims, board, directed mail, credentials, role grants, identity pins; broadcast chat in memory", strings.Join(c.Endpoints, ","), c.Prefix, c.LeaseTTL, c.Advertise)
 }
 
 // leave revokes the hub's lease once it no longer serves: its namespaces
@@ -104,6 +109,7 @@ func (fm *fleetMember) leave() {
 		return
 	}
 	fm.left = true
+	fm.access.Close()
 	fm.owners.Close()
 	fm.m.Leave()
 }
