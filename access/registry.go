@@ -222,6 +222,9 @@ func (r *Registry) ApplyGrant(g Grant, granted bool) {
 func (r *Registry) Revoke(id string, now float64) (Credential, error) {
 	r.wmu.Lock()
 	defer r.wmu.Unlock()
+	if _, ok := r.Get(id); !ok {
+		r.Lookup(id) // issued through another hub a moment ago: its record is in the shared store
+	}
 	r.mu.Lock()
 	old := r.byID[id]
 	var c Credential
