@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synapse-hub/synapse/access"
 	"github.com/synapse-hub/synapse/client"
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/federation"
@@ -545,5 +547,52 @@ func TestFederation_ForwardedClaimsShareThePeersQuota_INV_ME_5(t *testing.T) {
 	st, err := n.agent("syn-a", "proj/auditor").State(ctx)
 	if err != nil || len(st.ActiveClaims) != 3 {
 		t.Fatalf("owner state %+v %v", st, err)
+	}
+}
+
+// Static federation carries the forwarding socket's credential too
+// (issue 23): an owner that holds the credential (here both hubs share one
+// registry) charges the credential (INV-ME-5), so two credentials behind
+// one forwarding hub have a budget each; an owner that does not hold it
+// keeps the forwarding hub's principal, federation-peer:<hub>, and its
+// agents share one budget, as before.
+func TestFederation_ForwardCarriesTheCredential_OwnerChargesItWhenItHoldsIt_INV_ME_5(t *testing.T) {
+	for _, shared := range []bool{true, false} {
+		t.Run(fmt.Sprintf("owner holds the credential=%v", shared), func(t *testing.T) {
+			regB := access.NewRegistry(nil, nil, nil)
+			tokX, _, _ := regB.Issue(access.IssueRequest{Pattern: "proj/x*"}, 1)
+			tokY, _, _ := regB.Issue(access.IssueRequest{Pattern: "proj/y*"}, 1)
+			n := twoHubs(t, func(id string, c *Config) {
+				c.Token, c.Access = "op-"+id, access.NewRegistry(nil, nil, nil)
+				if id == "syn-b" || shared {
+					c.Access = regB
+				}
+				if id == "syn-a" {
+					c.Limits = coord.DefaultLimits()
+					c.Limits.MaxClaimsPerPrincipal = 2
+				}
+			})
+			ctx := ctx10(t)
+			dial := func(name, tok string) *client.Client {
+				c, err := client.Dial(ctx, client.Options{URI: n.uris["syn-b"], Name: name, Token: tok, NoReconnect: true, NoIdentity: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close() })
+				return c
+			}
+			for _, name := range []string{"proj/x1", "proj/x2"} {
+				if _, err := dial(name, tokX).Claim(ctx, client.ClaimRequest{TaskID: "T-" + name, Paths: []string{name}}); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+			}
+			_, err := dial("proj/y1", tokY).Claim(ctx, client.ClaimRequest{TaskID: "T-y1", Paths: []string{"y1"}})
+			if shared && err != nil {
+				t.Fatalf("the owner holds credential Y, which has its own budget: %v", err)
+			}
+			if !shared {
+				wantRefused(t, err, "QUOTA_EXCEEDED") // federation-peer:syn-b's budget, spent by X's two claims
+			}
+		})
 	}
 }
