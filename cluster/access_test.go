@@ -457,3 +457,22 @@ func testKey(seed byte) ed25519.PrivateKey {
 	}
 	return ed25519.NewKeyFromSeed(s)
 }
+
+// A pin reclaimed through hub B closes its live holder on hub A (4017 on
+// A, as a reclaim on A would), and the name then pins anew on any hub.
+func TestFleetAccess_ReclaimThroughBClosesTheHolderOnA_Issue23(t *testing.T) {
+	_, a, b := twoAccessHubs(t, 100)
+	k1, k2 := testKey(1), testKey(2)
+	holder := mustConnect(t, a.uri, "proj/pinned", opToken, k1)
+	op := mustConnect(t, b.uri, admin(), opToken, nil)
+	res, err := op.ReclaimIdentityPin(ctxT(t, 10*time.Second), "proj/pinned", "", "new machine")
+	if err != nil || !res.Applied {
+		t.Fatalf("reclaim through B: %+v %v", res, err)
+	}
+	poll(t, "the holder on A was closed", func() bool { return holder.DownReason() != nil })
+	poll(t, "A's view of the pin is gone", func() bool { _, ok, _ := a.acc.LookupIdentityPin("proj/pinned"); return !ok })
+	mustConnect(t, a.uri, "proj/pinned", opToken, k2)
+	if _, err := connect(ctxT(t, 10*time.Second), b.uri, "proj/pinned", opToken, k1); rejectedCode(err) != 4013 {
+		t.Fatalf("the old key after the name pinned anew to k2: %v; want 4013", err)
+	}
+}
