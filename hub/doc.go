@@ -45,7 +45,10 @@
 //     rules (package access decides): the gate of each frame (aclRequests,
 //     channel verbs included), the filters of reads, who may reclaim a pin
 //     (mayReclaimPin); verbs_access.go the admin verbs; tls.go TLS
-//     (issue 23).
+//     (issue 23). On a fleet the registry's and the pins' store is the
+//     fleet's etcd (cluster.Access), whose watch calls CredentialRevoked
+//     and PinReclaimed; a forward's credential is checked by the owner
+//     (forwardedPrincipal).
 //
 // hub.go and session.go declare the Hub and the session, which hold every
 // room's state: every file uses them and they name every file's types.
@@ -93,7 +96,9 @@
 //     flusher's, the federation's directory lock (DeliverRemote), gate's
 //     Verifier and HostBuckets locks.
 //
-// Alone, never with Hub.mu or each other: Hub.subMu (beginSubmit against
+// Alone, never with Hub.mu or each other: the access registry's writer
+// lock (access.Registry.wmu, held across its store write, etcd on a
+// fleet, by the admin verbs' reader), Hub.subMu (beginSubmit against
 // Close), the heavy lane's lock (a frame holds the lane's turn, not its
 // lock, while it runs and may take Hub.mu then), delivery's pending
 // Window lock (under the ack lock, or on the sequencer goroutine), the
