@@ -35,4 +35,8 @@ type FleetAgent struct {
 	Hub      string   `json:"hub_id"`
 	LastSeen float64  `json:"last_seen"`
 	Roles    []string `json:"roles,omitempty"`
+	// Live says the hub it is on judged it live when it published: a
+	// reaction within 90 s, or a sidecar seen within 20 s (a delivery
+	// receipt's "delivered", PROTOCOL.md §2.2 step 8).
+	Live bool `json:"live,omitempty"`
 }

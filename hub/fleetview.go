@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/synapse-hub/synapse/delivery"
 	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/wire"
 )
@@ -78,11 +79,13 @@ func (h *Hub) publishRoster(ctx context.Context) {
 			continue
 		}
 		h.mu.Lock()
+		now := h.now()
 		agents := make([]federation.FleetAgent, 0, len(h.reg.online))
 		for _, n := range h.reg.online {
 			a := federation.FleetAgent{Name: n, LastSeen: h.reg.lastSeen[n]}
 			if s := h.reg.byName[n]; s != nil {
 				a.Roles = slices.Clone(s.roles)
+				a.Live = now-s.lastReaction <= livenessWindow || identity(n) != n && now-a.LastSeen <= sidecarWindow
 			}
 			agents = append(agents, a)
 		}
@@ -127,4 +130,31 @@ func mergeAgents(local []byte, remote []federation.FleetAgent) []byte {
 	}
 	slices.SortStableFunc(all, func(a, b entry) int { return strings.Compare(a.name, b.name) })
 	return wire.List(nil, all, func(b []byte, e entry) []byte { return append(b, e.raw...) })
+}
+
+// fleetPartitionLocked is partitionLocked for a letter the fleet carries
+// to identity to: its sockets here, and its names on the other hubs as
+// their rosters say (live as judged there, at most a second ago). So a
+// receipt says delivered wherever the addressee is connected (Hub.mu).
+func (h *Hub) fleetPartitionLocked(to, sender string, now float64) delivery.Partition {
+	p := h.partitionLocked(to, sender, now)
+	if h.cfg.Fleet == nil {
+		return p
+	}
+	for _, a := range h.remoteAgentsLocked() {
+		if identity(a.Name) != to || a.Name == sender {
+			continue
+		}
+		if !slices.Contains(p.Matched, to) {
+			p.Matched = append(p.Matched, to)
+			p.Caps[to] = "unknown"
+		}
+		if a.Live && !slices.Contains(p.Live, to) {
+			p.Live = append(p.Live, to)
+			p.Stale = slices.DeleteFunc(p.Stale, func(n string) bool { return n == to })
+		} else if !a.Live && !slices.Contains(p.Live, to) && !slices.Contains(p.Stale, to) {
+			p.Stale = append(p.Stale, to)
+		}
+	}
+	return p
 }
