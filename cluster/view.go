@@ -44,6 +44,18 @@ type viewState struct {
 	pubMu   sync.Mutex                         // one publish at a time
 	last    []byte                             // the roster last written
 	lastL   clientv3.LeaseID                   // under this lease
+
+	decMu   sync.Mutex         // the decoded records, one snapshot at a time
+	decoded map[string]decoded // key → the record decoded at its ModRevision
+}
+
+// decoded is one claim or board record as the last snapshot decoded it:
+// a snapshot decodes only what changed since (the records are immutable
+// once decoded, so answers may share them).
+type decoded struct {
+	modRev int64
+	claim  *coord.Claim
+	task   *coord.BoardTask
 }
 
 func (o *Owners) presenceKey(hub string) string { return o.pfx + "presence/" + hub }
@@ -105,6 +117,9 @@ func (o *Owners) Snapshot(ctx context.Context) (federation.FleetSnapshot, error)
 		}
 	}
 	sort.Strings(nss)
+	o.view.decMu.Lock()
+	defer o.view.decMu.Unlock()
+	prev, next := o.view.decoded, make(map[string]decoded, len(o.view.decoded))
 	per := max(viewTxnOps/2, 1)
 	for i := 0; i < len(nss); i += per {
 		chunk := nss[i:min(i+per, len(nss))]
@@ -124,19 +139,30 @@ func (o *Owners) Snapshot(ctx context.Context) (federation.FleetSnapshot, error)
 				kind = journal.KindLedgerTask
 			}
 			for _, kv := range resp.GetResponseRange().Kvs {
-				ev, ok, err := journal.Decode(kind, kv.Value)
-				if err != nil || !ok {
-					continue // a record this version cannot read is not shown
+				d, ok := prev[string(kv.Key)]
+				if !ok || d.modRev != kv.ModRevision {
+					d = decoded{modRev: kv.ModRevision}
+					ev, ok, err := journal.Decode(kind, kv.Value)
+					if err != nil || !ok {
+						continue // a record this version cannot read is not shown
+					}
+					switch e := ev.(type) {
+					case coord.ClaimGranted:
+						d.claim = e.Claim
+					case coord.TaskPosted:
+						d.task = e.Task
+					}
 				}
-				switch e := ev.(type) {
-				case coord.ClaimGranted:
-					snap.Claims = append(snap.Claims, e.Claim)
-				case coord.TaskPosted:
-					snap.Tasks = append(snap.Tasks, e.Task)
+				next[string(kv.Key)] = d
+				if d.claim != nil {
+					snap.Claims = append(snap.Claims, d.claim)
+				} else if d.task != nil {
+					snap.Tasks = append(snap.Tasks, d.task)
 				}
 			}
 		}
 	}
+	o.view.decoded = next
 	return snap, nil
 }
 
