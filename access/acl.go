@@ -12,9 +12,10 @@ import (
 
 // The permission vocabulary, the reference's (its core/acl.py PERMISSIONS;
 // PROTOCOL.md §5.6 maps frames to them). This hub enforces message, claim,
-// release, board, recall, namespace and role-claim on frames, and observe
-// on reads (state, board, who); the rest parse, so a reference policy
-// loads, and grant nothing here yet.
+// release, board, recall, namespace, role-claim and identity-pin-reclaim
+// on frames (private channels' verbs are message and recall on kind
+// channel), and observe on reads (state, board, who); the rest parse, so a
+// reference policy loads, and grant nothing here yet.
 const (
 	PermMessage     = "message"
 	PermClaim       = "claim"

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -145,6 +146,13 @@ type Options struct {
 	// TLS, when set, is the TLS of wss:// and https:// hubs instead of CA:
 	// a client certificate, other roots, a pinned certificate.
 	TLS *tls.Config
+	// IdentityKey signs the registration (identity.go): a hub pins the
+	// name to its key on first use. nil: this machine's key
+	// (MachineKeyPath), created on first use, unless NoIdentity.
+	IdentityKey ed25519.PrivateKey
+	// NoIdentity sends unsigned registrations, as before (also
+	// $SYNAPSE_NO_IDENTITY). A name a hub pinned then cannot bind there.
+	NoIdentity bool
 }
 
 func (o *Options) setDefaults() error {
@@ -184,6 +192,14 @@ func (o *Options) setDefaults() error {
 	}
 	if o.MaxFrameBytes <= 0 {
 		o.MaxFrameBytes = DefaultMaxFrameBytes
+	}
+	if v := os.Getenv(NoIdentityEnv); v != "" && v != "0" {
+		o.NoIdentity = true
+	}
+	if o.NoIdentity {
+		o.IdentityKey = nil
+	} else if o.IdentityKey == nil {
+		o.IdentityKey, _ = defaultIdentityKey() // none: unsigned, as before
 	}
 	return nil
 }
@@ -239,6 +255,8 @@ type Client struct {
 	reconnects atomic.Uint64
 	dropped    atomic.Uint64
 	acked      atomic.Int64 // mailbox cursor: the highest seq acked
+
+	identitySeq atomic.Int64 // the last signed registration's sequence (identity.go)
 }
 
 // conn is one socket's life.
@@ -454,6 +472,7 @@ func (c *Client) connectTo(ctx context.Context, uri string, takeover bool) (*con
 			reg["mailbox_for"] = c.opts.MailboxFor
 		}
 	}
+	reg = c.signRegistration(reg) // last: the proof covers every field, the token included
 	fail := func(err error) (*conn, Welcome, error) {
 		ws.CloseNow()
 		return nil, Welcome{}, err
@@ -487,6 +506,10 @@ func (c *Client) connectTo(ctx context.Context, uri string, takeover bool) (*con
 		}
 		f, err := parseFrame(data)
 		if err != nil {
+			continue
+		}
+		if f.Type == "error" && f.Has("verification_result") { // an identity refusal: the close 4013 follows
+			refusal = f.Payload
 			continue
 		}
 		switch f.Type {
@@ -613,7 +636,7 @@ func (c *Client) reconnectLoop() {
 		c.downErr = err
 		c.mu.Unlock()
 		var rej *RejectedError
-		if errors.As(err, &rej) && rej.AuthFailed() {
+		if errors.As(err, &rej) && (rej.AuthFailed() || rej.IdentityRefused()) {
 			c.mu.Lock()
 			if !c.closed {
 				c.giveUpLocked(err)
@@ -697,6 +720,8 @@ func (c *Client) heartbeatLoop() {
 
 // envelope starts an agent frame (PROTOCOL.md §1.3). Control verbs go to
 // target "System", as the reference clients send them.
+func nowSeconds() float64 { return float64(time.Now().UnixNano()) / 1e9 }
+
 func (c *Client) envelope(typ, payload string) map[string]any {
 	return map[string]any{
 		"sender":    c.opts.Name,

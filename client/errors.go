@@ -165,6 +165,13 @@ func (e *RejectedError) Error() string {
 	return fmt.Sprintf("client: the hub refused the connection: %s (close %d %s)", msg, e.Code, e.Reason)
 }
 
+// IdentityRefused reports whether the hub refused the registration's
+// identity (close 4013): the name is pinned to another key, or the hub
+// requires a signed registration. Message says how to recover.
+func (e *RejectedError) IdentityRefused() bool {
+	return e.Code == 4013 && (e.Reason == "identity pin mismatch" || e.Reason == "identity binding failed")
+}
+
 // AuthFailed reports whether the hub refused the token.
 func (e *RejectedError) AuthFailed() bool {
 	return e.Code == 4010 && (e.Reason == "auth denied" || e.Reason == "auth required")

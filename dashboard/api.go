@@ -43,10 +43,18 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			Mailbox     map[string]int64 `json:"mailbox_pending"`
 			DeadLetters []APIDeadLetter  `json:"dead_letters"`
 		}{m, dead})
+	case "/api/channels":
+		ch := s.b.Channels(r)
+		if ch == nil {
+			ch = []APIChannel{}
+		}
+		writeJSON(w, struct {
+			Channels []APIChannel `json:"channels"`
+		}{ch})
 	case "/api/events":
 		s.serveEvents(w, r)
 	default:
-		apiError(w, http.StatusNotFound, "no such route: see docs/api.md (/api/state, /api/board, /api/mailbox, /api/events)")
+		apiError(w, http.StatusNotFound, "no such route: see docs/api.md (/api/state, /api/board, /api/mailbox, /api/channels, /api/events)")
 	}
 }
 

@@ -35,6 +35,11 @@ type Backend interface {
 	// token), which spends one of its remote host's allowance. It never
 	// blocks.
 	AuthFailed(r *http.Request, wrong bool)
+	// Channels lists the private channels the viewer of r may see (GET
+	// /api/channels): names, owners and members, never a message. The
+	// hub decides who the viewer is; today every admitted viewer is the
+	// operator and sees them all. It takes the hub's channel lock only.
+	Channels(r *http.Request) []APIChannel
 }
 
 // Config configures a Server.

@@ -32,6 +32,8 @@ func (b *fakeBackend) Board(context.Context) (APIBoard, error) {
 
 func (b *fakeBackend) Mailbox() (map[string]int64, []APIDeadLetter) { return nil, []APIDeadLetter{} }
 
+func (b *fakeBackend) Channels(*http.Request) []APIChannel { return nil }
+
 func (b *fakeBackend) LockedOut(*http.Request) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()

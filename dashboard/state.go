@@ -118,6 +118,18 @@ type APIRefusal struct {
 	Message      string `json:"message"`
 }
 
+// APIChannel is one private channel as /api/channels shows it: who is in
+// it, never what was said (issue 23 item 5).
+type APIChannel struct {
+	Channel  string   `json:"channel"`
+	Label    string   `json:"label"`
+	Owner    string   `json:"owner"`
+	Members  []string `json:"members"`
+	Invited  []string `json:"invited"`
+	Created  float64  `json:"created_at"`
+	Retained int      `json:"retained_messages"`
+}
+
 // APIDeadLetter is a target whose directed chats found nobody.
 type APIDeadLetter struct {
 	Target     string  `json:"target"`

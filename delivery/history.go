@@ -34,6 +34,18 @@ func NewHistory(max int) *History { return &History{max: max} }
 // NextMsgID takes the next chat msg_id.
 func (h *History) NextMsgID() int64 { return h.msgID.Add(1) }
 
+// RaiseMsgID makes every msg_id given from now on greater than id (a
+// restart's high-water mark from chats the history does not keep: a
+// private channel's).
+func (h *History) RaiseMsgID(id int64) {
+	for {
+		cur := h.msgID.Load()
+		if id <= cur || h.msgID.CompareAndSwap(cur, id) {
+			return
+		}
+	}
+}
+
 // AppendLocked keeps e, trimming the history back to max entries once it
 // has grown a quarter past it (so a trim is not paid per chat).
 func (h *History) AppendLocked(e Entry) {

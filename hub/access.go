@@ -245,6 +245,9 @@ func aclRequests(sender, typ string, in *wire.Inbound) []access.Request {
 	}
 	switch typ {
 	case "chat":
+		if c, ok := chatChannel(in); ok { // a private channel's chat (channels.go), either form
+			return []access.Request{req(access.PermMessage, "channel", c)}
+		}
 		target := strings.TrimSpace(in.Str("target"))
 		if target == "" {
 			target = "all"
@@ -281,7 +284,16 @@ func aclRequests(sender, typ string, in *wire.Inbound) []access.Request {
 		return []access.Request{req(access.PermRecall, "history", "global")}
 	case "ns_move", "ns_drain":
 		return []access.Request{req(access.PermNamespace, "namespace", orAll(in.Str("namespace")))}
+	case "channel_create", "channel_invite", "channel_join", "channel_leave":
+		// The reference's: every membership change is `message` on the
+		// channel (channel_invite, ours, too). The invite-only rules
+		// (channels.go) still apply to what a rule allows.
+		return []access.Request{req(access.PermMessage, "channel", strings.TrimSpace(in.Str("channel")))}
+	case "channel_history_request":
+		return []access.Request{req(access.PermRecall, "channel", strings.TrimSpace(in.Str("channel")))}
 	}
+	// identity_pin_reclaim is decided by its handler (mayReclaimPin), which
+	// lets the operator through as the admin verbs do.
 	return nil
 }
 
@@ -297,25 +309,75 @@ func (s *session) aclGate(sender, typ string, in *wire.Inbound) bool {
 		return true
 	}
 	for _, q := range aclRequests(sender, typ, in) {
-		d := p.Decide(q)
-		if d.Allow {
-			continue
+		if !s.aclAllows(p, sender, typ, in, q) {
+			return false
 		}
-		h := s.h
-		if h.cfg.ACLShadow {
-			h.access.m.denied.WithLabelValues("shadow").Inc()
-			h.log.Warn("hub: acl would deny (shadow mode)", "agent", sender, "verb", typ, "access", q.String(), "rule", d.Rule, "reason", d.Reason)
-			continue
-		}
-		h.access.m.denied.WithLabelValues("enforce").Inc()
-		msg := "access denied: " + q.String() + " (rule " + d.Rule + ": " + d.Reason + "). `synapse acl check --as " + sender +
-			" " + q.Permission + " " + q.Kind + ":" + q.Value + "` shows the decision; ask the operator for a rule that allows it."
-		s.refuseCode(sender, "", in, "acl_denied", msg, func(f *wire.Frame) {
-			f.Str("acl_decision", "deny").Str("acl_reason", d.Reason).Str("acl_rule", d.Rule)
-		})
-		return false
 	}
 	return true
+}
+
+// aclAllows decides one access against p: allowed, or refused (the reply
+// sent, naming the rule) and false; in shadow mode a would-be refusal is
+// logged and counted and the access allowed.
+func (s *session) aclAllows(p *access.Policy, sender, typ string, in *wire.Inbound, q access.Request) bool {
+	d := p.Decide(q)
+	if d.Allow {
+		return true
+	}
+	h := s.h
+	if h.cfg.ACLShadow {
+		h.access.m.denied.WithLabelValues("shadow").Inc()
+		h.log.Warn("hub: acl would deny (shadow mode)", "agent", sender, "verb", typ, "access", q.String(), "rule", d.Rule, "reason", d.Reason)
+		return true
+	}
+	h.access.m.denied.WithLabelValues("enforce").Inc()
+	msg := "access denied: " + q.String() + " (rule " + d.Rule + ": " + d.Reason + "). `synapse acl check --as " + sender +
+		" " + q.Permission + " " + q.Kind + ":" + q.Value + "` shows the decision; ask the operator for a rule that allows it."
+	s.refuseCode(sender, "", in, "acl_denied", msg, func(f *wire.Frame) {
+		f.Str("acl_decision", "deny").Str("acl_reason", d.Reason).Str("acl_rule", d.Rule)
+	})
+	return false
+}
+
+// mayReclaimPin decides whether sender may reclaim name's identity pin
+// over this socket (identity_pin_reclaim, identity.go). In order:
+//
+//   - the operator may: a socket with the shared token or an admin
+//     credential, as for the admin verbs (verbs_access.go), rules or not;
+//   - with access rules in force (not shadow), a rule must allow
+//     `identity-pin-reclaim agent:<name>` (the reference's permission);
+//     a refusal is the ACL's (acl_denied, naming the rule), already sent
+//     when refused is true. On an open hub the requester must also have
+//     proved its own pinned key, since its name is otherwise anyone's
+//     (the reference asks the same);
+//   - else nobody: an open hub cannot tell its operator from any local
+//     process, and on a secured one the socket is neither. In shadow mode
+//     the rules are asked, a denial logged and counted, and this applies.
+func (s *session) mayReclaimPin(sender, name string, in *wire.Inbound) (ok, refused bool, why string) {
+	h := s.h
+	if s.admin && !s.is(forwardedVerb) {
+		return true, false, ""
+	}
+	q := access.Request{Principal: sender, Permission: access.PermPinReclaim, Kind: "agent", Value: name}
+	p := h.access.policy.Load()
+	if p != nil && h.cfg.ACLShadow {
+		s.aclAllows(p, sender, "identity_pin_reclaim", in, q) // logs and counts a would-be denial; grants nothing
+	}
+	if p != nil && !h.cfg.ACLShadow {
+		if !s.aclAllows(p, sender, "identity_pin_reclaim", in, q) {
+			return false, true, ""
+		}
+		if !h.secured() && !s.keyProved {
+			return false, false, "An ACL rule allows " + q.String() + ", but on a hub without --token or --credentials a name is anyone's: connect as '" +
+				sender + "' with a signed registration (its pinned key) to reclaim, or give the hub a --token."
+		}
+		return true, false, ""
+	}
+	if !h.secured() {
+		return false, false, "This hub has no token, so it cannot tell its operator from any local process: stop it and run `synapse identity reclaim NAME --db PATH` on its journal, or give the hub a --token."
+	}
+	return false, false, "Reclaiming '" + name + "' needs the hub's shared token, a credential with role " + access.AdminRole +
+		", or an access rule allowing identity-pin-reclaim on agent:" + name + " (synapse hub --acl FILE); this socket has none of them."
 }
 
 // observer filters what a read shows its viewer (issue 23 item 4): with

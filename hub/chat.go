@@ -36,8 +36,8 @@ type chatMsg struct {
 // (the reference relays it to every socket and every history reader).
 func (s *session) chat(sender string, in *wire.Inbound) {
 	h := s.h
-	if c := in.Str("channel"); c != "" {
-		s.fail(sender, "not_channel_member", "not a member of channel '"+c+"'")
+	if name, ok := chatChannel(in); ok { // a private channel's (channels.go)
+		s.channelChat(sender, name, in)
 		return
 	}
 	if in.Has("response_to_seq") || in.Has("response_status") || in.Has("response_evidence_scope") {
@@ -53,33 +53,9 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 	c.Broadcast = t == "" || t == "all"
 	c.Directed = journal.IsDirected(t)
 
-	ct, hasCT := wire.ClientTimestamp(in.Value("timestamp"))
 	c.ClientMsgID, c.HasClientMsgID = wire.ClientMsgID(in.Value("client_msg_id"))
-	m := in.Map()
-	extra := make([]string, 0, len(m))
-	for k := range m {
-		if !chatEnvelope[k] {
-			extra = append(extra, k)
-		}
-	}
-	sort.Strings(extra)
-	c.Build = func(msgID int64) []byte {
-		f := wire.Object().Str("sender", sender).Str("target", target).Str("type", "chat")
-		f.Append("payload", func(b []byte) []byte { return wire.AppendAny(b, in.Value("payload"), "") })
-		f.Float("timestamp", c.Now)
-		if hasCT {
-			f.Float("client_timestamp", ct)
-		}
-		f.Str("hub_id", h.cfg.HubID).Int("msg_id", msgID)
-		if c.HasClientMsgID {
-			f.Str("client_msg_id", c.ClientMsgID)
-		}
-		for _, k := range extra {
-			v := m[k]
-			f.Append(k, func(b []byte) []byte { return wire.AppendAny(b, v, nil) })
-		}
-		return f.Bytes()
-	}
+	build := chatBuilder(h.cfg.HubID, sender, target, in, nil)
+	c.Build = func(msgID int64) []byte { return build(c.Now, msgID) }
 	h.mu.Lock()
 	c.Now = h.now()
 	to := h.mail.Carries(c.To) // the fleet's mail carries it, not the fan-out
@@ -127,6 +103,42 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 		return
 	}
 	h.receipts.Committed(sessionConn{s}, &c.Chat, rcpt)
+}
+
+// chatBuilder returns what encodes a chat frame as relayed, stamped at
+// now with msgID: the hub's envelope, then every other field of in
+// verbatim, sorted, then the fields add writes (nil: none).
+func chatBuilder(hubID, sender, target string, in *wire.Inbound, add func(*wire.Frame)) func(now float64, msgID int64) []byte {
+	ct, hasCT := wire.ClientTimestamp(in.Value("timestamp"))
+	cmid, hasCMID := wire.ClientMsgID(in.Value("client_msg_id"))
+	m := in.Map()
+	extra := make([]string, 0, len(m))
+	for k := range m {
+		if !chatEnvelope[k] {
+			extra = append(extra, k)
+		}
+	}
+	sort.Strings(extra)
+	return func(now float64, msgID int64) []byte {
+		f := wire.Object().Str("sender", sender).Str("target", target).Str("type", "chat")
+		f.Append("payload", func(b []byte) []byte { return wire.AppendAny(b, in.Value("payload"), "") })
+		f.Float("timestamp", now)
+		if hasCT {
+			f.Float("client_timestamp", ct)
+		}
+		f.Str("hub_id", hubID).Int("msg_id", msgID)
+		if hasCMID {
+			f.Str("client_msg_id", cmid)
+		}
+		for _, k := range extra {
+			v := m[k]
+			f.Append(k, func(b []byte) []byte { return wire.AppendAny(b, v, nil) })
+		}
+		if add != nil {
+			add(f)
+		}
+		return f.Bytes()
+	}
 }
 
 // submitRecords is committer.Commit for a verb: a failure is the sender's

@@ -39,6 +39,14 @@
 //     reaches.
 //   - metrics.go: /metrics and /health; journalfault.go the journal's
 //     faults as refusals.
+//   - identity.go: identity pins, the gate on the frame that binds a name
+//     (its store is read and written on the read goroutine, never under
+//     Hub.mu); channels.go private channels (issue 23 items 2, 5).
+//   - access.go: credentials on a socket, granted roles and the access
+//     rules (package access decides): the gate of each frame (aclRequests,
+//     channel verbs included), the filters of reads, who may reclaim a pin
+//     (mayReclaimPin); verbs_access.go the admin verbs; tls.go TLS
+//     (issue 23).
 //
 // hub.go and session.go declare the Hub and the session, which hold every
 // room's state: every file uses them and they name every file's types.
@@ -74,11 +82,14 @@
 //
 //  1. delivery's ack lock (the journal mailbox's ackMu): held across a
 //     commit, so a receipt is settled once.
-//  2. The sequencer: Submit and Query wait for its goroutine, which runs
+//  2. The private channels' lock (channels.go, channelRoom.mu): a channel
+//     chat is kept and fanned out under it, taking the journal's lock and
+//     then Hub.mu. Never taken under Hub.mu or on the sequencer goroutine.
+//  3. The sequencer: Submit and Query wait for its goroutine, which runs
 //     OnCommit, Render, Query functions and Committed callbacks, and those
 //     take Hub.mu.
-//  3. Hub.mu.
-//  4. Leaves, taken under Hub.mu or alone, and never holding another: the
+//  4. Hub.mu.
+//  5. Leaves, taken under Hub.mu or alone, and never holding another: the
 //     dashboard Feed's lock, a transport Conn's queue lock and the
 //     flusher's, the federation's directory lock (DeliverRemote), gate's
 //     Verifier and HostBuckets locks, the fleet view's lock (Config.Fleet's

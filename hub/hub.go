@@ -30,7 +30,7 @@ import (
 const DefaultVersion = "dev"
 
 // Features are the additive protocol features announced in welcome.
-var Features = []string{"wait_ready", "error_code", "scoped_fanout", "leave", "namespaces", "presence_delta", "task_bound_claims", "glob_scopes", "shared_claims", "file_scopes", "ping", "own_fanout"}
+var Features = []string{"wait_ready", "error_code", "scoped_fanout", "leave", "namespaces", "presence_delta", "task_bound_claims", "glob_scopes", "shared_claims", "file_scopes", "ping", "own_fanout", "private_channels"}
 
 // Config configures a Hub. The zero value serves an open, memory-only hub
 // with the reference's defaults (withDefaults applies them). A plain number
@@ -210,6 +210,23 @@ type Config struct {
 	// refuses none; reads are not filtered (--acl-shadow).
 	ACLShadow bool
 
+	// Identity pins and private channels (issue 23 items 2, 5)
+
+	// IdentityPins is where names are pinned to the key of their first
+	// signed registration (identity.go). nil: the Journal when there is
+	// one, else in memory (pins then end with the process).
+	IdentityPins PinStore
+	// NoIdentityPins turns pinning off: signed registrations are not
+	// verified unless RequireIdentity (the reference's --identity-pins "").
+	NoIdentityPins bool
+	// RequireIdentity refuses (4013) a registration without a valid
+	// signed proof (--require-identity); unsigned names otherwise keep
+	// first-come binding.
+	RequireIdentity bool
+	// Channels keeps private channels' membership and history durably
+	// (channels.go). nil: the Journal when there is one, else in memory.
+	Channels ChannelStore
+
 	// Federation configures namespace ownership, forwarding to owners and
 	// watching peers (package federation, docs/federation.md). Its zero
 	// value is a default hub: it grants locally and promises no cross-host
@@ -310,6 +327,10 @@ type Hub struct {
 	closes    *gate.HostBuckets   // sockets closed for cause per host (closeCharged); nil when off
 	quit      chan struct{}       // closed by Close: paced upgrades stop waiting
 	access    accessState         // credentials, grants, access rules (access.go)
+
+	// Identity pins and private channels (issue 23 items 2, 5).
+	ident identityRoom // identity.go
+	chans channelRoom  // channels.go
 }
 
 // knobs are the Config's Settings resolved against their defaults by
@@ -441,6 +462,12 @@ func New(cfg Config) (*Hub, error) {
 	h.activeClaims.Store(int64(cfg.State.ClaimCount()))
 	h.m = newMetrics(h)
 	h.initAccess()
+	if err := h.initIdentity(); err != nil { // identity pins (issue 23 item 2)
+		return nil, fmt.Errorf("hub: identity pins from the journal: %w", err)
+	}
+	if err := h.initChannels(); err != nil { // private channels (issue 23 item 5)
+		return nil, fmt.Errorf("hub: private channels from the journal: %w", err)
+	}
 	h.receipts = newReceipts(h, window)
 	if cfg.Token == "" && cfg.RequireCredentials {
 		h.cfg.NoDashboard = true // only the shared token opens it (access.go)
@@ -472,6 +499,9 @@ func New(cfg Config) (*Hub, error) {
 		return nil, fmt.Errorf("hub: federation: %w", err)
 	}
 	h.features = append(slices.Clip(Features), h.fed.Features()...)
+	if h.ident.pins != nil {
+		h.features = append(h.features, "identity_pins") // identity.go
+	}
 	h.m.registerPeers(h)
 	if cfg.Journal != nil {
 		if err := h.restoreQuarantine(); err != nil {

@@ -77,7 +77,7 @@ func (s *session) serve(c *transport.Conn) {
 		h.mu.Lock()
 		superseded := s.superseded
 		h.mu.Unlock()
-		if code, _ := c.CloseStatus(); closeCharged(code, superseded) {
+		if code, reason := c.CloseStatus(); closeCharged(code, reason, superseded) {
 			h.closes.Owe(s.host, h.now())
 		}
 	}()
@@ -203,7 +203,7 @@ func (s *session) handle(data []byte) {
 	if sender == "" {
 		sender = "anon-" + itoa(s.id)
 	}
-	if !s.tokenGate(sender, in) || !s.register(sender, in, typ) {
+	if !s.tokenGate(sender, in) || !s.identityGate(sender, in) || !s.register(sender, in, typ) {
 		return
 	}
 	if s.deadCleared > 0 {

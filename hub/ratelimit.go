@@ -280,16 +280,20 @@ func (s *session) flooding() bool {
 // its own conduct, so its host pays for it (Config.ClosesPerHostPerSecond):
 // a policy violation (slow consumer, missed pong) or protocol error, an
 // oversized frame, a refused name or token, a registration timeout, a
-// refused takeover, too many sockets from its host. A superseded socket
-// lost its name to someone else; a full hub or a shutdown is nobody's
-// conduct.
-func closeCharged(code int, superseded bool) bool {
+// refused takeover, too many sockets from its host, a refused identity
+// (4013 with an identity reason: a pinned name without its key, a broken
+// proof; also the pin store failing, which loops the same way). A
+// superseded socket lost its name to someone else; a full hub (4013 "hub
+// at capacity") or a shutdown is nobody's conduct.
+func closeCharged(code int, reason string, superseded bool) bool {
 	switch code {
 	case transport.StatusPolicyViolation, transport.StatusProtocolError, transport.StatusMessageTooBig,
 		4009, 4012, 4014, 4015, NameOwnedCloseCode:
 		return true
 	case 4010:
 		return !superseded
+	case IdentityPinClose:
+		return reason == reasonPinMismatch || reason == reasonBindingFailed
 	}
 	return false
 }

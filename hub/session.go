@@ -116,6 +116,7 @@ type session struct {
 	authed       bool               // passed the token gate (always true on an open hub)
 	cred         *access.Credential // its credential (access.go); written by its reader on the first frame
 	admin        bool               // may run the admin verbs (verbs_access.go); reader only
+	keyProved    bool               // its name is pinned to the key its registration proved (identity.go); reader only
 	ignoredRoles []string           // roles its last heartbeat asserted without a grant, not yet told (access.go)
 	superseded   bool               // lost its name to a takeover: its end is silent
 	scoped       bool               // asked for scoped fan-out ("scoped" or "own")

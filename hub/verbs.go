@@ -536,6 +536,16 @@ func init() {
 		"ns_request": {handle: noArgs((*session).nsRequest)},
 		"ns_move":    {handle: (*session).nsMove},
 		"ns_drain":   {handle: (*session).nsMove},
+
+		// Identity pins and private channels (identity.go, channels.go; issue 23 items 2, 5).
+		"identity_pin_list":       {handle: noArgs((*session).identityPinList)},
+		"identity_pin_reclaim":    {handle: withFrame((*session).identityPinReclaim)},
+		"channel_create":          {handle: withFrame((*session).channelCreate)},
+		"channel_invite":          {handle: withFrame((*session).channelInvite)},
+		"channel_join":            {handle: withFrame((*session).channelJoin)},
+		"channel_leave":           {handle: withFrame((*session).channelLeave)},
+		"channel_list_request":    {handle: noArgs((*session).channelList)},
+		"channel_history_request": {handle: withFrame((*session).channelHistory)},
 	}
 	addAccessVerbs(verbs) // token, role and acl admin verbs (verbs_access.go)
 }

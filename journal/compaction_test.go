@@ -152,6 +152,30 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// killChild runs this test binary as a child with env=path, waits for it
+// to print ready (its store open, its background work started), lets it
+// work for d and SIGKILLs it.
+func killChild(t *testing.T, env, path, ready string, d time.Duration) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), env+"="+path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != ready+"\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("child: %q", line)
+	}
+	time.Sleep(d)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+}
+
 // A hub SIGKILLed while its journal compacts online loses nothing: however
 // many covered rows went before the kill, replay from the snapshots is the
 // state the rows made (INV-JA-1, INV-RR-1), the file checks sound, and the
@@ -182,23 +206,7 @@ func TestCompaction_SIGKILLMidwayLosesNothing_INV_JA_1_INV_RR_1(t *testing.T) {
 		return n
 	}
 	for kill := range 4 {
-		cmd := exec.Command(os.Args[0], "-test.run", "^$")
-		cmd.Env = append(os.Environ(), compactChildEnv+"="+path)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		line, _ := bufio.NewReader(out).ReadString('\n')
-		if line != "compacting\n" {
-			cmd.Process.Kill()
-			t.Fatalf("child: %q", line)
-		}
-		time.Sleep(time.Duration(kill*3) * time.Millisecond) // a few batches in, then more each time
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
+		killChild(t, compactChildEnv, path, "compacting", time.Duration(kill*3)*time.Millisecond) // a few batches in, then more each time
 
 		st, err := Open(path, Options{})
 		if err != nil {

@@ -1,16 +1,12 @@
 package journal
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -344,23 +340,7 @@ func TestRetain_SIGKILLMidwayLosesNothing_INV_DG_3_INV_JA_1(t *testing.T) {
 		return n - len(waiting) - 1
 	}
 	for kill := range 4 {
-		cmd := exec.Command(os.Args[0], "-test.run", "^$")
-		cmd.Env = append(os.Environ(), retainChildEnv+"="+path)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		line, _ := bufio.NewReader(out).ReadString('\n')
-		if line != "retaining\n" {
-			cmd.Process.Kill()
-			t.Fatalf("child: %q", line)
-		}
-		time.Sleep(time.Duration(kill*40) * time.Millisecond) // further in each time: rows, then pages
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
+		killChild(t, retainChildEnv, path, "retaining", time.Duration(kill*40)*time.Millisecond) // further in each time: rows, then pages
 
 		st, err := Open(path, Options{})
 		if err != nil {

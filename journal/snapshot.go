@@ -431,7 +431,7 @@ func (r *imgReader) sections(img *coord.Image) {
 			n := r.n()
 			for range n {
 				i := r.u()
-				globs := r.ss(false)
+				globs := r.scope()
 				mode := r.u()
 				if r.err != nil {
 					return
@@ -446,7 +446,7 @@ func (r *imgReader) sections(img *coord.Image) {
 			n := r.n()
 			for range n {
 				i := r.u()
-				files := r.ss(false)
+				files := r.scope()
 				if r.err != nil {
 					return
 				}
@@ -549,7 +549,7 @@ func DecodeImage(body []byte) (coord.Image, error) {
 			c.Status = r.status()
 			c.DataRef = r.s()
 			c.Worktree = r.is()
-			c.Paths = r.ss(false)
+			c.Paths = r.scope()
 			c.PathIdentity = r.s()
 			c.Checkpoint = r.s()
 			if r.u() == 1 {
@@ -711,8 +711,16 @@ func (r *imgReader) is() string {
 	return v
 }
 
-// ss reads a string list; an empty list is nil unless nonNil.
-func (r *imgReader) ss(nonNil bool) []string {
+// ss reads a string list of likely repeated strings (shared, like is);
+// an empty list is nil unless nonNil.
+func (r *imgReader) ss(nonNil bool) []string { return r.list(nonNil, r.is) }
+
+// scope reads a claim's paths, globs or files: not shared, as scopes
+// seldom repeat (exclusive claims cannot overlap), so sharing them would
+// only grow the intern table.
+func (r *imgReader) scope() []string { return r.list(false, r.s) }
+
+func (r *imgReader) list(nonNil bool, read func() string) []string {
 	n := r.n()
 	if n == 0 {
 		if nonNil {
@@ -722,7 +730,7 @@ func (r *imgReader) ss(nonNil bool) []string {
 	}
 	out := make([]string, n)
 	for i := range out {
-		out[i] = r.is()
+		out[i] = read()
 	}
 	return out
 }

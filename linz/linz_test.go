@@ -526,6 +526,19 @@ func (r *run) execute(t *testing.T) {
 		r.result, len(r.ops), countUnknown(r.ops), r.retries, tasks*rounds, rounds, r.crashes, r.pauses, r.replays, r.mailSent, len(r.problems), r.took)
 }
 
+// requireClean fails the test on any accounting problem and on a history
+// porcupine cannot linearize (dumping it for the visualiser).
+func (r *run) requireClean(t *testing.T) {
+	t.Helper()
+	for _, p := range r.problems {
+		t.Error(p)
+	}
+	if r.result != porcupine.Ok {
+		dir := dumpViolation(t, Model.ToModel(), r.info, r.ops)
+		t.Fatalf("history is %s (INV-ME-1/INV-EF-*/INV-LL-2): history and visualisation in %s", r.result, dir)
+	}
+}
+
 // The claim registry of a real hub process stays linearizable while a
 // nemesis SIGKILLs, restarts and pauses it: claims, renewals, releases,
 // task_update, checkpoint and handoff keep one owner per task (INV-ME-1),
@@ -543,13 +556,7 @@ func TestLinearizable_ClaimRegistry_UnderCrashesAndPauses_INV_ME_1_INV_EF_1_INV_
 	}
 	r := &run{duration: runDuration(t), minCrashes: minCrashes}
 	r.execute(t)
-	for _, p := range r.problems {
-		t.Error(p)
-	}
-	if r.result != porcupine.Ok {
-		dir := dumpViolation(t, Model.ToModel(), r.info, r.ops)
-		t.Fatalf("history is %s (INV-ME-1/INV-EF-*/INV-LL-2): history and visualisation in %s", r.result, dir)
-	}
+	r.requireClean(t)
 }
 
 // The same proofs with the journal's windows turned aggressive, so they
@@ -570,13 +577,7 @@ func TestLinearizable_AggressiveJournalWindows_INV_JA_1_INV_CR_1_INV_DG_3(t *tes
 		hubArgs: []string{"--snapshot-every", "200", "--journal-compact-batch", "4",
 			"--retain", "chat=2s,receipts=2s,audit=2s", "--idempotency-window", window.String()}}
 	r.execute(t)
-	for _, p := range r.problems {
-		t.Error(p)
-	}
-	if r.result != porcupine.Ok {
-		dir := dumpViolation(t, Model.ToModel(), r.info, r.ops)
-		t.Fatalf("history is %s (INV-ME-1/INV-EF-*/INV-LL-2): history and visualisation in %s", r.result, dir)
-	}
+	r.requireClean(t)
 	st, err := journal.Open(r.db, journal.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)

@@ -110,7 +110,7 @@ const (
 	// the replay after the newest snapshot near 120 ms, so a restart stays
 	// within 300 ms (issue 24). At 100k claims a snapshot stalls the loop
 	// ~1 ms (State.Capture), at most once per this many records.
-	DefaultSnapshotEvery = 20_000
+	DefaultSnapshotEvery = 10_000
 	// maxTimerWait caps one sleep of the expiry timer, so a clock that jumps
 	// is noticed within this.
 	maxTimerWait = time.Minute

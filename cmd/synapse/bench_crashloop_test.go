@@ -12,6 +12,22 @@ import (
 	"github.com/synapse-hub/synapse/internal/testbin"
 )
 
+// runCrashLoop runs `synapse bench crashloop --json` with args and returns
+// its result, and its stdout and stderr.
+func runCrashLoop(t *testing.T, args ...string) (res bench.CrashLoopResult, out, errOut *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(testbin.Synapse(t), append([]string{"bench", "crashloop", "--json"}, args...)...)
+	out, errOut = &bytes.Buffer{}, &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("bench crashloop: %v\n%s", err, errOut.String())
+	}
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out.String())
+	}
+	return res, out, errOut
+}
+
 // Two SIGKILLs of a real hub under a small fleet, then a clean stop: every
 // start is measured, the file grows, and nothing acknowledged is lost
 // (INV-JA-1: an acknowledged claim survives a SIGKILL).
@@ -19,16 +35,7 @@ func TestBenchCrashLoop_KillsARealHubAndLosesNothing_INV_JA_1(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a hub child through two SIGKILLs")
 	}
-	cmd := exec.Command(testbin.Synapse(t), "bench", "crashloop", "--kills", "2", "--agents", "3", "--life", "700ms", "--json")
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("bench crashloop: %v\n%s", err, errOut.String())
-	}
-	var res bench.CrashLoopResult
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		t.Fatalf("--json: %v\n%s", err, out.String())
-	}
+	res, out, errOut := runCrashLoop(t, "--kills", "2", "--agents", "3", "--life", "700ms")
 	if len(res.Restarts) != 4 {
 		t.Fatalf("%d starts; want the first, two after a SIGKILL and one after the clean stop\n%s", len(res.Restarts), out.String())
 	}
@@ -72,17 +79,8 @@ func TestBenchCrashLoop_ReplayStaysBoundedWhateverTheHistory_INV_RR_1(t *testing
 		t.Skip("runs a hub child through six SIGKILLs")
 	}
 	const every = 300
-	cmd := exec.Command(testbin.Synapse(t), "bench", "crashloop", "--kills", "6", "--agents", "3", "--life", "800ms", "--json",
+	res, _, errOut := runCrashLoop(t, "--kills", "6", "--agents", "3", "--life", "800ms",
 		"--hub-arg=--snapshot-every="+strconv.Itoa(every), "--hub-arg=--idempotency-window=2s", "--hub-arg=--retain=all=2s")
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("bench crashloop: %v\n%s", err, errOut.String())
-	}
-	var res bench.CrashLoopResult
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		t.Fatalf("--json: %v\n%s", err, out.String())
-	}
 	last := res.Restarts[len(res.Restarts)-1]
 	if last.Seq < 4*every {
 		t.Fatalf("the loop wrote %d records in all; want several --snapshot-every (%d) for the bound to mean anything\n%s", last.Seq, every, errOut.String())

@@ -21,6 +21,7 @@ var subcommands = map[string][]string{
 	"token":    {"issue", "list", "revoke"},
 	"role":     {"grant", "list"},
 	"acl":      {"check"},
+	"identity": {"list", "reclaim", "key"},
 }
 
 // docs/cli.md reproduces every command's --help: this test keeps it true.

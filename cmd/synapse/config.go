@@ -136,7 +136,8 @@ func (f *clientFlags) dial(ctx context.Context, name string, reconnect bool) (*c
 	deadline := time.Now().Add(nameRetry)
 	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
 		o := f.options(name)
-		o.NoReconnect, o.Fanout = !reconnect, f.fanout
+		// A throw-away query name is not signed: each would be pinned for good.
+		o.NoReconnect, o.Fanout, o.NoIdentity = !reconnect, f.fanout, name != f.name
 		c, err := client.Dial(ctx, o)
 		var rej *client.RejectedError
 		if err == nil || !errors.As(err, &rej) || rej.Reason != "name conflict" || time.Now().Add(delay).After(deadline) {
@@ -229,6 +230,8 @@ func (f *clientFlags) failure(stderr io.Writer, cmd string, err error) int {
 			hint = " Another session uses this name: pass a unique --name (or SYNAPSE_NAME)."
 		case rej.AuthFailed():
 			hint = " Pass the hub's token with --token or SYNAPSE_TOKEN."
+		case rej.IdentityRefused():
+			hint = " This machine's identity key is " + identityKeyHint() + "."
 		}
 		fmt.Fprintf(stderr, "synapse %s: %v.%s\n", cmd, err, hint)
 		return exitRefused

@@ -161,6 +161,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	f.registerFleet(fs)
 	f.access.register(fs)
 	f.registerTLS(fs)
+	idf := registerIdentityFlags(fs) // identity pins (hub_identity.go)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -221,6 +222,7 @@ func runHub(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.Federation.TLS, cfg.PeerClientCert, cfg.MetricsToken = tlsOn.peer, tlsOn.requirePeerCert, metricsToken
 	cfg.MessageAuthKeys, cfg.RequireMessageAuth = sec.MessageAuthKeys, sec.RequireMessageAuth
+	idf.apply(&cfg)
 	cfg.RateLimits, cfg.AuthFailuresPerMinute = sec.RateLimits, sec.AuthFailuresPerMinute
 	cfg.AllowHosts, err = f.allowedHosts()
 	if err == nil {

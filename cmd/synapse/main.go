@@ -44,6 +44,7 @@ func groups() []group {
 			{"inbox", "show (and --ack) the directed messages waiting for --name; --wait blocks until one is there", runInbox},
 			{"listen", "print what the hub sends --name as it arrives (mailbox first)", runListen},
 			{"arm", "keep a waiter running: a command for every message to an agent (for agents without channels)", runArm},
+			{"channel", "private channels: create, invite, join, leave, list, history, send", runChannel},
 		}},
 		{"Looking around", []command{
 			{"who", "list the agents online", runWho},
@@ -66,6 +67,7 @@ func groups() []group {
 			{"acl", "access rules (hub --acl FILE): acl check --as NAME PERMISSION KIND:VALUE", runACL},
 			{"journal", "check, compact or show stats of a journal file", runJournal},
 			{"tls", "make a test CA and certificates for a TLS hub: tls selfsigned --out DIR", runTLS},
+			{"identity", "names pinned to keys: identity list|reclaim NAME|key", runIdentity},
 			{"bench", "measure the core (bench core) or the durable journal (bench journal)", runBench},
 		}},
 		{"Other", []command{
