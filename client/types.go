@@ -262,6 +262,9 @@ type Who struct {
 	// ObservedAgents are owners of claims seen in watched peers' logs, as
 	// name@HUB (advisory).
 	ObservedAgents []string `json:"observed_agents,omitempty"`
+	// AgentHubs names the hub each online agent is bound on (a fleet on
+	// etcd, whose who answers for every hub).
+	AgentHubs map[string]string `json:"agent_hubs,omitempty"`
 }
 
 // Liveness is who_snapshot's view of one seat.
@@ -310,6 +313,7 @@ func (s *State) Claim(task string) *Claim {
 type AgentSeen struct {
 	Agent    string  `json:"agent"`
 	LastSeen float64 `json:"last_seen"`
+	HubID    string  `json:"hub_id,omitempty"` // the hub it is on (a fleet on etcd)
 }
 
 // Resource is an offered resource.

@@ -67,6 +67,7 @@ type Owners struct {
 	moves   map[string]string // namespaces with a handoff record (a move under way) → its phase
 
 	mail mailState // directed mail on the fleet (mail.go)
+	view viewState // the fleet's reads: known namespaces, the hubs' rosters (view.go)
 
 	idemKeep retention // the lease idempotency records are written under
 
@@ -109,6 +110,7 @@ func NewOwners(m *Member) *Owners {
 			}
 			return IdemRetention
 		}}}
+	o.view.known, o.view.rosters = map[string]bool{}, map[string][]federation.FleetAgent{}
 	o.mail.keep = retention{keep: func() time.Duration { return MailRetention }}
 	return o
 }
@@ -162,6 +164,10 @@ func (o *Owners) relist(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	roster, err := o.cli.Get(ctx, o.pfx+"presence/", clientv3.WithPrefix(), clientv3.WithRev(r.Header.Revision))
+	if err != nil {
+		return 0, err
+	}
 	o.mu.Lock()
 	o.hubs = map[string]Registration{}
 	for _, kv := range hubs.Kvs {
@@ -169,6 +175,17 @@ func (o *Owners) relist(ctx context.Context) (int64, error) {
 		if json.Unmarshal(kv.Value, &reg) == nil && reg.HubID != "" {
 			o.hubs[reg.HubID] = reg
 		}
+	}
+	o.view.rosters = map[string][]federation.FleetAgent{}
+	for _, kv := range roster.Kvs {
+		var agents []federation.FleetAgent
+		if json.Unmarshal(kv.Value, &agents) == nil {
+			o.view.rosters[strings.TrimPrefix(string(kv.Key), o.pfx+"presence/")] = agents
+		}
+	}
+	o.view.known = map[string]bool{}
+	for _, kv := range r.Kvs {
+		o.noteKeyLocked(string(kv.Key))
 	}
 	o.mu.Unlock()
 	seen := map[string]bool{}
@@ -238,8 +255,17 @@ func (o *Owners) follow(rev int64) {
 					key := string(ev.Kv.Key)
 					if id, ok := strings.CutPrefix(key, o.pfx+"hubs/"); ok {
 						o.hubEvent(id, ev.Type == clientv3.EventTypeDelete, ev.Kv.Value)
-					} else if ns, ok := o.ownerNS(key); ok {
-						o.enqueue(ns)
+					} else if id, ok := strings.CutPrefix(key, o.pfx+"presence/"); ok {
+						o.rosterEvent(id, ev.Type == clientv3.EventTypeDelete, ev.Kv.Value)
+					} else {
+						if ev.Type == clientv3.EventTypePut {
+							o.mu.Lock()
+							o.noteKeyLocked(key)
+							o.mu.Unlock()
+						}
+						if ns, ok := o.ownerNS(key); ok {
+							o.enqueue(ns)
+						}
 					}
 				}
 			case ns := <-o.kick:
@@ -329,11 +355,13 @@ func (o *Owners) reconcile(ctx context.Context, ns string) {
 }
 
 // Resolve implements federation.Authority. A namespace nobody owns is
-// taken here (first use, or after its owner's lease expired).
+// taken here (first use, or after its owner's lease expired). The empty
+// namespace is the fleet's default one, of bare names (solo, not
+// proj/solo): it is placed like any other, so a bare name works on a
+// fleet as on one hub (issue 22; its keys are ns//…, and no named
+// namespace can collide with it, since a name's namespace ends at its
+// first '/').
 func (o *Owners) Resolve(ns string) federation.Resolution {
-	if ns == "" {
-		return federation.Resolution{Namespace: ns, Outcome: federation.Ungoverned}
-	}
 	if !o.m.Serving() {
 		return federation.Resolution{Namespace: ns, Outcome: federation.Moving, RetryAfter: 250 * time.Millisecond}
 	}
@@ -414,7 +442,7 @@ func (o *Owners) acquire(ns string) error {
 	// First use never races a planned move: no handoff record may exist.
 	t, err := o.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(o.handoffKey(ns)), "=", 0)).
-		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease)), clientv3.OpPut(o.indexKey(ns), "")).
 		Else(clientv3.OpGet(key), clientv3.OpGet(o.handoffKey(ns))).Commit()
 	if err != nil {
 		return fmt.Errorf("%w: take %s: %v", ErrNoEtcd, ns, err)

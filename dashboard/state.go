@@ -52,6 +52,9 @@ type APIAgent struct {
 	Online   bool     `json:"online"`
 	LastSeen float64  `json:"last_seen"`
 	Roles    []string `json:"roles,omitempty"`
+	// Hub is the hub of the fleet the agent is bound on (a fleet on etcd
+	// only: every hub's agents are shown).
+	Hub string `json:"hub_id,omitempty"`
 	// LastReaction is when an online agent last sent anything but a
 	// heartbeat; ProvenLive says it did within 90 s, or has a waiting
 	// sidecar (who_snapshot.agent_liveness).

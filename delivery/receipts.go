@@ -218,6 +218,12 @@ func (rs *Receipts) SendImmediate(conn Conn, c *Chat) {
 	rs.Send(conn, rs.immediate(c, 0, ""))
 }
 
+// SendImmediateSeq is SendImmediate for a chat stored with seq (a
+// fleet's letter): the receipt carries message_seq.
+func (rs *Receipts) SendImmediateSeq(conn Conn, c *Chat, seq int64) {
+	rs.Send(conn, rs.immediate(c, seq, ""))
+}
+
 // receiptEventPayload is the payload of a receipt event row (PROTOCOL.md
 // §4.2), keys sorted.
 func receiptEventPayload(c *Chat, chatSeq int64, settled bool, ackedBy string) []byte {

@@ -263,9 +263,20 @@ func (s *session) fleetChat(sender, to string, c *chatMsg, in *wire.Inbound) {
 		frame := delivery.WithSeq(c.Frame, seq)
 		h.mu.Lock()
 		h.history.AppendLocked(delivery.Entry{MsgID: c.MsgID, Seq: seq, Sender: c.Sender, Target: c.Target, Frame: frame})
+		// Judged here, at the owner, whichever hub the sender is on: the
+		// receipt goes back with the echo (over the forward when the
+		// sender is elsewhere), and an undelivered letter dead-letters
+		// once, here (issue 22 item 2).
+		c.Part = h.fleetPartitionLocked(to, sender, c.Now)
+		if !c.Part.Delivered() {
+			h.dead.CountLocked(to, sender, c.Now)
+		}
 		h.mu.Unlock()
 		h.m.chatDirected.Inc()
 		s.send(frame) // the sender's echo; the addressee gets it from the watch
+		if c.Receipt {
+			h.receipts.SendImmediateSeq(sessionConn{s}, &c.Chat, seq)
+		}
 	case federation.Remote:
 		s.forward(sender, "chat", in, r, false, false) // chat is at-least-once: never re-sent on its own (INV-DG-1)
 	default:

@@ -62,11 +62,20 @@ func (d dashHost) AuthFailed(r *http.Request, wrong bool) {
 
 // Board returns the task board and its ready set (GET /api/board).
 func (d dashHost) Board(ctx context.Context) (dashboard.APIBoard, error) {
-	v, err := d.h.seq.Query(ctx, func(st *coord.State) any { return st.BoardTaskPointers() })
-	if err != nil {
-		return dashboard.APIBoard{}, err
+	var tasks []*coord.BoardTask
+	if d.h.cfg.Fleet != nil { // the fleet's board, from etcd (fleetview.go)
+		snap, err := d.h.fleetRead(ctx)
+		if err != nil {
+			return dashboard.APIBoard{}, err
+		}
+		tasks = snap.Tasks
+	} else {
+		v, err := d.h.seq.Query(ctx, func(st *coord.State) any { return st.BoardTaskPointers() })
+		if err != nil {
+			return dashboard.APIBoard{}, err
+		}
+		tasks = v.([]*coord.BoardTask)
 	}
-	tasks := v.([]*coord.BoardTask)
 	slices.SortFunc(tasks, func(a, b *coord.BoardTask) int { return strings.Compare(a.TaskID, b.TaskID) })
 	b := dashboard.APIBoard{Tasks: make([]dashboard.APITask, 0, len(tasks)), Ready: coord.ReadyOf(tasks)}
 	for _, t := range tasks {
@@ -116,14 +125,29 @@ func (d dashHost) State(ctx context.Context) (dashboard.APIState, error) {
 		clients  int
 		online   int
 	}
+	fleet := h.cfg.Fleet != nil // the fleet's claims and board, from etcd (fleetview.go)
 	v, err := h.seq.Query(ctx, func(st *coord.State) any {
-		r := refs{claims: st.ClaimPointers(), tasks: st.BoardTaskPointers(), epoch: st.Epoch()}
+		r := refs{epoch: st.Epoch()}
+		if !fleet {
+			r.claims, r.tasks = st.ClaimPointers(), st.BoardTaskPointers()
+		}
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		r.at = h.now()
 		r.agents = make([]dashboard.APIAgent, 0, len(h.reg.lastSeen))
+		elsewhere := map[string]bool{}
+		for _, a := range h.remoteAgentsLocked() {
+			elsewhere[a.Name] = true
+			r.agents = append(r.agents, dashboard.APIAgent{Name: a.Name, LastSeen: a.LastSeen, Online: true, Roles: a.Roles, Hub: a.Hub})
+		}
 		for n, seen := range h.reg.lastSeen {
+			if elsewhere[n] {
+				continue // offline here, bound on another hub now
+			}
 			a := dashboard.APIAgent{Name: n, LastSeen: seen}
+			if fleet {
+				a.Hub = h.cfg.HubID
+			}
 			if s := h.reg.byName[n]; s != nil {
 				a.Online, a.Roles, a.LastReaction = true, s.roles, s.lastReaction
 				a.HasLiveWaiter = h.reg.hasLiveSidecar(n)
@@ -140,6 +164,13 @@ func (d dashHost) State(ctx context.Context) (dashboard.APIState, error) {
 		return dashboard.APIState{}, err
 	}
 	r := v.(refs)
+	if fleet {
+		snap, err := h.fleetRead(ctx)
+		if err != nil {
+			return dashboard.APIState{}, err
+		}
+		r.claims, r.tasks = snap.Claims, snap.Tasks
+	}
 	out := dashboard.APIState{HubID: h.cfg.HubID, Version: h.cfg.Version, GeneratedAt: r.at, Secured: h.secured(),
 		EventID: r.eventID, Refusals: r.refusals}
 

@@ -31,7 +31,8 @@
 //   - verbs.go: the verb table and the claim-family and board verbs;
 //     queries.go the read-only ones; namespaces.go the namespace verbs;
 //     chat.go the chat verb and its fan-out; events.go the broadcasts of a
-//     commit.
+//     commit; fleetview.go a fleet's reads (state, board, who for every
+//     hub) and the roster this hub publishes.
 //   - registry.go: names bound to sessions, their indexes, roles, last_seen,
 //     takeover damping and cards; namelease.go name leases; presence.go
 //     presence_update in each form; recipients.go who a chat or a broadcast
@@ -94,7 +95,8 @@
 //  5. Leaves, taken under Hub.mu or alone, and never holding another: the
 //     dashboard Feed's lock, a transport Conn's queue lock and the
 //     flusher's, the federation's directory lock (DeliverRemote), gate's
-//     Verifier and HostBuckets locks.
+//     Verifier and HostBuckets locks, the fleet view's lock (Config.Fleet's
+//     Agents, cluster.Owners.mu).
 //
 // Alone, never with Hub.mu or each other: the access registry's writer
 // lock (access.Registry.wmu, held across its store write, etcd on a

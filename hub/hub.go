@@ -69,6 +69,11 @@ type Config struct {
 	// Mail, with a Store, carries directed chats across the fleet and keeps
 	// them, and the mailbox watermarks, in etcd (delivery/fleet.go).
 	Mail delivery.MailStore
+	// Fleet, with a Store, makes state, board, who and the dashboard
+	// answer for the whole fleet: claims and board read from etcd at one
+	// revision, the other hubs' agents from their published rosters
+	// (fleetview.go). It also publishes this hub's roster.
+	Fleet federation.FleetView
 	// Degraded, when not "", is why replay quarantined rows: gated
 	// mutations are refused (PROTOCOL.md §1.4 step 14) and /health says
 	// degraded.
@@ -312,7 +317,7 @@ type Hub struct {
 	mail     delivery.Mailbox   // mailbox:true and ack: the fleet's, the journal's or none (delivery.go)
 
 	fed      *federation.Federation // namespace authority, links, peers (federation.go)
-	stopMail context.CancelFunc     // ends the fleet mail watch (chat.go: deliverLetter)
+	stopMail context.CancelFunc     // ends the fleet mail watch (chat.go: deliverLetter) and the roster publisher (fleetview.go)
 	features []string               // welcome.features: Features and the federation's
 
 	policy    *gate.RequestPolicy // Host and Origin of every HTTP request
@@ -507,10 +512,15 @@ func New(cfg Config) (*Hub, error) {
 	h.mail = newMailbox(h)
 	h.receipts.ExpireOverflow(overflow)
 	h.fed.Start()
-	if cfg.Mail != nil {
+	if cfg.Mail != nil || cfg.Fleet != nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		h.stopMail = cancel
-		cfg.Mail.WatchMail(ctx, h.deliverLetter)
+		if cfg.Mail != nil {
+			cfg.Mail.WatchMail(ctx, h.deliverLetter)
+		}
+		if cfg.Fleet != nil {
+			go h.publishRoster(ctx)
+		}
 	}
 	h.keeper = transport.NewKeepalive(cfg.PingInterval, cfg.PongTimeout, h.reaped)
 	return h, nil

@@ -56,6 +56,7 @@ type metrics struct {
 
 	fedForwards       *prometheus.CounterVec   // verb, result
 	fedForwardSeconds *prometheus.HistogramVec // verb
+	fleetReadSeconds  prometheus.Histogram     // a fleet-wide read of claims and board from etcd (fleetview.go)
 	fedRefused        *prometheus.CounterVec   // outcome
 	fedServed         prometheus.Counter
 }
@@ -120,7 +121,9 @@ func newMetrics(h *Hub) *metrics {
 		Help: "Round trip of a forward to the owning hub, by verb.", Buckets: prometheus.ExponentialBuckets(100e-6, 2, 16)}, []string{"verb"})
 	m.fedRefused = vecOf(m, "synapse_federation_denied_total", "Claim-family frames refused by the namespace-ownership gate, by outcome (ungoverned, partitioned, remote).", "outcome")
 	m.fedServed = counter("synapse_forwards_served_total", "Forwarded frames this hub ran as a namespace's owner.")
-	m.reg.MustRegister(m.fedForwards, m.fedForwardSeconds)
+	m.fleetReadSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "synapse_fleet_read_seconds",
+		Help: "A fleet-wide read of every namespace's claims and board tasks from etcd (state, board, the dashboard).", Buckets: prometheus.ExponentialBuckets(100e-6, 2, 16)})
+	m.reg.MustRegister(m.fedForwards, m.fedForwardSeconds, m.fleetReadSeconds)
 	counterFunc := func(name, help string, f func() float64) {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f))
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/delivery"
+	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/wire"
 )
 
@@ -29,13 +30,26 @@ func (s *session) stateRequest(sender string) {
 		ttl    float64
 		at     float64
 	}
+	fleet := h.cfg.Fleet != nil // the fleet's claims, from etcd (fleetview.go)
 	v, err := h.seq.Query(context.Background(), func(st *coord.State) any {
+		if fleet {
+			return refs{nil, st.Offers(), st.Limits().ResourceTTL, h.now()}
+		}
 		return refs{st.ClaimPointers(), st.Offers(), st.Limits().ResourceTTL, h.now()}
 	})
 	r, ok := v.(refs)
 	if err != nil || !ok {
 		s.fail(sender, "shutting_down", "Hub is shutting down.")
 		return
+	}
+	if fleet {
+		s.releaseBeforeWait()
+		snap, err := h.fleetRead(context.Background())
+		if err != nil {
+			s.fleetUnavailable(sender, err)
+			return
+		}
+		r.claims, r.at = snap.Claims, h.now()
 	}
 	slices.SortFunc(r.claims, func(a, b *coord.Claim) int { return strings.Compare(a.TaskID, b.TaskID) })
 	live := slices.DeleteFunc(r.claims, func(c *coord.Claim) bool { return !c.Live(r.at) }) // expiry runs first (§2.12)
@@ -60,8 +74,16 @@ func (s *session) stateRequest(sender string) {
 	}
 	sort.Strings(names)
 	agents := wire.List(nil, names, func(b []byte, n string) []byte {
-		return append(b, wire.Object().Str("agent", n).Float("last_seen", h.reg.lastSeen[n]).Bytes()...)
+		f := wire.Object().Str("agent", n).Float("last_seen", h.reg.lastSeen[n])
+		if fleet {
+			f.Str("hub_id", h.cfg.HubID)
+		}
+		return append(b, f.Bytes()...)
 	})
+	if remote := h.remoteAgentsLocked(); len(remote) > 0 { // the other hubs' agents, each with its hub
+		remote = slices.DeleteFunc(remote, func(a federation.FleetAgent) bool { return !o.sees("agent", a.Name, a.Name) })
+		agents = mergeAgents(agents, remote)
+	}
 	dls := h.dead.ListLocked()
 	h.mu.Unlock()
 	dls = slices.DeleteFunc(dls, func(d delivery.DeadLetter) bool { return !o.sees("agent", d.Target, d.Target) })
@@ -133,9 +155,32 @@ func (s *session) whoRequest(sender string) {
 			Bool("has_live_waiter", waiter).Float("last_reaction_age", age).Bytes())
 	}
 	clients := int(h.liveSockets.Load())
+	var hubs *wire.Frame
+	if h.cfg.Fleet != nil { // the other hubs' agents too, and the hub each is on (fleetview.go)
+		hubs = wire.Object()
+		all := slices.Clone(online)
+		for _, n := range online {
+			hubs.Str(n, h.cfg.HubID)
+		}
+		for _, a := range h.remoteAgentsLocked() {
+			if !o.sees("agent", a.Name, a.Name) {
+				continue
+			}
+			all = append(all, a.Name)
+			hubs.Str(a.Name, a.Hub)
+			if len(a.Roles) > 0 {
+				roles.Strs(a.Name, a.Roles)
+			}
+		}
+		slices.Sort(all)
+		onlineJSON, _ = json.Marshal(all)
+	}
 	h.mu.Unlock()
 	f := s.frame("who_snapshot", sender, "Who snapshot").Raw("online_agents", onlineJSON).Raw("agent_roles", roles.Bytes()).
 		Int("connected_clients", int64(clients)).Str("hub_version", h.cfg.Version).Str("config_epoch", h.epoch)
+	if hubs != nil {
+		f.Raw("agent_hubs", hubs.Bytes())
+	}
 	if h.cfg.Journal != nil {
 		f.Raw("mailbox_pending", o.filterCounts(mailboxView{h}.pendingJSON()))
 	} else {
@@ -159,8 +204,23 @@ func (s *session) boardRequest(sender string) {
 		tasks []*coord.BoardTask
 		notes []*coord.Note
 	}
-	v, err := s.h.seq.Query(context.Background(), func(st *coord.State) any { return refs{st.BoardTaskPointers(), st.Notes()} })
+	fleet := s.h.cfg.Fleet != nil // the fleet's board, from etcd (fleetview.go)
+	v, err := s.h.seq.Query(context.Background(), func(st *coord.State) any {
+		if fleet {
+			return refs{nil, st.Notes()}
+		}
+		return refs{st.BoardTaskPointers(), st.Notes()}
+	})
 	r, ok := v.(refs)
+	if fleet && err == nil && ok {
+		s.releaseBeforeWait()
+		snap, ferr := s.h.fleetRead(context.Background())
+		if ferr != nil {
+			s.fleetUnavailable(sender, ferr)
+			return
+		}
+		r.tasks = snap.Tasks
+	}
 	var board []byte
 	if err == nil && ok {
 		slices.SortFunc(r.tasks, func(a, b *coord.BoardTask) int { return strings.Compare(a.TaskID, b.TaskID) })

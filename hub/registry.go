@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/sequencer"
@@ -25,6 +26,7 @@ const (
 
 // registry is the hub's connection-side state, guarded by Hub.mu.
 type registry struct {
+	gen           atomic.Uint64 // bumped at every change of the online list (the fleet's roster, fleetview.go)
 	sessions      map[*session]struct{}
 	unauthed      int // sessions not yet authenticated (a secured hub\'s pre-auth window)
 	perHost       map[string]int
@@ -513,6 +515,7 @@ func (r *registry) setOnline(name string, on bool) {
 		r.online = slices.Delete(r.online, i, i+1)
 	}
 	r.onlineJSON = nil
+	r.gen.Add(1)
 }
 
 // index adds the bound name of s under its project and its roles, s to the
