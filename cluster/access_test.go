@@ -134,8 +134,8 @@ func rejectedCode(err error) int {
 	return 0
 }
 
-// poll calls ok every 20 ms until it holds or the (generous) deadline.
-func poll(t *testing.T, what string, ok func() bool) {
+// waitFor calls ok every 20 ms until it holds or the (generous) deadline.
+func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for !ok() {
@@ -197,14 +197,14 @@ func TestFleetAccess_RoleGrantedThroughAIsHonouredOnB_Issue23(t *testing.T) {
 	if _, err := op.Admin(ctxT(t, 10*time.Second), "role_grant", map[string]any{"role": "proj/reviewer", "to": "proj/alpha"}, "role_granted"); err != nil {
 		t.Fatalf("role_grant through A: %v", err)
 	}
-	poll(t, "B's registry holds the grant", func() bool { return b.h.Access().Granted("proj/alpha", "proj/reviewer") })
+	waitFor(t, "B's registry holds the grant", func() bool { return b.h.Access().Granted("proj/alpha", "proj/reviewer") })
 	c, err := client.Dial(ctxT(t, 10*time.Second), client.Options{URI: b.uri, Name: "proj/alpha", Token: tok, NoReconnect: true,
 		NoIdentity: true, Roles: []string{"proj/reviewer", "proj/lead"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	poll(t, "B shows the granted role only", func() bool {
+	waitFor(t, "B shows the granted role only", func() bool {
 		w, err := c.Who(ctxT(t, 5*time.Second))
 		return err == nil && slices.Equal(w.AgentRoles["proj/alpha"], []string{"proj/reviewer"})
 	})
@@ -343,7 +343,7 @@ func TestFleetAccess_ForwardNamingARevokedCredentialIsRefused_Issue23(t *testing
 	if _, err := op.Admin(ctx, "token_revoke", map[string]any{"credential_id": revoked.ID}, "token_revoked"); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "B sees the revocation", func() bool { c, _ := b.h.Access().Get(revoked.ID); return c.Revoked > 0 })
+	waitFor(t, "B sees the revocation", func() bool { c, _ := b.h.Access().Get(revoked.ID); return c.Revoked > 0 })
 
 	peer := dialRaw(t, ctx, b.uri)
 	write, read := peer.write, peer.read
@@ -469,8 +469,8 @@ func TestFleetAccess_ReclaimThroughBClosesTheHolderOnA_Issue23(t *testing.T) {
 	if err != nil || !res.Applied {
 		t.Fatalf("reclaim through B: %+v %v", res, err)
 	}
-	poll(t, "the holder on A was closed", func() bool { return holder.DownReason() != nil })
-	poll(t, "A's view of the pin is gone", func() bool { _, ok, _ := a.acc.LookupIdentityPin("proj/pinned"); return !ok })
+	waitFor(t, "the holder on A was closed", func() bool { return holder.DownReason() != nil })
+	waitFor(t, "A's view of the pin is gone", func() bool { _, ok, _ := a.acc.LookupIdentityPin("proj/pinned"); return !ok })
 	mustConnect(t, a.uri, "proj/pinned", opToken, k2)
 	if _, err := connect(ctxT(t, 10*time.Second), b.uri, "proj/pinned", opToken, k1); rejectedCode(err) != 4013 {
 		t.Fatalf("the old key after the name pinned anew to k2: %v; want 4013", err)
