@@ -14,7 +14,6 @@ import (
 
 	"github.com/synapse-hub/synapse/access"
 	"github.com/synapse-hub/synapse/journal"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -223,11 +222,8 @@ func (a *Access) Follow(reg *access.Registry, host AccessHost) {
 		for ctx.Err() == nil {
 			wch := a.cli.Watch(clientv3.WithRequireLeader(ctx), a.pfx, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 			for resp := range wch {
-				if err := resp.Err(); err != nil {
-					if errors.Is(err, rpctypes.ErrCompacted) {
-						rev = 0 // relist below
-					}
-					break
+				if resp.Err() != nil {
+					break // lost or compacted: relisted below
 				}
 				rev = resp.Header.Revision
 				for _, ev := range resp.Events {
