@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +25,8 @@ import (
 //	access/cred/<id>               a credential's record: its digest (SHA-256 of the token), never the token
 //	access/grant/<role>/<pattern>  a role grant (both query-escaped); deleted when revoked
 //	access/pin/<name>              the key a name is pinned to, created once (create-if-absent)
+//	access/nonce/<sha256>          an admitted signed registration's (key id, name, nonce), created once, under a
+//	                               lease of 2–3 replay windows: a replay on any hub finds it and is refused
 //	access/reclaim/<name>/<nanos>  the audit of a reclaimed pin
 //
 // Access is the store behind access.Registry (access.SharedBacking) and
@@ -46,6 +50,10 @@ type Access struct {
 	mu   sync.Mutex
 	pins map[string]journal.IdentityPin
 	rev  int64 // the revision Load read at; Follow watches from rev+1
+
+	nonceMu    sync.Mutex // the lease admitted proofs' nonces are written under
+	nonceLease clientv3.LeaseID
+	nonceAt    time.Time
 
 	started atomic.Bool
 	stop    chan struct{}
@@ -419,3 +427,43 @@ func (a *Access) ReclaimIdentityPin(name, by string, at float64) (journal.Identi
 }
 
 var _ access.SharedBacking = (*Access)(nil)
+
+func (a *Access) nonceKey(n journal.IdentityNonce) string {
+	sum := sha256.Sum256([]byte(n.KeyID + "\x00" + n.Name + "\x00" + n.Nonce))
+	return a.pfx + "nonce/" + hex.EncodeToString(sum[:])
+}
+
+// ClaimIdentityNonce records an admitted proof's nonce in the fleet's
+// etcd, create-if-absent, and reports whether this call made it: false
+// means another hub (or this one) admitted the same proof already, a
+// replay (hub.nonceClaimer). The record lives under a lease of at least
+// keep (reused for keep, so 2–3 × keep at most).
+func (a *Access) ClaimIdentityNonce(n journal.IdentityNonce, keep time.Duration) (bool, error) {
+	ctx, cancel := a.ctx()
+	defer cancel()
+	lease, err := a.nonceLeaseFor(ctx, keep)
+	if err != nil {
+		return false, fmt.Errorf("%w: nonce lease: %v", ErrAccessWrite, err)
+	}
+	key := a.nonceKey(n)
+	t, err := a.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, "", clientv3.WithLease(lease))).Commit()
+	if err != nil {
+		return false, fmt.Errorf("%w: nonce: %v", ErrAccessWrite, err)
+	}
+	return t.Succeeded, nil
+}
+
+func (a *Access) nonceLeaseFor(ctx context.Context, keep time.Duration) (clientv3.LeaseID, error) {
+	a.nonceMu.Lock()
+	defer a.nonceMu.Unlock()
+	if a.nonceLease != 0 && time.Since(a.nonceAt) < keep {
+		return a.nonceLease, nil
+	}
+	g, err := a.cli.Grant(ctx, int64((2*keep+time.Second-1)/time.Second))
+	if err != nil {
+		return 0, err
+	}
+	a.nonceLease, a.nonceAt = g.ID, time.Now()
+	return g.ID, nil
+}

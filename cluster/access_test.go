@@ -22,6 +22,7 @@ import (
 	"github.com/synapse-hub/synapse/cluster/clustertest"
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/federation"
+	"github.com/synapse-hub/synapse/gate"
 	"github.com/synapse-hub/synapse/hub"
 	"github.com/synapse-hub/synapse/journal"
 )
@@ -475,4 +476,33 @@ func TestFleetAccess_ReclaimThroughBClosesTheHolderOnA_Issue23(t *testing.T) {
 	if _, err := connect(ctxT(t, 10*time.Second), b.uri, "proj/pinned", opToken, k1); rejectedCode(err) != 4013 {
 		t.Fatalf("the old key after the name pinned anew to k2: %v; want 4013", err)
 	}
+}
+
+// A signed registration admitted on hub A and replayed, byte for byte, to
+// hub B within its window is refused there as replayed (4013): the nonce
+// is claimed in the fleet's etcd before the bind, not only in A's memory
+// (issue 23: refuse replayed registration tokens). A second, freshly signed
+// registration with the same key still binds on B.
+func TestFleetAccess_ReplayOnAnotherHubIsRefused_Issue23(t *testing.T) {
+	_, a, b := twoAccessHubs(t, 100)
+	key := testKey(7)
+	f := map[string]any{"sender": "proj/replayed", "target": "System", "type": "heartbeat", "payload": "online",
+		"timestamp": float64(time.Now().UnixNano()) / 1e9, "token": opToken}
+	signed, err := gate.SignRegistration(f, key, "fleet-nonce-1", 1, float64(time.Now().UnixNano())/1e9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 15*time.Second)
+	first := dialRaw(t, ctx, a.uri)
+	first.write(signed)
+	first.read("welcome")
+	replay := dialRaw(t, ctx, b.uri)
+	replay.write(signed)
+	if e := replay.read("error"); e["verification_result"] != gate.IdentityReplayed {
+		t.Fatalf("replay on B answered %v; want verification_result %q", e, gate.IdentityReplayed)
+	}
+	if code, _ := replay.closed(); code != 4013 {
+		t.Fatalf("replay on B closed %d; want 4013", code)
+	}
+	mustConnect(t, b.uri, "proj/replayed-2", opToken, key) // the key itself is fine, signed anew
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/synapse-hub/synapse/gate"
@@ -71,6 +72,14 @@ type PinStore interface {
 type nonceStore interface {
 	RecordIdentityNonce(n journal.IdentityNonce, forgetBefore float64) error
 	IdentityNonces(since float64) ([]journal.IdentityNonce, error)
+}
+
+// nonceClaimer is a PinStore several hubs share (a fleet's etcd,
+// cluster.Access): an admitted proof's nonce is claimed there before the
+// bind, so a replay of the same registration to another hub within the
+// window is refused there too, not only on the hub that admitted it.
+type nonceClaimer interface {
+	ClaimIdentityNonce(n journal.IdentityNonce, keep time.Duration) (fresh bool, err error)
 }
 
 // MemoryPins is a PinStore in memory: pins last as long as the process
@@ -205,6 +214,9 @@ func (s *session) identityGate(sender string, in *wire.Inbound) bool {
 		if r := h.ident.verifier.Verify(frame, sender, pin.KeyID, pub, now); r != gate.IdentityValid {
 			return s.refusePin(sender, pin, r)
 		}
+		if !s.claimNonce(sender, proof) {
+			return s.refusePin(sender, pin, gate.IdentityReplayed)
+		}
 		s.recordNonce(sender, proof)
 		s.keyProved = true
 		return true
@@ -243,6 +255,9 @@ func (s *session) identityGate(sender string, in *wire.Inbound) bool {
 		}
 		return s.refuseProof(sender, r)
 	}
+	if !s.claimNonce(sender, proof) {
+		return s.refuseProof(sender, gate.IdentityReplayed)
+	}
 	got, made, err := pins.PinIdentity(journal.IdentityPin{Name: sender, KeyID: proof.KeyID, PublicKey: proof.PublicKey, PinnedAt: now})
 	switch {
 	case err != nil:
@@ -262,6 +277,26 @@ func (s *session) identityGate(sender string, in *wire.Inbound) bool {
 	s.recordNonce(sender, proof)
 	s.keyProved = true
 	return true
+}
+
+// claimNonce claims a verified proof's nonce where several hubs share the
+// pins (nonceClaimer), and reports false for a replay another hub admitted
+// first. Where nothing is shared, or the store cannot answer, it is true:
+// this hub's own replay cache has already said the proof is fresh, and an
+// unreachable etcd must not refuse every agent (the proof is admitted, as
+// an unsigned registration would be, and the failure logged).
+func (s *session) claimNonce(sender string, p gate.Proof) bool {
+	nc, ok := s.h.ident.pins.(nonceClaimer)
+	if !ok {
+		return true
+	}
+	fresh, err := nc.ClaimIdentityNonce(journal.IdentityNonce{KeyID: p.KeyID, Name: sender, Nonce: p.Nonce, SignedAt: p.SignedAt},
+		time.Duration((gate.MessageAuthWindow+gate.MessageAuthFutureSkew)*float64(time.Second)))
+	if err != nil {
+		s.h.log.Warn("hub: identity nonce not claimed in the fleet: its replay on another hub within the window is not refused", "name", sender, "err", err)
+		return true
+	}
+	return fresh
 }
 
 // recordNonce writes an admitted proof's nonce down, so a restarted hub
