@@ -3,12 +3,15 @@
 package clustertest
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
+	"strings"
+	"syscall"
 
 	"path/filepath"
 	"sync"
@@ -95,7 +98,15 @@ func (x *Etcd) Close() {
 func (x *Etcd) Restart(t testing.TB) {
 	t.Helper()
 	x.Close()
-	e, err := embed.StartEtcd(x.cfg)
+	// Its ports were free a moment ago; another test of a parallel run may
+	// hold one briefly (a free-port probe), so a busy port is tried again.
+	var e *embed.Etcd
+	var err error
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if e, err = embed.StartEtcd(x.cfg); err == nil || !(errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")) || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatalf("restart etcd: %v", err)
 	}
