@@ -59,7 +59,10 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 	h.mu.Lock()
 	c.Now = h.now()
 	to := h.mail.Carries(c.To) // the fleet's mail carries it, not the fan-out
-	if to == "" && h.cfg.Chats != nil { // the fleet's chats do (fleetchat.go)
+	if to != "" && h.cfg.Chats != nil && h.fleetRoleLocked(to) {
+		to = "" // a role, not an agent's mailbox
+	}
+	if to == "" && h.cfg.Chats != nil { // the fleet's chats carry it (fleetchat.go)
 		c.Part = h.fleetReachLocked(c)
 		h.mu.Unlock()
 		s.postFleetChat(sender, c)

@@ -193,3 +193,19 @@ func (h *Hub) fleetReachLocked(c *chatMsg) delivery.Partition {
 	sort.Strings(p.Stale)
 	return p
 }
+
+// fleetRoleLocked reports whether name is a role some agent of the fleet
+// holds, here or on another hub as its roster says: a chat to it goes to
+// the role's holders (fleet chats), not to a mailbox of that name
+// (Hub.mu).
+func (h *Hub) fleetRoleLocked(name string) bool {
+	if len(h.reg.byRole[name]) > 0 {
+		return true
+	}
+	for _, a := range h.remoteAgentsLocked() {
+		if slices.Contains(a.Roles, name) {
+			return true
+		}
+	}
+	return false
+}
