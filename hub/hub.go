@@ -64,7 +64,8 @@ type Config struct {
 	Journal        *journal.Store
 	// Store, when set instead of Journal, is where the sequencer commits:
 	// a fleet on etcd (package cluster) keeps each namespace's authority
-	// there. Chats and mailboxes are then kept in memory only.
+	// there. Chats and mailboxes are then kept in memory only, unless
+	// Mail and Chats keep them in etcd too.
 	Store sequencer.Journal
 	// Mail, with a Store, carries directed chats across the fleet and keeps
 	// them, and the mailbox watermarks, in etcd (delivery/fleet.go).
