@@ -79,7 +79,9 @@ func BenchmarkFleetBroadcast(b *testing.B) {
 	if len(lats) == 0 {
 		return
 	}
-	q := func(f float64) float64 { return float64(lats[min(len(lats)-1, int(f*float64(len(lats))))].Microseconds()) }
+	q := func(f float64) float64 {
+		return float64(lats[min(len(lats)-1, int(f*float64(len(lats))))].Microseconds())
+	}
 	b.ReportMetric(q(0.5), "p50-µs")
 	b.ReportMetric(q(0.99), "p99-µs")
 }
