@@ -228,6 +228,10 @@ func (f *clientFlags) failure(stderr io.Writer, cmd string, err error) int {
 		switch {
 		case rej.Code == 4009 || rej.Code == 4016:
 			hint = " Another session uses this name: pass a unique --name (or SYNAPSE_NAME)."
+		case rej.AuthFailed() && strings.Contains(rej.Message, "is not authorised for agent"):
+			hint = " Your token may bind only the names its credential names (synapse token list shows them): use one of those with --name, or ask the operator for a token for this name."
+		case rej.AuthFailed() && strings.Contains(rej.Message, "Credential '"):
+			hint = "" // the hub's sentence says what to do
 		case rej.AuthFailed():
 			hint = " Pass the hub's token with --token or SYNAPSE_TOKEN."
 		case rej.IdentityRefused():

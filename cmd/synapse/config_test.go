@@ -150,3 +150,23 @@ func TestClientCommands_UsageErrorsExitTwo(t *testing.T) {
 		}
 	}
 }
+
+// A refused connection says what to do for its cause: a credential that
+// may not bind the name points at its names, a revoked one lets the hub's
+// sentence speak, a missing or wrong token asks for the token (issue 23).
+func TestFailure_HintFitsTheRefusal_Issue23(t *testing.T) {
+	f := &clientFlags{uri: "ws://127.0.0.1:1"}
+	for _, c := range []struct {
+		msg, want, not string
+	}{
+		{"Token is not authorised for agent 'alpha/ann'.", "may bind only the names its credential names", "Pass the hub's token"},
+		{"Credential 'ab12' was revoked; ask the operator for a new one (synapse token issue).", "was revoked", "Pass the hub's token"},
+		{"Invalid authentication token.", "Pass the hub's token", "credential names"},
+	} {
+		var stderr strings.Builder
+		code := f.failure(&stderr, "claim", &client.RejectedError{Code: 4010, Reason: "auth denied", Message: c.msg})
+		if code != exitRefused || !strings.Contains(stderr.String(), c.want) || strings.Contains(stderr.String(), c.not) {
+			t.Errorf("%q: exit %d, %q; want exit %d with %q and without %q", c.msg, code, stderr.String(), exitRefused, c.want, c.not)
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"io"
 	"log/slog"
 	"net/http"
@@ -410,5 +412,29 @@ func TestFleet_Processes_OverTLS_EtcdAndForwards_Issue23_TLS(t *testing.T) {
 	cl, err := claimMoving(ctx, dial("syn-b", "proj/bravo"), client.ClaimRequest{TaskID: "T1", Paths: []string{"src/b"}})
 	if err != nil || cl.HubID != "syn-a" {
 		t.Fatalf("claim on syn-b in syn-a's namespace: %+v %v; want forwarded over wss:// and granted by syn-a", cl, err)
+	}
+}
+
+// --host may repeat: every name given, repeated or comma-separated, is in
+// the certificate (a second --host once silently replaced the first).
+func TestTLSSelfSigned_RepeatedHostsAllCount_Issue23_TLS(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := runCmd("tls", "selfsigned", "--out", dir, "--host", "a.example", "--host", "127.0.0.1,b.example")
+	if code != 0 {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+	pemBytes, err := os.ReadFile(filepath.Join(dir, "cert.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(pemBytes)
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"a.example", "b.example", "127.0.0.1"} {
+		if cert.VerifyHostname(h) != nil {
+			t.Errorf("certificate not valid for %s: DNS %v, IPs %v", h, cert.DNSNames, cert.IPAddresses)
+		}
 	}
 }

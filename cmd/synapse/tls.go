@@ -62,7 +62,11 @@ func runTLSSelfSigned(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, selfsignedUsage); fs.PrintDefaults() }
 	out := fs.String("out", "", "`DIR` to write the PEM files in (required)")
-	hosts := fs.String("host", "localhost,127.0.0.1,::1", "DNS names and IPs the hub's certificate is valid for, comma-separated: every name clients dial it by")
+	var hostList []string // --host may repeat; each comma-separated
+	fs.Func("host", "DNS names and IPs the hub's certificate is valid for, comma-separated or repeated: every name clients dial it by (default localhost,127.0.0.1,::1)", func(v string) error {
+		hostList = append(hostList, v)
+		return nil
+	})
 	days := fs.Int("days", int(certs.DefaultValidity/(24*time.Hour)), "days the certificates are valid")
 	ca := fs.String("ca", "", "sign with the CA in `DIR` (its ca.pem and ca-key.pem) instead of making a new one: a second hub's certificate the same clients trust")
 	asJSON := fs.Bool("json", false, "print the files written as JSON")
@@ -80,7 +84,10 @@ func runTLSSelfSigned(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "tls selfsigned", "--days %d: want a positive number", *days)
 	}
 	var names []string
-	for _, h := range strings.Split(*hosts, ",") {
+	if len(hostList) == 0 {
+		hostList = []string{"localhost,127.0.0.1,::1"}
+	}
+	for _, h := range strings.Split(strings.Join(hostList, ","), ",") {
 		if h = strings.TrimSpace(h); h != "" {
 			names = append(names, h)
 		}
