@@ -63,7 +63,7 @@ func startFleetHubEndpoints(t testing.TB, endpoints []string, id string, ttl tim
 	fh.owners = cluster.NewOwners(fh.m)
 	lim := coord.DefaultLimits()
 	lim.MaxClaimsPerPrincipal = 1 << 20 // forwarded claims share their hub's quota (INV-ME-5)
-	fh.h, err = hub.New(hub.Config{HubID: id, Store: fh.owners, Mail: fh.owners, Fleet: fh.owners, Logger: quiet(), Limits: lim,
+	fh.h, err = hub.New(hub.Config{HubID: id, Store: fh.owners, Mail: fh.owners, Fleet: fh.owners, Chats: cluster.NewChats(fh.m), Logger: quiet(), Limits: lim,
 		Federation: federation.Config{Authority: fh.owners, PeerURI: fh.owners.PeerURI, SharedPeerToken: "fleet-secret", ForwardTimeout: 3 * time.Second}})
 	if err != nil {
 		t.Fatal(err)

@@ -59,6 +59,15 @@ func (s *session) chat(sender string, in *wire.Inbound) {
 	h.mu.Lock()
 	c.Now = h.now()
 	to := h.mail.Carries(c.To) // the fleet's mail carries it, not the fan-out
+	if to != "" && h.cfg.Chats != nil && !s.is(forwardedVerb) && h.fleetRoleLocked(to) {
+		to = "" // a role, not an agent's mailbox (a forwarded letter stays one: its hub judged it)
+	}
+	if to == "" && h.cfg.Chats != nil { // the fleet's chats carry it (fleetchat.go)
+		c.Part = h.fleetReachLocked(c)
+		h.mu.Unlock()
+		s.postFleetChat(sender, c)
+		return
+	}
 	if h.cfg.Journal == nil || to != "" {
 		// Stamped and fanned out under h.mu: msg_ids reach every socket in
 		// order. A journalled chat takes its msg_id in the journal's append

@@ -30,7 +30,9 @@
 //     side; lane.go the heavy lane.
 //   - verbs.go: the verb table and the claim-family and board verbs;
 //     queries.go the read-only ones; namespaces.go the namespace verbs;
-//     chat.go the chat verb and its fan-out; events.go the broadcasts of a
+//     chat.go the chat verb and its fan-out; fleetchat.go a fleet's chats
+//     other than letters (posted to etcd, relayed by every hub's watch,
+//     the history rebuilt from it); events.go the broadcasts of a
 //     commit; fleetview.go a fleet's reads (state, board, who for every
 //     hub) and the roster this hub publishes.
 //   - registry.go: names bound to sessions, their indexes, roles, last_seen,

@@ -64,7 +64,8 @@ type Config struct {
 	Journal        *journal.Store
 	// Store, when set instead of Journal, is where the sequencer commits:
 	// a fleet on etcd (package cluster) keeps each namespace's authority
-	// there. Chats and mailboxes are then kept in memory only.
+	// there. Chats and mailboxes are then kept in memory only, unless
+	// Mail and Chats keep them in etcd too.
 	Store sequencer.Journal
 	// Mail, with a Store, carries directed chats across the fleet and keeps
 	// them, and the mailbox watermarks, in etcd (delivery/fleet.go).
@@ -74,6 +75,11 @@ type Config struct {
 	// revision, the other hubs' agents from their published rosters
 	// (fleetview.go). It also publishes this hub's roster.
 	Fleet federation.FleetView
+	// Chats, with a Store, carries every chat that is not a directed
+	// letter (broadcasts, lists, globs, roles) through etcd to every hub
+	// of the fleet, with its revision as msg_id, and rebuilds the chat
+	// history from it at start (fleetchat.go).
+	Chats delivery.ChatStore
 	// Degraded, when not "", is why replay quarantined rows: gated
 	// mutations are refused (PROTOCOL.md §1.4 step 14) and /health says
 	// degraded.
@@ -316,9 +322,10 @@ type Hub struct {
 	receipts *delivery.Receipts // receipts and their pending window (its own mutex)
 	mail     delivery.Mailbox   // mailbox:true and ack: the fleet's, the journal's or none (delivery.go)
 
-	fed      *federation.Federation // namespace authority, links, peers (federation.go)
-	stopMail context.CancelFunc     // ends the fleet mail watch (chat.go: deliverLetter) and the roster publisher (fleetview.go)
-	features []string               // welcome.features: Features and the federation's
+	fed        *federation.Federation // namespace authority, links, peers (federation.go)
+	stopMail   context.CancelFunc     // ends the fleet mail watch (chat.go: deliverLetter), the chat watch (fleetchat.go) and the roster publisher (fleetview.go)
+	fleetChats fleetChats             // the fleet's chats handed over so far (fleetchat.go), under mu
+	features   []string               // welcome.features: Features and the federation's
 
 	policy    *gate.RequestPolicy // Host and Origin of every HTTP request
 	verifier  *gate.Verifier      // per-message HMAC; nil without keys
@@ -512,9 +519,17 @@ func New(cfg Config) (*Hub, error) {
 	h.mail = newMailbox(h)
 	h.receipts.ExpireOverflow(overflow)
 	h.fed.Start()
-	if cfg.Mail != nil || cfg.Fleet != nil {
+	if cfg.Mail != nil || cfg.Fleet != nil || cfg.Chats != nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		h.stopMail = cancel
+		if cfg.Chats != nil {
+			if err := h.followFleetChats(ctx); err != nil {
+				cancel()
+				h.fed.Close()
+				h.seq.Close()
+				return nil, fmt.Errorf("hub: the fleet's chat history: %w", err)
+			}
+		}
 		if cfg.Mail != nil {
 			cfg.Mail.WatchMail(ctx, h.deliverLetter)
 		}

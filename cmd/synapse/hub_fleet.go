@@ -80,7 +80,7 @@ func joinFleet(f *hubFlags, cfg *hub.Config, listen net.Addr, etcdTLS *tls.Confi
 	}
 	fm.m, fm.owners, fm.access = m, cluster.NewOwners(m), cluster.NewAccess(m)
 	cfg.HubID = f.hubID
-	cfg.Store, cfg.Mail, cfg.Fleet = fm.owners, fm.owners, fm.owners
+	cfg.Store, cfg.Mail, cfg.Fleet, cfg.Chats = fm.owners, fm.owners, fm.owners, cluster.NewChats(m)
 	cfg.Federation.Authority = fm.owners
 	cfg.Federation.PeerURI = fm.owners.PeerURI
 	cfg.Federation.SharedPeerToken = tok
