@@ -68,6 +68,7 @@ type Owners struct {
 
 	mail mailState // directed mail on the fleet (mail.go)
 	view viewState // the fleet's reads: known namespaces, the hubs' rosters (view.go)
+	rec  mirror    // the fleet's claim and board records, watch-fed (mirror.go)
 
 	idemKeep retention // the lease idempotency records are written under
 
@@ -152,6 +153,12 @@ func (o *Owners) Close() {
 		close(o.stop)
 	}
 	<-o.done
+	o.rec.mu.Lock()
+	done := o.rec.done
+	o.rec.mu.Unlock()
+	if done != nil {
+		<-done
+	}
 }
 
 // relist reads every registration and owner key and returns the revision.

@@ -10,9 +10,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/federation"
-	"github.com/synapse-hub/synapse/journal"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -20,9 +18,10 @@ import (
 // state, board and who for the whole fleet.
 //
 //   - Claims and board tasks are already in etcd (ns/<ns>/claims/,
-//     ns/<ns>/board/), written before any reply: Snapshot range-reads them
-//     at one revision, so an answer is linearizable (it sees every write
-//     acknowledged before it began, on any hub) and never waits on a
+//     ns/<ns>/board/), written before any reply: Snapshot serves them from
+//     the hub's watch-fed mirror (mirror.go) once it has reached etcd's
+//     revision at the read's start, so an answer sees every write
+//     acknowledged before it began, on any hub, and never waits on a
 //     sequencer, ours or an owner's.
 //   - Agents are published by each hub: presence/<hub_id> holds the hub's
 //     roster, under the hub's lease, so it dies with the hub. Every hub
@@ -44,18 +43,6 @@ type viewState struct {
 	pubMu   sync.Mutex                         // one publish at a time
 	last    []byte                             // the roster last written
 	lastL   clientv3.LeaseID                   // under this lease
-
-	decMu   sync.Mutex         // the decoded records, one snapshot at a time
-	decoded map[string]decoded // key → the record decoded at its ModRevision
-}
-
-// decoded is one claim or board record as the last snapshot decoded it:
-// a snapshot decodes only what changed since (the records are immutable
-// once decoded, so answers may share them).
-type decoded struct {
-	modRev int64
-	claim  *coord.Claim
-	task   *coord.BoardTask
 }
 
 func (o *Owners) presenceKey(hub string) string { return o.pfx + "presence/" + hub }
@@ -91,79 +78,97 @@ func (o *Owners) rosterEvent(hub string, deleted bool, value []byte) {
 }
 
 // Snapshot implements federation.FleetView: every namespace's claims and
-// board tasks at one revision, the revision of a linearizable read of the
-// namespace index, so a snapshot of many namespaces (in several
-// transactions of viewTxnOps reads) is still of one instant.
+// board tasks at one revision, at least etcd's revision when the read
+// began (a linearizable read of the namespace index's count), so it holds
+// every write acknowledged before, on any hub. It is served from the
+// mirror (mirror.go); a mirror that does not reach that revision within
+// mirrorWait is bypassed for a range read of etcd.
 func (o *Owners) Snapshot(ctx context.Context) (federation.FleetSnapshot, error) {
+	o.startMirror()
+	var snap federation.FleetSnapshot
+	now, err := o.cli.Get(ctx, o.pfx+"nsindex/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return snap, fmt.Errorf("%w: read the fleet's revision: %v", ErrNoEtcd, err)
+	}
+	if o.waitFor(ctx, now.Header.Revision) {
+		snap.Revision, snap.Claims, snap.Tasks = o.mirrored()
+		return snap, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return snap, fmt.Errorf("%w: read the fleet's records: %v", ErrNoEtcd, err)
+	}
+	o.rec.mu.Lock()
+	o.rec.direct++
+	o.rec.mu.Unlock()
+	recs, rev, err := o.readRecords(ctx)
+	if err != nil {
+		return snap, err
+	}
+	snap.Revision = rev
+	keys := make([]string, 0, len(recs))
+	for k := range recs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		c, t := decodeRecord(recs[k].claim, recs[k].raw)
+		if c != nil {
+			snap.Claims = append(snap.Claims, c)
+		} else if t != nil {
+			snap.Tasks = append(snap.Tasks, t)
+		}
+	}
+	return snap, nil
+}
+
+// readRecords range-reads every namespace's claim and board records (not
+// decoded) at one revision, that of a linearizable read of the namespace
+// index, so many namespaces (in several transactions of viewTxnOps reads)
+// are still of one instant.
+func (o *Owners) readRecords(ctx context.Context) (map[string]*record, int64, error) {
 	o.mu.Lock()
 	nss := make([]string, 0, len(o.view.known))
 	for ns := range o.view.known {
 		nss = append(nss, ns)
 	}
 	o.mu.Unlock()
-	var snap federation.FleetSnapshot
 	// The index is read linearizably, and its revision pins every read
 	// after it: a namespace first used on another hub an instant ago is
 	// in it. The watch-fed set adds namespaces served before the index
 	// existed.
 	idx, err := o.cli.Get(ctx, o.pfx+"nsindex/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
-		return snap, fmt.Errorf("%w: read the fleet's namespaces: %v", ErrNoEtcd, err)
+		return nil, 0, fmt.Errorf("%w: read the fleet's namespaces: %v", ErrNoEtcd, err)
 	}
-	snap.Revision = idx.Header.Revision
+	rev := idx.Header.Revision
 	for _, kv := range idx.Kvs {
 		if ns := strings.TrimPrefix(string(kv.Key), o.pfx+"nsindex/"); !slices.Contains(nss, ns) {
 			nss = append(nss, ns)
 		}
 	}
 	sort.Strings(nss)
-	o.view.decMu.Lock()
-	defer o.view.decMu.Unlock()
-	prev, next := o.view.decoded, make(map[string]decoded, len(o.view.decoded))
+	recs := map[string]*record{}
 	per := max(viewTxnOps/2, 1)
 	for i := 0; i < len(nss); i += per {
 		chunk := nss[i:min(i+per, len(nss))]
 		ops := make([]clientv3.Op, 0, 2*len(chunk))
 		for _, ns := range chunk {
-			opts := []clientv3.OpOption{clientv3.WithRev(snap.Revision)}
+			opts := []clientv3.OpOption{clientv3.WithRev(rev)}
 			ops = append(ops, clientv3.OpGet(o.nsPrefix(ns)+"claims/", append(opts, clientv3.WithPrefix())...),
 				clientv3.OpGet(o.nsPrefix(ns)+"board/", append(opts, clientv3.WithPrefix())...))
 		}
 		t, err := o.cli.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
-			return snap, fmt.Errorf("%w: read the fleet's claims and board: %v", ErrNoEtcd, err)
+			return nil, 0, fmt.Errorf("%w: read the fleet's claims and board: %v", ErrNoEtcd, err)
 		}
 		for j, resp := range t.Responses {
-			kind := journal.KindClaim
-			if j%2 == 1 {
-				kind = journal.KindLedgerTask
-			}
 			for _, kv := range resp.GetResponseRange().Kvs {
-				d, ok := prev[string(kv.Key)]
-				if !ok || d.modRev != kv.ModRevision {
-					d = decoded{modRev: kv.ModRevision}
-					ev, ok, err := journal.Decode(kind, kv.Value)
-					if err != nil || !ok {
-						continue // a record this version cannot read is not shown
-					}
-					switch e := ev.(type) {
-					case coord.ClaimGranted:
-						d.claim = e.Claim
-					case coord.TaskPosted:
-						d.task = e.Task
-					}
-				}
-				next[string(kv.Key)] = d
-				if d.claim != nil {
-					snap.Claims = append(snap.Claims, d.claim)
-				} else if d.task != nil {
-					snap.Tasks = append(snap.Tasks, d.task)
-				}
+				k := string(kv.Key)
+				recs[k] = &record{key: k, claim: j%2 == 0, raw: kv.Value}
 			}
 		}
 	}
-	o.view.decoded = next
-	return snap, nil
+	return recs, rev, nil
 }
 
 // Agents implements federation.FleetView: the rosters of the other live

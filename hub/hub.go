@@ -308,6 +308,8 @@ type Hub struct {
 	// Sequencer goroutine only.
 	rendered map[any][]byte
 
+	fleetJSON fleetJSON // a fleet's claims as state_snapshot encodes them (fleetview.go)
+
 	m *metrics
 
 	feed *dashboard.Feed   // the dashboard's event streams and recent refusals

@@ -58,7 +58,12 @@ func (s *session) stateRequest(sender string) {
 		live = slices.DeleteFunc(live, func(c *coord.Claim) bool { return !o.sees("claim", c.TaskID, identity(c.Owner)) })
 		r.offers = slices.DeleteFunc(r.offers, func(of *coord.Offer) bool { return !o.sees("resource", of.Name, of.Agent) })
 	}
-	claims := wire.List(nil, live, func(b []byte, c *coord.Claim) []byte { return wire.AppendClaim(b, c, false) })
+	var claims []byte
+	if fleet {
+		claims = h.fleetJSON.claims(live)
+	} else {
+		claims = wire.List(nil, live, func(b []byte, c *coord.Claim) []byte { return wire.AppendClaim(b, c, false) })
+	}
 	offers := slices.DeleteFunc(r.offers, func(o *coord.Offer) bool { return r.ttl > 0 && o.OfferedAt+r.ttl <= r.at })
 	resources := wire.List(nil, offers, func(b []byte, o *coord.Offer) []byte {
 		return append(b, wire.Object().Str("agent", o.Agent).Str("kind", o.Kind).Str("name", o.Name).

@@ -1,0 +1,338 @@
+package cluster
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/synapse-hub/synapse/coord"
+	"github.com/synapse-hub/synapse/journal"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
+)
+
+// The fleet's reads are served from a mirror (issue 22's cost): every
+// namespace's claim and board records, kept by one watch on the fleet's
+// prefix. A read asks etcd only for its current revision (a linearizable
+// count of the namespace index: one ReadIndex, no records) and waits until
+// the mirror has applied every event through it, so it stays
+// read-your-writes across the fleet at the cost of a watch round, not of
+// a range read of every claim and its decoding.
+//
+// The mirror's goroutine (follow) owns the watch; mirror.mu guards the
+// records, and is a leaf (taken under nothing, holding nothing). A record
+// is decoded by the first read after it changed, off the watch, so a hub
+// nobody reads from decodes nothing; the mirror starts at a hub's first
+// fleet read, so a hub nobody reads from does not watch either.
+
+// mirrorWait bounds how long a read waits for the mirror to reach etcd's
+// revision (a relist after a compaction, a watch being re-made) before it
+// range-reads etcd itself.
+var mirrorWait = time.Second
+
+// progressAfter is how long a read waits for events before it asks etcd
+// for a progress notification: the revision may have been moved by a
+// write outside the fleet's prefix, which the watch never reports.
+var progressAfter = 5 * time.Millisecond
+
+// mirror is one hub's copy of the fleet's claim and board records.
+type mirror struct {
+	start sync.Once
+	done  chan struct{} // closed when follow returns (nil until started)
+
+	mu       sync.Mutex
+	rev      int64              // every event through rev is applied (0: not listed yet)
+	recs     map[string]*record // key → record
+	gen      uint64             // bumped on every change of recs
+	advanced chan struct{}      // closed, and replaced, when rev moves
+	wctx     context.Context    // the watch's context: its stream is the one a progress request names
+	built    built              // the last read's output, while gen is unchanged
+	relists  int                // lists of every record (the first, and after a compaction)
+	direct   int                // reads that gave up waiting and range-read etcd
+	hold     chan chan struct{} // tests: break the watch until the sent channel is closed
+}
+
+// record is one claim or board record; raw until a read decodes it.
+type record struct {
+	key   string
+	claim bool // a claim; else a board task
+	raw   []byte
+	c     *coord.Claim
+	t     *coord.BoardTask
+	done  bool // decoded (c or t may stay nil: a record this version cannot read is not shown)
+}
+
+type built struct {
+	gen    uint64
+	claims []*coord.Claim
+	tasks  []*coord.BoardTask
+}
+
+// recordKind says whether key is a claim or board record of some namespace.
+func (o *Owners) recordKind(key string) (claim, ok bool) {
+	rest, ok := strings.CutPrefix(key, o.pfx+"ns/")
+	if !ok {
+		return false, false
+	}
+	_, tail, ok := strings.Cut(rest, "/")
+	switch {
+	case !ok:
+		return false, false
+	case strings.HasPrefix(tail, "claims/"):
+		return true, true
+	case strings.HasPrefix(tail, "board/"):
+		return false, true
+	}
+	return false, false
+}
+
+// startMirror starts following the records, once.
+func (o *Owners) startMirror() {
+	m := &o.rec
+	m.start.Do(func() {
+		m.mu.Lock()
+		m.advanced, m.done = make(chan struct{}), make(chan struct{})
+		if m.hold == nil {
+			m.hold = make(chan chan struct{})
+		}
+		m.mu.Unlock()
+		go o.followRecords()
+	})
+}
+
+// followRecords lists every record, then follows the fleet's prefix from
+// the list's revision; a watch that breaks resumes after the last applied
+// event, one whose revision was compacted lists again.
+func (o *Owners) followRecords() {
+	m := &o.rec
+	defer close(m.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-o.stop
+		cancel()
+	}()
+	// Its own gRPC stream (the stream is chosen by the context's
+	// metadata): a progress request then answers for this watch alone.
+	ctx = metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(ctx), "synapse-watch", "records")
+	list := true
+	for ctx.Err() == nil {
+		if list {
+			lctx, lcancel := context.WithTimeout(ctx, fleetListTimeout)
+			recs, rev, err := o.readRecords(lctx)
+			lcancel()
+			if err != nil {
+				o.log.Debug("cluster: list the fleet's records; retried", "err", err)
+				sleepCtx(ctx, retryEvery)
+				continue
+			}
+			m.mu.Lock()
+			m.recs, m.gen, m.relists = recs, m.gen+1, m.relists+1
+			m.advanceLocked(rev)
+			m.mu.Unlock()
+			list = false
+		}
+		list = o.watchRecords(ctx)
+	}
+}
+
+// fleetListTimeout bounds one list of every record.
+var fleetListTimeout = 10 * time.Second
+
+// watchRecords applies the prefix's events from the mirror's revision on,
+// until the watch breaks; it says whether the mirror must list again.
+func (o *Owners) watchRecords(ctx context.Context) (relist bool) {
+	m := &o.rec
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	m.mu.Lock()
+	from := m.rev + 1
+	m.wctx = wctx
+	m.mu.Unlock()
+	wch := o.cli.Watch(wctx, o.pfx, clientv3.WithPrefix(), clientv3.WithRev(from))
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case resume := <-m.hold:
+			cancel()
+			select {
+			case <-resume:
+			case <-ctx.Done():
+			}
+			return false
+		case resp, ok := <-wch:
+			if !ok {
+				return false
+			}
+			if resp.CompactRevision != 0 {
+				return true // the events after our revision are gone: list again
+			}
+			if resp.Err() != nil {
+				sleepCtx(ctx, retryEvery)
+				return false
+			}
+			m.mu.Lock()
+			rev := m.rev
+			for _, ev := range resp.Events {
+				key := string(ev.Kv.Key)
+				rev = ev.Kv.ModRevision
+				claim, ok := o.recordKind(key)
+				if !ok {
+					continue
+				}
+				if ev.Type == clientv3.EventTypeDelete {
+					delete(m.recs, key)
+				} else {
+					m.recs[key] = &record{key: key, claim: claim, raw: ev.Kv.Value}
+				}
+				m.gen++
+			}
+			// A progress notification carries the revision the watch has
+			// sent everything through; an event's header may be ahead of
+			// the events that came with it (a catch-up in batches), so
+			// only the events themselves move rev otherwise.
+			if resp.IsProgressNotify() {
+				rev = max(rev, resp.Header.Revision)
+			}
+			m.advanceLocked(rev)
+			m.mu.Unlock()
+		}
+	}
+}
+
+// advanceLocked moves rev forward and wakes the waiting reads (mirror.mu).
+func (m *mirror) advanceLocked(rev int64) {
+	if rev <= m.rev {
+		return
+	}
+	m.rev = rev
+	close(m.advanced)
+	m.advanced = make(chan struct{})
+}
+
+// waitFor waits until the mirror applied every event through rev; false
+// if it did not within mirrorWait.
+func (o *Owners) waitFor(ctx context.Context, rev int64) bool {
+	m := &o.rec
+	deadline := time.NewTimer(mirrorWait)
+	defer deadline.Stop()
+	progress := time.NewTimer(progressAfter)
+	defer progress.Stop()
+	for {
+		m.mu.Lock()
+		at, advanced, wctx := m.rev, m.advanced, m.wctx
+		m.mu.Unlock()
+		if at >= rev {
+			return true
+		}
+		select {
+		case <-advanced:
+		case <-progress.C:
+			if wctx != nil {
+				_ = o.cli.RequestProgress(wctx)
+			}
+			progress.Reset(10 * progressAfter)
+		case <-deadline.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// mirrored is the mirror's records at its revision, decoded: the claims
+// and the board tasks, each by task id (then key), in fresh slices the caller may
+// sort and filter.
+func (o *Owners) mirrored() (int64, []*coord.Claim, []*coord.BoardTask) {
+	m := &o.rec
+	m.mu.Lock()
+	rev, gen := m.rev, m.gen
+	if m.built.gen == gen && m.built.claims != nil {
+		b := m.built
+		m.mu.Unlock()
+		return rev, slices.Clone(b.claims), slices.Clone(b.tasks)
+	}
+	recs := make([]*record, 0, len(m.recs))
+	var raws [][]byte // the undecoded records' payloads, by index in recs
+	for _, r := range m.recs {
+		recs = append(recs, r)
+		if !r.done {
+			raws = append(raws, r.raw)
+		} else {
+			raws = append(raws, nil)
+		}
+	}
+	m.mu.Unlock()
+	// Decoding and sorting happen outside the lock: the watch goes on.
+	type dec struct {
+		c *coord.Claim
+		t *coord.BoardTask
+	}
+	decs := make([]dec, len(recs))
+	for i, r := range recs {
+		if raws[i] != nil {
+			decs[i].c, decs[i].t = decodeRecord(r.claim, raws[i])
+		}
+	}
+	m.mu.Lock()
+	for i, r := range recs {
+		if raws[i] != nil && !r.done { // another read may have decoded it meanwhile
+			r.c, r.t, r.done, r.raw = decs[i].c, decs[i].t, true, nil
+		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(recs, func(a, b *record) int { return cmp.Compare(a.key, b.key) })
+	var b built
+	b.gen = gen
+	b.claims = make([]*coord.Claim, 0, len(recs))
+	for _, r := range recs {
+		if r.c != nil {
+			b.claims = append(b.claims, r.c)
+		} else if r.t != nil {
+			b.tasks = append(b.tasks, r.t)
+		}
+	}
+	// In task order, as every answer sorts them: an answer's sort is then
+	// a pass over a sorted list.
+	slices.SortStableFunc(b.claims, func(x, y *coord.Claim) int { return cmp.Compare(x.TaskID, y.TaskID) })
+	slices.SortStableFunc(b.tasks, func(x, y *coord.BoardTask) int { return cmp.Compare(x.TaskID, y.TaskID) })
+	m.mu.Lock()
+	if gen >= m.built.gen {
+		m.built = b
+	}
+	m.mu.Unlock()
+	return rev, slices.Clone(b.claims), slices.Clone(b.tasks)
+}
+
+// decodeRecord reads a claim or board record; nil for one this version
+// cannot read (it is not shown).
+func decodeRecord(claim bool, raw []byte) (*coord.Claim, *coord.BoardTask) {
+	kind := journal.KindLedgerTask
+	if claim {
+		kind = journal.KindClaim
+	}
+	ev, ok, err := journal.Decode(kind, raw)
+	if err != nil || !ok {
+		return nil, nil
+	}
+	switch e := ev.(type) {
+	case coord.ClaimGranted:
+		return e.Claim, nil
+	case coord.TaskPosted:
+		return nil, e.Task
+	}
+	return nil, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
