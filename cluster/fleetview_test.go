@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -11,6 +12,9 @@ import (
 	"time"
 
 	"github.com/synapse-hub/synapse/client"
+	"github.com/synapse-hub/synapse/cluster"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // poll retries f every 50 ms until it returns "" or the deadline passes;
@@ -173,4 +177,108 @@ func TestFleet_StateBoardWhoAreTheFleets_Issue22(t *testing.T) {
 func jsonOf(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// activeTasks is the task ids of c's state, in its order.
+func activeTasks(t *testing.T, ctx context.Context, c *client.Client) []string {
+	t.Helper()
+	st, err := c.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tasks []string
+	for _, cl := range st.ActiveClaims {
+		tasks = append(tasks, cl.TaskID)
+	}
+	return tasks
+}
+
+// A fleet read is read-your-writes across hubs: a claim granted, or a
+// release acknowledged, through one hub (its owner's etcd transaction
+// committed before the reply) is in the very next read through another
+// hub, though that hub serves reads from its watch-fed mirror (issue 22).
+func TestFleet_ReadThroughAnotherHubSeesEveryAcknowledgedWrite_Issue22(t *testing.T) {
+	a, b := twoFleetHubs(t, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ann := dial(t, a.uri, "alpha/ann")
+	viewer := dial(t, b.uri, "beta/viewer")
+	var want []string
+	for i := range 40 {
+		task := fmt.Sprintf("T%02d", i)
+		if _, err := ann.Claim(ctx, client.ClaimRequest{TaskID: task, Paths: []string{task}}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, task)
+		if i%4 == 3 { // and a release, acknowledged, is gone at once
+			if _, err := ann.Release(ctx, want[0], client.ReleaseOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			want = want[1:]
+		}
+		if got := activeTasks(t, ctx, viewer); !slices.Equal(got, want) {
+			t.Fatalf("after write %d through syn-a, state through syn-b: %v; want %v", i, got, want)
+		}
+	}
+}
+
+// The mirror survives its watch breaking and the revision it would resume
+// from being compacted: it lists every record again and serves reads from
+// the list; while it is behind, a read range-reads etcd rather than wait
+// or answer stale (issue 22).
+func TestFleet_MirrorRelistsAfterABrokenWatchAndACompaction_Issue22(t *testing.T) {
+	x, hubs := fleetOf(t, "syn-a", "syn-b")
+	a, b := hubs[0], hubs[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ann := dial(t, a.uri, "alpha/ann")
+	viewer := dial(t, b.uri, "beta/viewer")
+	if _, err := ann.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"one"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := activeTasks(t, ctx, viewer); !slices.Equal(got, []string{"T1"}) {
+		t.Fatalf("state through syn-b: %v; want T1", got)
+	}
+	relists, direct := cluster.MirrorStats(b.owners)
+	resume := cluster.BreakMirror(b.owners)
+	if _, err := ann.Claim(ctx, client.ClaimRequest{TaskID: "T2", Paths: []string{"two"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ann.Release(ctx, "T1", client.ReleaseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The mirror is stopped: the read is still read-your-writes.
+	if got := activeTasks(t, ctx, viewer); !slices.Equal(got, []string{"T2"}) {
+		t.Fatalf("state through syn-b, its mirror's watch broken: %v; want T2", got)
+	}
+	if _, d := cluster.MirrorStats(b.owners); d != direct+1 {
+		t.Fatalf("reads that range-read etcd: %d; want %d (the mirror could not reach etcd's revision)", d, direct+1)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{x.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	now, err := cli.Get(ctx, "compact-me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(ctx, now.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	resume()
+	if why := poll(ctx, func() string {
+		if r, _ := cluster.MirrorStats(b.owners); r <= relists {
+			return fmt.Sprintf("relists: %d; want more than %d", r, relists)
+		}
+		return ""
+	}); why != "" {
+		t.Fatalf("the mirror never listed again after its revision was compacted: %s", why)
+	}
+	if _, err := ann.Claim(ctx, client.ClaimRequest{TaskID: "T3", Paths: []string{"three"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := activeTasks(t, ctx, viewer); !slices.Equal(got, []string{"T2", "T3"}) {
+		t.Fatalf("state through syn-b after the relist: %v; want T2, T3", got)
+	}
 }
