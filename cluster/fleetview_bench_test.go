@@ -5,9 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,5 +165,125 @@ func rawStateReader(b *testing.B, uri, name string) func() {
 		case <-time.After(30 * time.Second):
 			b.Fatal("no state_snapshot on the raw socket")
 		}
+	}
+}
+
+// BenchmarkFleetClaimsWithDashboards measures what fleet reads cost the
+// grant path (issue 22): three hubs on one etcd (fsync on, in this
+// process, on the same cores) holding 10,000 claims, agents on every hub
+// claiming and releasing in their own namespaces; first for a while with
+// no reader, then as long again with a dashboard open on every hub (a GET
+// of /api/state on each hub every second, each answer the fleet's 10,000
+// claims). Both figures come from one run: claims/s without and with.
+func BenchmarkFleetClaimsWithDashboards(b *testing.B) {
+	x := clustertest.Start(b, false)
+	hubs := []*fleetHub{startFleetHubB(b, x.Endpoint, "syn-a"), startFleetHubB(b, x.Endpoint, "syn-b"), startFleetHubB(b, x.Endpoint, "syn-c")}
+	ctx := context.Background()
+	const held, agents = 10_000, 48
+	cs := make([]*client.Client, agents)
+	for i := range cs {
+		c, err := client.Dial(ctx, client.Options{URI: hubs[i%3].uri, Name: fmt.Sprintf("ns%d/agent", i), NoReconnect: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		cs[i] = c
+	}
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := i; k < held; k += agents {
+				task := fmt.Sprintf("h%05d", k)
+				if _, err := c.Claim(ctx, client.ClaimRequest{TaskID: task, Paths: []string{task}, TTL: time.Hour}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	phase := 8 * time.Second
+	if d, err := time.ParseDuration(os.Getenv("SYNAPSE_BENCH_PHASE")); err == nil {
+		phase = d
+	}
+	// run has every agent claim and release fresh tasks for d: grants/s.
+	run := func(d time.Duration, tag string) float64 {
+		var n atomic.Int64
+		stop := time.Now().Add(d)
+		var wg sync.WaitGroup
+		for i, c := range cs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := 0; time.Now().Before(stop); k++ {
+					task := fmt.Sprintf("%s%d-%d", tag, i, k)
+					if _, err := c.Claim(ctx, client.ClaimRequest{TaskID: task, Paths: []string{task}}); err != nil {
+						b.Error(err)
+						return
+					}
+					n.Add(1)
+					if _, err := c.Release(ctx, task, client.ReleaseOptions{}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return float64(n.Load()) / d.Seconds()
+	}
+	b.ResetTimer()
+	without := run(phase, "w")
+	// The dashboards: /api/state on every hub, every second.
+	dctx, stopDash := context.WithCancel(ctx)
+	var reads atomic.Int64
+	var lats []time.Duration
+	var lmu sync.Mutex
+	var dwg sync.WaitGroup
+	for _, h := range hubs {
+		dwg.Add(1)
+		go func() {
+			defer dwg.Done()
+			tick := time.NewTicker(time.Second)
+			defer tick.Stop()
+			for {
+				t0 := time.Now()
+				req, _ := http.NewRequestWithContext(dctx, http.MethodGet, "http"+strings.TrimPrefix(h.uri, "ws")+"/api/state", nil)
+				resp, err := http.DefaultClient.Do(req)
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				if err != nil {
+					if dctx.Err() == nil {
+						b.Error(err)
+					}
+					return
+				}
+				reads.Add(1)
+				lmu.Lock()
+				lats = append(lats, time.Since(t0))
+				lmu.Unlock()
+				select {
+				case <-dctx.Done():
+					return
+				case <-tick.C:
+				}
+			}
+		}()
+	}
+	with := run(phase, "d")
+	stopDash()
+	dwg.Wait()
+	b.StopTimer()
+	slices.Sort(lats)
+	b.ReportMetric(without, "claims/s-without")
+	b.ReportMetric(with, "claims/s-with")
+	b.ReportMetric(float64(reads.Load()), "dashboard-reads")
+	if len(lats) > 0 {
+		b.ReportMetric(float64(lats[len(lats)/2].Microseconds())/1000, "api-state-p50-ms")
+		b.ReportMetric(float64(lats[len(lats)-1].Microseconds())/1000, "api-state-max-ms")
 	}
 }
