@@ -76,7 +76,10 @@ var ErrAccessWrite = errors.New("cluster: the fleet's etcd did not take the writ
 
 // NewAccess is the access store of member m's fleet.
 func NewAccess(m *Member) *Access {
-	return &Access{cli: m.cli, pfx: m.cfg.Prefix + "access/", log: m.log, timeout: max(time.Second, m.cfg.LeaseTTL/3),
+	// The timeout of one write: generous, since a bind that waits for a
+	// slow etcd is better than one admitted unpinned (an identity write
+	// that fails admits the socket without its pin, as an unsigned one).
+	return &Access{cli: m.cli, pfx: m.cfg.Prefix + "access/", log: m.log, timeout: max(5*time.Second, m.cfg.LeaseTTL/3),
 		pins: map[string]journal.IdentityPin{}, stop: make(chan struct{}), done: make(chan struct{})}
 }
 

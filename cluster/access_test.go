@@ -465,6 +465,7 @@ func TestFleetAccess_ReclaimThroughBClosesTheHolderOnA_Issue23(t *testing.T) {
 	_, a, b := twoAccessHubs(t, 100)
 	k1, k2 := testKey(1), testKey(2)
 	holder := mustConnect(t, a.uri, "proj/pinned", opToken, k1)
+	waitFor(t, "B sees the pin A made", func() bool { _, ok, _ := b.acc.LookupIdentityPin("proj/pinned"); return ok })
 	op := mustConnect(t, b.uri, admin(), opToken, nil)
 	res, err := op.ReclaimIdentityPin(ctxT(t, 10*time.Second), "proj/pinned", "", "new machine")
 	if err != nil || !res.Applied {

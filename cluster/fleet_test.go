@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"sort"
 	"sync"
@@ -36,7 +37,14 @@ type fleetHub struct {
 	srv     *http.Server
 }
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+// quiet is the tests' logger: silent, or warnings and worse on stderr
+// with SYNAPSE_TEST_LOG=1 (to see why a fleet test failed).
+func quiet() *slog.Logger {
+	if os.Getenv("SYNAPSE_TEST_LOG") == "1" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
 
 func startFleetHub(t *testing.T, endpoint, id string, ttl time.Duration) *fleetHub {
 	t.Helper()

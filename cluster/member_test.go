@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -11,7 +12,14 @@ import (
 	"github.com/synapse-hub/synapse/cluster/clustertest"
 )
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+// quiet is the tests' logger: silent, or warnings and worse on stderr
+// with SYNAPSE_TEST_LOG=1 (to see why a fleet test failed).
+func quiet() *slog.Logger {
+	if os.Getenv("SYNAPSE_TEST_LOG") == "1" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
 
 // A member renews its lease at T/3: its registration outlives several
 // TTLs, and it serves throughout (rule 1).
