@@ -11,8 +11,9 @@ import (
 // was asked on (issue 22). Package cluster implements it on etcd.
 type FleetView interface {
 	// Snapshot reads every namespace's claims and board tasks at one
-	// revision, linearizably: it sees every write acknowledged before it
-	// began. It never waits on any hub's sequencer.
+	// revision, no older than etcd's when it began: it sees every write
+	// acknowledged before it began, on any hub. It never waits on any
+	// hub's sequencer.
 	Snapshot(ctx context.Context) (FleetSnapshot, error)
 	// Agents lists the agents bound on the other live hubs, as each last
 	// published its roster (at most RosterEvery plus a watch round old).
