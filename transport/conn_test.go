@@ -566,8 +566,12 @@ func TestFlusher_WritesBroadcastsWithoutAWriterPerSocket(t *testing.T) {
 	if w := after.Writes - before.Writes; w != 0 {
 		t.Errorf("%d writes by writer goroutines for %d broadcast frames, want none", w, n)
 	}
-	if f := after.FlushWrites - before.FlushWrites; f != n {
-		t.Errorf("%d writes by the flusher, want one per socket (%d)", f, n)
+	// A frame sent while that socket's reader is between a read and its
+	// release leaves with the release instead (inline): still one
+	// non-blocking write, and no goroutine of its own.
+	f, in := after.FlushWrites-before.FlushWrites, after.InlineWrites-before.InlineWrites
+	if f+in != n || f == 0 {
+		t.Errorf("%d writes by the flusher and %d inline, want one per socket (%d), most by the flusher", f, in, n)
 	}
 }
 
