@@ -139,23 +139,44 @@ func exclusiveCount(c *Claim) int {
 // creating nodes and counting one more entry of c on the way.
 func (t *scopeTree) descend(segs []string, c *Claim) *scopeNode {
 	x := exclusiveCount(c)
-	n := &t.root
-	n.below++
-	n.belowX += x
+	n := t.root.enter(x)
 	for _, seg := range segs {
-		next := n.children[seg]
-		if next == nil {
-			if n.children == nil {
-				n.children = make(map[string]*scopeNode, 1)
-			}
-			next = &scopeNode{}
-			n.children[seg] = next
-		}
-		n = next
-		n.below++
-		n.belowX += x
+		n = n.child(seg).enter(x)
 	}
 	return n
+}
+
+// descendPath is descend over the segments of path p, without the slice
+// splitPath would allocate (the restart of a large state inserts every
+// claim's paths: FromImage).
+func (t *scopeTree) descendPath(p string, c *Claim) *scopeNode {
+	x := exclusiveCount(c)
+	n := t.root.enter(x)
+	segments(p, func(seg string) bool {
+		n = n.child(seg).enter(x)
+		return true
+	})
+	return n
+}
+
+// enter counts a claim of exclusive weight x below n and returns n.
+func (n *scopeNode) enter(x int) *scopeNode {
+	n.below++
+	n.belowX += x
+	return n
+}
+
+// child returns n's child for seg, making it when missing.
+func (n *scopeNode) child(seg string) *scopeNode {
+	next := n.children[seg]
+	if next == nil {
+		if n.children == nil {
+			n.children = make(map[string]*scopeNode, 1)
+		}
+		next = &scopeNode{}
+		n.children[seg] = next
+	}
+	return next
 }
 
 func splitPath(p string) []string {
@@ -176,11 +197,11 @@ func (x *scopeIndex) insert(c *Claim) {
 		return
 	}
 	for _, p := range c.Paths {
-		n := t.descend(splitPath(p), c)
+		n := t.descendPath(p, c)
 		n.holders = insertHolder(n.holders, c)
 	}
 	for _, f := range c.Files {
-		n := t.descend(splitPath(f), c)
+		n := t.descendPath(f, c)
 		m := n.more()
 		m.files = insertHolder(m.files, c)
 	}
