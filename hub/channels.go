@@ -127,6 +127,16 @@ func validChannel(name string) bool {
 	return name != "" && len(name) <= maxChannelName && !strings.ContainsAny(name, "\x00\n\r")
 }
 
+// channelDone answers a channel verb: its refusal when code is set, else
+// done.
+func (s *session) channelDone(sender, channel, code, msg, done string) {
+	if code != "" {
+		s.channelResult(sender, channel, false, code, msg)
+		return
+	}
+	s.channelResult(sender, channel, true, "", done)
+}
+
 // channelResult is a channel verb's private reply (the reference's
 // channel_result): ok, the message, and the roster only when the
 // requester is a member afterwards, so a refusal never shows a channel's
@@ -194,11 +204,7 @@ func (s *session) channelCreate(sender string, in *wire.Inbound) {
 			members: map[string]bool{sender: true}, invited: map[string]bool{}}
 	}
 	r.mu.Unlock()
-	if code != "" {
-		s.channelResult(sender, name, false, code, msg)
-		return
-	}
-	s.channelResult(sender, name, true, "", "created channel '"+name+"'")
+	s.channelDone(sender, name, code, msg, "created channel '"+name+"'")
 }
 
 // channelInvite: channel_invite {channel, invitee}. Only the owner
@@ -240,11 +246,7 @@ func (s *session) channelInvite(sender string, in *wire.Inbound) {
 		c.invited[invitee] = true
 	}
 	r.mu.Unlock()
-	if code != "" {
-		s.channelResult(sender, name, false, code, msg)
-		return
-	}
-	s.channelResult(sender, name, true, "", "invited '"+invitee+"' to '"+name+"'")
+	s.channelDone(sender, name, code, msg, "invited '"+invitee+"' to '"+name+"'")
 }
 
 // channelJoin: channel_join {channel}, for an invited agent (or the
@@ -272,11 +274,7 @@ func (s *session) channelJoin(sender string, in *wire.Inbound) {
 		delete(c.invited, sender)
 	}
 	r.mu.Unlock()
-	if code != "" {
-		s.channelResult(sender, name, false, code, msg)
-		return
-	}
-	s.channelResult(sender, name, true, "", "joined '"+name+"'")
+	s.channelDone(sender, name, code, msg, "joined '"+name+"'")
 }
 
 // channelLeave: channel_leave {channel}. The last member's leave drops
@@ -311,11 +309,7 @@ func (s *session) channelLeave(sender string, in *wire.Inbound) {
 		delete(c.members, sender)
 	}
 	r.mu.Unlock()
-	if code != "" {
-		s.channelResult(sender, name, false, code, msg)
-		return
-	}
-	s.channelResult(sender, name, true, "", "left '"+name+"'")
+	s.channelDone(sender, name, code, msg, "left '"+name+"'")
 }
 
 // channelInfo is one channel as channel_list shows it (additive
