@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -19,17 +18,9 @@ import (
 // shows what was sent through syn-a.
 func TestFleet_Processes_BroadcastRoleAndHistoryAcrossHubs_Issue22(t *testing.T) {
 	procs, _ := fleetOfThree(t)
-	bin := synapseBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cli := func(args ...string) (int, string) {
-		out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		}
-		return code, string(out)
-	}
+	cli := func(args ...string) (int, string) { return runSynapse(t, args...) }
 	a, b, c := procs["syn-a"].uri(), procs["syn-b"].uri(), procs["syn-c"].uri()
 	bob := dialAgent(t, b, "beta/bob")
 	carol, err := client.Dial(ctx, client.Options{URI: c, Name: "gamma/carol", Roles: []string{"ops/oncall"}, NoReconnect: true})

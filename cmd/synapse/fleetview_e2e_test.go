@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -18,17 +17,9 @@ import (
 // board through any hub show what was written through another.
 func TestFleet_Processes_SendAcrossHubsBareNamesFleetReads_Issue22(t *testing.T) {
 	procs, _ := fleetOfThree(t)
-	bin := synapseBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cli := func(args ...string) (int, string) {
-		out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		}
-		return code, string(out)
-	}
+	cli := func(args ...string) (int, string) { return runSynapse(t, args...) }
 	a, b, c := procs["syn-a"].uri(), procs["syn-b"].uri(), procs["syn-c"].uri()
 	bob := dialAgent(t, b, "beta/bob")
 	if _, err := claimMoving(ctx, bob, client.ClaimRequest{TaskID: "TB", Paths: []string{"b"}}); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -60,16 +59,7 @@ func TestHubProcess_PinMismatchAfterRestart_ReclaimOffline_Issue23(t *testing.T)
 	hub2.Process.Signal(syscall.SIGTERM)
 	hub2.Wait()
 
-	run := func(args ...string) (int, string) {
-		out, err := exec.Command(bin, args...).CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return code, string(out)
-	}
+	run := func(args ...string) (int, string) { return runSynapse(t, args...) }
 	if code, out := run("identity", "list", "--db", db); code != 0 || !strings.Contains(out, "proj/alpha") {
 		t.Fatalf("identity list --db: %d %s", code, out)
 	}
