@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -62,19 +61,14 @@ func runBenchCrashLoop(args []string, stdout, stderr io.Writer) int {
 	var hubArgs stringList
 	fs.Var(&hubArgs, "hub-arg", "a flag for every 'synapse hub' (repeatable)")
 	asJSON := fs.Bool("json", false, "print one JSON object with every start")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
+	pos, code, ok := parseArgs(fs, args)
 	switch {
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "synapse bench crashloop: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	case !ok:
+		return code
+	case len(pos) > 0:
+		return usageError(stderr, "bench crashloop", "unexpected argument %q", pos[0])
 	case *kills < 1 || *agents < 1 || *life <= 0:
-		fmt.Fprintln(stderr, "synapse bench crashloop: --kills and --agents must be at least 1, --life positive")
-		return 2
+		return usageError(stderr, "bench crashloop", "--kills and --agents must be at least 1, --life positive")
 	}
 	bin := *hubBin
 	if bin == "" {
