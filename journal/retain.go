@@ -109,15 +109,10 @@ func (r Retain) String() string {
 	return fmt.Sprintf("chat=%s,receipts=%s,audit=%s,mail=%s", r.Chat, r.Receipts, r.Audit, r.Mail)
 }
 
-// windows lists the positive windows with their meta keys.
-func (r Retain) windows() map[string]time.Duration {
-	return map[string]time.Duration{"chat": r.Chat, "receipts": r.Receipts, "audit": r.Audit, "mail": r.Mail}
-}
-
 // shortest is the smallest positive window (0: none).
 func (r Retain) shortest() time.Duration {
 	var m time.Duration
-	for _, d := range r.windows() {
+	for _, d := range [...]time.Duration{r.Chat, r.Receipts, r.Audit, r.Mail} {
 		if d > 0 && (m == 0 || d < m) {
 			m = d
 		}

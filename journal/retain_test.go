@@ -237,14 +237,15 @@ func TestRetain_ZeroKeepsEverything(t *testing.T) {
 
 func TestParseRetain(t *testing.T) {
 	base := DefaultRetain
+	base.Mail = 90 * time.Minute // set, so that what "all" must leave alone is visible
 	for _, c := range []struct {
 		spec string
 		want Retain
 		err  string
 	}{
 		{"", base, ""},
-		{"chat=30s", Retain{Chat: 30 * time.Second, Receipts: base.Receipts, Audit: base.Audit}, ""},
-		{"all=1m, audit=0", Retain{Chat: time.Minute, Receipts: time.Minute}, ""}, // all leaves mail alone
+		{"chat=30s", Retain{Chat: 30 * time.Second, Receipts: base.Receipts, Audit: base.Audit, Mail: base.Mail}, ""},
+		{"all=1m, audit=0", Retain{Chat: time.Minute, Receipts: time.Minute, Mail: base.Mail}, ""}, // all leaves mail alone
 		{"chat", base, "want kind=duration"},
 		{"mail=1h", Retain{Chat: base.Chat, Receipts: base.Receipts, Audit: base.Audit, Mail: time.Hour}, ""},
 		{"box=1h", base, `unknown kind "box"`},
