@@ -81,9 +81,10 @@ type Options struct {
 	// `synapse hub --journal-compact-batch`, DefaultCompactBatch there). 0
 	// leaves every row until `synapse journal compact`.
 	CompactBatch int
-	// CompressResponses stores each idempotency record's response
-	// deflated (respz.go; a hub that compacts online sets it): about a
-	// quarter of the size, not readable by the reference's tooling.
+	// CompressResponses has the store's goroutine deflate each idempotency
+	// record's response soon after it committed (respz.go; a hub that
+	// compacts online sets it): about a quarter of the size, not readable
+	// by the reference's tooling.
 	CompressResponses bool
 	// Retain is how long chat, receipt and audit rows are kept (retain.go;
 	// `synapse hub --retain`, DefaultRetain there); the zero value keeps
@@ -135,7 +136,10 @@ type Store struct {
 	haltOnce   sync.Once
 	expired    atomic.Int64
 	retained   atomic.Int64 // rows the retention windows dropped (retain.go)
-	vacuumed   atomic.Int64 // pages given back (vacuum.go)
+	// compressFrom is the rowid of operations CompressStored has read up
+	// to (respz.go); the expiry goroutine's, atomic for tests.
+	compressFrom atomic.Int64
+	vacuumed     atomic.Int64 // pages given back (vacuum.go)
 
 	// Online compaction (compaction.go): the goroutine's channels, the
 	// rows it dropped, and its cursor (under mu).
@@ -455,7 +459,7 @@ func (s *Store) Append(ctx context.Context, b *Batch) (firstSeq int64, err error
 	if len(b.Records) == 0 && len(b.Operations) == 0 {
 		return 0, nil
 	}
-	ops, err := prepareOperations(b.Operations, s.opts.CompressResponses)
+	ops, err := prepareOperations(b.Operations)
 	if err != nil {
 		return 0, fmt.Errorf("journal: append batch: %w", err)
 	}
@@ -471,17 +475,18 @@ func (s *Store) Append(ctx context.Context, b *Batch) (firstSeq int64, err error
 	return first, nil
 }
 
-// preparedOp is an Operation with its response in canonical form, and as
-// the row stores it (respz.go).
+// preparedOp is an Operation with its response in canonical form.
 type preparedOp struct {
 	Operation
-	stored any // the canonical text, or its deflated bytes
-	sha    string
+	response string
+	sha      string
 }
 
-// prepareOperations canonicalises (and with compress, deflates) the
-// responses before the writer mutex is taken.
-func prepareOperations(in []Operation, compress bool) ([]preparedOp, error) {
+// prepareOperations canonicalises the responses before the writer mutex
+// is taken. They are stored as text: with Options.CompressResponses the
+// store's goroutine deflates them a little later (respz.go), off the
+// sequencer's path.
+func prepareOperations(in []Operation) ([]preparedOp, error) {
 	ops := make([]preparedOp, len(in))
 	for i, op := range in {
 		if op.Key == "" {
@@ -491,13 +496,7 @@ func prepareOperations(in []Operation, compress bool) ([]preparedOp, error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: operation %q: response is not JSON", ErrBadBatch, op.Key)
 		}
-		var stored any = string(c)
-		if compress {
-			if z := encodeResponse(c); z[0] == respZ1 {
-				stored = z
-			}
-		}
-		ops[i] = preparedOp{op, stored, sha256Hex(c)}
+		ops[i] = preparedOp{op, string(c), sha256Hex(c)}
 	}
 	return ops, nil
 }
@@ -565,7 +564,7 @@ func (s *Store) writeBatch(ctx context.Context, b *Batch, ops []preparedOp) (int
 	for _, op := range ops {
 		if _, err := s.wc.ExecContext(ctx, `INSERT INTO operations(operation_key, request_digest, response_json,
 			response_sha256, first_event_seq, commit_seq, committed_at) VALUES(?, ?, ?, ?, ?, ?, ?)`,
-			op.Key, op.RequestDigest, op.stored, op.sha, first, last, b.TS); err != nil {
+			op.Key, op.RequestDigest, op.response, op.sha, first, last, b.TS); err != nil {
 			return 0, fmt.Errorf("insert operation %q: %w", op.Key, err)
 		}
 	}
