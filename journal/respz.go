@@ -3,7 +3,6 @@ package journal
 import (
 	"bytes"
 	"compress/flate"
-	"context"
 	"fmt"
 	"io"
 	"sync"
@@ -12,9 +11,8 @@ import (
 // Stored responses (docs/journal.md, Idempotency records). An idempotency
 // record keeps the response its first request got, byte for byte, to send
 // again to a retry: most of a busy journal is these (a claim's is ~400
-// bytes). Append stores it as text; with Options.CompressResponses the
-// store's background goroutine (CompressStored, in each retention round)
-// rewrites it in operations.response_json as a BLOB: the byte respZ1, then the response
+// bytes). With Options.CompressResponses a store keeps each in
+// operations.response_json as a BLOB: the byte respZ1, then the response
 // deflated against respDict1, a dictionary of the frames the idempotent
 // verbs answer with — about a quarter of the size. A response that does not
 // shrink, and every row the reference or an older synapse wrote, is kept as
@@ -87,61 +85,4 @@ func decodeResponse(stored []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: a stored response does not inflate: %v", ErrDamaged, err)
 	}
 	return out, nil
-}
-
-// CompressStored deflates at most limit responses still stored as text,
-// oldest first from the goroutine's cursor, and returns how many it read.
-// The deflating (~20 µs a response, most of it flate's reset) runs outside
-// the writer mutex; the rewrite of the batch is one short transaction, and
-// a row that expired or was rewritten meanwhile is left alone. A SIGKILL
-// at any point leaves rows of either form, both read alike.
-func (s *Store) CompressStored(ctx context.Context, limit int) (int, error) {
-	if s.opts.ReadOnly || !s.opts.CompressResponses {
-		return 0, nil
-	}
-	rows, err := s.rdb.QueryContext(ctx, `SELECT rowid, operation_key, response_json FROM operations
-		WHERE rowid > ? AND typeof(response_json) = 'text' ORDER BY rowid LIMIT ?`, s.compressFrom.Load(), limit)
-	if err != nil {
-		return 0, fmt.Errorf("journal: compress responses: %w", classify(err))
-	}
-	type row struct {
-		key string
-		z   []byte
-	}
-	var batch []row
-	var last int64
-	n := 0
-	for rows.Next() {
-		var resp []byte
-		var key string
-		if err := rows.Scan(&last, &key, &resp); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("journal: compress responses: %w", classify(err))
-		}
-		n++
-		if z := encodeResponse(resp); len(z) > 0 && z[0] == respZ1 {
-			batch = append(batch, row{key, z})
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("journal: compress responses: %w", classify(err))
-	}
-	if len(batch) > 0 {
-		_, err = s.inWriteTx(ctx, func(ctx context.Context) (RetainStats, error) {
-			for _, r := range batch {
-				if _, err := s.wc.ExecContext(ctx, `UPDATE operations SET response_json = ? WHERE operation_key = ? AND typeof(response_json) = 'text'`, r.z, r.key); err != nil {
-					return RetainStats{}, err
-				}
-			}
-			return RetainStats{}, nil
-		})
-		if err != nil {
-			return 0, fmt.Errorf("journal: compress responses: %w", classify(err))
-		}
-	}
-	if n > 0 {
-		s.compressFrom.Store(last)
-	}
-	return n, nil
 }

@@ -44,20 +44,14 @@ func TestResponse_DeflatedReadsBackExactly_INV_CR_1(t *testing.T) {
 func TestResponse_StoredEitherWayReadByEither_INV_CR_1(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.db")
 	ctx := context.Background()
-	for i, compress := range []bool{true, false} { // deflated first: a compressing store deflates every text row
+	for i, compress := range []bool{false, true} {
 		st, err := Open(path, Options{CompressResponses: compress})
 		if err != nil {
 			t.Fatal(err)
 		}
-		key := []string{"deflated", "plain"}[i]
+		key := []string{"plain", "deflated"}[i]
 		if _, err := st.Append(ctx, &Batch{TS: 1, Operations: []Operation{{Key: key, RequestDigest: "d", Response: []byte(sampleResponses[0])}}}); err != nil {
 			t.Fatal(err)
-		}
-		// Append stores text; the store's goroutine deflates it a little
-		// later, off the commit path (here the test takes the step; the
-		// goroutine's first round may have taken it already).
-		if n, err := st.CompressStored(ctx, 10); err != nil || n > 1 || (!compress && n != 0) {
-			t.Fatalf("CompressStored (compress %v): %d, %v; want only a compressing store to deflate", compress, n, err)
 		}
 		st.Close()
 	}

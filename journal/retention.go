@@ -173,7 +173,7 @@ func (s *Store) startExpiry() {
 			every = min(every, w/4)
 		}
 	}
-	if s.opts.ReadOnly || (s.opts.IdempotencyWindow <= 0 && s.opts.Retain.shortest() <= 0 && !s.opts.CompressResponses) {
+	if s.opts.ReadOnly || (s.opts.IdempotencyWindow <= 0 && s.opts.Retain.shortest() <= 0) {
 		return
 	}
 	s.stopExpiry = make(chan struct{})
@@ -220,15 +220,6 @@ func (s *Store) expireRound() {
 		}
 		var wait time.Duration
 		if limit, wait = adapt(limit, expireBatch, time.Since(t0)); !pause(wait) {
-			return
-		}
-	}
-	for s.opts.CompressResponses {
-		n, err := s.CompressStored(context.Background(), expireBatch)
-		if err != nil || n < expireBatch {
-			break
-		}
-		if !pause(expirePause) {
 			return
 		}
 	}

@@ -81,10 +81,9 @@ type Options struct {
 	// `synapse hub --journal-compact-batch`, DefaultCompactBatch there). 0
 	// leaves every row until `synapse journal compact`.
 	CompactBatch int
-	// CompressResponses has the store's goroutine deflate each idempotency
-	// record's response soon after it committed (respz.go; a hub that
-	// compacts online sets it): about a quarter of the size, not readable
-	// by the reference's tooling.
+	// CompressResponses stores each idempotency record's response
+	// deflated (respz.go; a hub that compacts online sets it): about a
+	// quarter of the size, not readable by the reference's tooling.
 	CompressResponses bool
 	// Retain is how long chat, receipt and audit rows are kept (retain.go;
 	// `synapse hub --retain`, DefaultRetain there); the zero value keeps
@@ -136,10 +135,7 @@ type Store struct {
 	haltOnce   sync.Once
 	expired    atomic.Int64
 	retained   atomic.Int64 // rows the retention windows dropped (retain.go)
-	// compressFrom is the rowid of operations CompressStored has read up
-	// to (respz.go); the expiry goroutine's, atomic for tests.
-	compressFrom atomic.Int64
-	vacuumed     atomic.Int64 // pages given back (vacuum.go)
+	vacuumed   atomic.Int64 // pages given back (vacuum.go)
 
 	// Online compaction (compaction.go): the goroutine's channels, the
 	// rows it dropped, and its cursor (under mu).
@@ -459,7 +455,7 @@ func (s *Store) Append(ctx context.Context, b *Batch) (firstSeq int64, err error
 	if len(b.Records) == 0 && len(b.Operations) == 0 {
 		return 0, nil
 	}
-	ops, err := prepareOperations(b.Operations)
+	ops, err := prepareOperations(b.Operations, s.opts.CompressResponses)
 	if err != nil {
 		return 0, fmt.Errorf("journal: append batch: %w", err)
 	}
@@ -475,18 +471,17 @@ func (s *Store) Append(ctx context.Context, b *Batch) (firstSeq int64, err error
 	return first, nil
 }
 
-// preparedOp is an Operation with its response in canonical form.
+// preparedOp is an Operation with its response in canonical form, and as
+// the row stores it (respz.go).
 type preparedOp struct {
 	Operation
-	response string
-	sha      string
+	stored any // the canonical text, or its deflated bytes
+	sha    string
 }
 
-// prepareOperations canonicalises the responses before the writer mutex
-// is taken. They are stored as text: with Options.CompressResponses the
-// store's goroutine deflates them a little later (respz.go), off the
-// sequencer's path.
-func prepareOperations(in []Operation) ([]preparedOp, error) {
+// prepareOperations canonicalises (and with compress, deflates) the
+// responses before the writer mutex is taken.
+func prepareOperations(in []Operation, compress bool) ([]preparedOp, error) {
 	ops := make([]preparedOp, len(in))
 	for i, op := range in {
 		if op.Key == "" {
@@ -496,7 +491,13 @@ func prepareOperations(in []Operation) ([]preparedOp, error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: operation %q: response is not JSON", ErrBadBatch, op.Key)
 		}
-		ops[i] = preparedOp{op, string(c), sha256Hex(c)}
+		var stored any = string(c)
+		if compress {
+			if z := encodeResponse(c); z[0] == respZ1 {
+				stored = z
+			}
+		}
+		ops[i] = preparedOp{op, stored, sha256Hex(c)}
 	}
 	return ops, nil
 }
@@ -564,7 +565,7 @@ func (s *Store) writeBatch(ctx context.Context, b *Batch, ops []preparedOp) (int
 	for _, op := range ops {
 		if _, err := s.wc.ExecContext(ctx, `INSERT INTO operations(operation_key, request_digest, response_json,
 			response_sha256, first_event_seq, commit_seq, committed_at) VALUES(?, ?, ?, ?, ?, ?, ?)`,
-			op.Key, op.RequestDigest, op.response, op.sha, first, last, b.TS); err != nil {
+			op.Key, op.RequestDigest, op.stored, op.sha, first, last, b.TS); err != nil {
 			return 0, fmt.Errorf("insert operation %q: %w", op.Key, err)
 		}
 	}
