@@ -24,7 +24,9 @@ type armProc struct {
 
 func startArm(t *testing.T, bin, uri, dir string, extra ...string) *armProc {
 	t.Helper()
-	script := `cat >> "$ARM_DIR/events.jsonl"; printf '%s|%s|%s|%s\n' "$SYNAPSE_SEQ" "$SYNAPSE_SENDER" "$SYNAPSE_PAYLOAD" "$SYNAPSE_NAME" >> "$ARM_DIR/env.txt"`
+	// env.txt is written before events.jsonl, which the tests wait on:
+	// once an event is there, its environment line is too.
+	script := `printf '%s|%s|%s|%s\n' "$SYNAPSE_SEQ" "$SYNAPSE_SENDER" "$SYNAPSE_PAYLOAD" "$SYNAPSE_NAME" >> "$ARM_DIR/env.txt"; cat >> "$ARM_DIR/events.jsonl"`
 	args := append([]string{"arm", "proj/bravo", "--uri", uri, "--exec", script, "--cursor", filepath.Join(dir, "bravo.cursor"), "--backoff-min", "50ms", "--backoff-max", "200ms"}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "ARM_DIR="+dir)
