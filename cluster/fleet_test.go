@@ -71,6 +71,9 @@ func startFleetHubEndpoints(t testing.TB, endpoints []string, id string, ttl tim
 	fh.owners = cluster.NewOwners(fh.m)
 	lim := coord.DefaultLimits()
 	lim.MaxClaimsPerPrincipal = 1 << 20 // forwarded claims share their hub's quota (INV-ME-5)
+	if minTTL > 0 {
+		lim.MinTTL = minTTL
+	}
 	fh.h, err = hub.New(hub.Config{HubID: id, Store: fh.owners, Mail: fh.owners, Fleet: fh.owners, Chats: cluster.NewChats(fh.m), Logger: quiet(), Limits: lim,
 		Federation: federation.Config{Authority: fh.owners, PeerURI: fh.owners.PeerURI, SharedPeerToken: "fleet-secret", ForwardTimeout: 3 * time.Second}})
 	if err != nil {
@@ -724,4 +727,133 @@ func twoFleetHubs(t *testing.T, ttl time.Duration) (*fleetHub, *fleetHub) {
 	t.Helper()
 	x := clustertest.Start(t, true)
 	return startFleetHub(t, x.Endpoint, "syn-a", ttl), startFleetHub(t, x.Endpoint, "syn-b", ttl)
+}
+
+// A new owner never issues an epoch its namespace already had, even when
+// the last batch the old owner wrote only updated an older claim: a
+// task_update carries its claim's epoch, and must not lower the stored
+// epoch floor, once the claim of the highest epoch is gone (INV-EF-1;
+// found by the fleet harness, linz/fleet_test.go).
+func TestFleet_UpdateOfAnOlderClaimKeepsTheEpochFloor_INV_EF_1(t *testing.T) {
+	ttl := 2 * time.Second
+	a, b := twoFleetHubs(t, ttl)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	alice := dial(t, a.uri, "proj/alice")
+	first, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"one"}, TTL: time.Minute})
+	if err != nil || first.HubID != "syn-a" {
+		t.Fatalf("first use on syn-a: %+v %v", first, err)
+	}
+	second, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T2", Paths: []string{"two"}, TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Release(ctx, "T2", client.ReleaseOptions{Epoch: second.Epoch}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Update(ctx, client.UpdateRequest{TaskID: "T1", Note: "older claim", Epoch: first.Epoch}); err != nil {
+		t.Fatal(err)
+	}
+	a.crash()
+	bob := dial(t, b.uri, "proj/bob")
+	for {
+		third, err := bob.Claim(ctx, client.ClaimRequest{TaskID: "T3", Paths: []string{"three"}})
+		if err == nil {
+			if third.HubID != "syn-b" || third.Epoch <= second.Epoch {
+				t.Fatalf("the new owner granted %+v; want syn-b with an epoch above %d (T2's)", third, second.Epoch)
+			}
+			return
+		}
+		if c := refusedCode(err); c != "NAMESPACE_MOVING" && c != "OWNER_UNREACHABLE" || ctx.Err() != nil {
+			t.Fatalf("after the owner's crash: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// minTTL, when set, is the shortest lease the next hubs started grant
+// (seconds), for tests whose leases lapse.
+var minTTL float64
+
+// A lapsed claim's checkpoint is resumed by the task's next claimant on
+// whichever hub owns the namespace by then (INV-CR-3 on a fleet): whether
+// the old owner swept the lapse before it died (the checkpoint waits in
+// etcd) or died first (the new owner finds the lapsed claim itself).
+// Found by the fleet harness (linz/fleet_test.go).
+func TestFleet_LapsedCheckpointSurvivesFailover_INV_CR_3(t *testing.T) {
+	for _, sweptFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("swept=%v", sweptFirst), func(t *testing.T) {
+			minTTL = 1
+			defer func() { minTTL = 0 }()
+			ttl := 2 * time.Second
+			a, b := twoFleetHubs(t, ttl)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			alice := dial(t, a.uri, "proj/alice")
+			cl, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}, TTL: time.Second})
+			if err != nil || cl.HubID != "syn-a" {
+				t.Fatalf("first use on syn-a: %+v %v", cl, err)
+			}
+			if _, err := alice.Checkpoint(ctx, "T1", "step-3-of-5", cl.Epoch); err != nil {
+				t.Fatal(err)
+			}
+			if sweptFirst {
+				// Another claim after the lapse makes syn-a sweep it (and
+				// write the lapse) before it dies.
+				time.Sleep(1500 * time.Millisecond)
+				if _, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T9", Paths: []string{"other"}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a.crash()
+			time.Sleep(1500 * time.Millisecond) // lapsed either way
+			bob := dial(t, b.uri, "proj/bob")
+			for {
+				got, err := bob.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}})
+				if err == nil {
+					if got.HubID != "syn-b" || got.Checkpoint != "step-3-of-5" {
+						t.Fatalf("the next claimant got %+v; want syn-b resuming checkpoint step-3-of-5", got)
+					}
+					return
+				}
+				if c := refusedCode(err); c != "NAMESPACE_MOVING" && c != "OWNER_UNREACHABLE" || ctx.Err() != nil {
+					t.Fatalf("after the owner's crash: %v", err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// A release in the default namespace (of bare names, spelled "") reaches
+// etcd like any other: after its owner dies, the next owner does not bring
+// the released claim back (INV-JA-1, rule 2; found by the fleet harness,
+// linz/fleet_test.go, where "" had been read as "no namespace known").
+func TestFleet_ReleaseInTheDefaultNamespaceSurvivesFailover_Issue22(t *testing.T) {
+	a, b := twoFleetHubs(t, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	solo := dial(t, a.uri, "solo")
+	cl, err := solo.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}, TTL: time.Minute})
+	if err != nil || cl.HubID != "syn-a" {
+		t.Fatalf("first use on syn-a: %+v %v", cl, err)
+	}
+	if _, err := solo.Release(ctx, "T1", client.ReleaseOptions{Epoch: cl.Epoch}); err != nil {
+		t.Fatal(err)
+	}
+	a.crash()
+	other := dial(t, b.uri, "other")
+	for {
+		got, err := other.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}})
+		if err == nil {
+			if got.HubID != "syn-b" {
+				t.Fatalf("granted by %s; want syn-b", got.HubID)
+			}
+			return
+		}
+		if c := refusedCode(err); c != "NAMESPACE_MOVING" && c != "OWNER_UNREACHABLE" || ctx.Err() != nil {
+			t.Fatalf("after the owner's crash, a claim of the released task: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -217,6 +217,9 @@ func (m *Member) epsilon() time.Duration { return max(minEpsilon, m.cfg.LeaseTTL
 // Serving reports whether the hub may serve now: registered, not fenced,
 // and before its local deadline less the safety margin (rule 1, rule 4).
 func (m *Member) Serving() bool {
+	if keepServingPastLease {
+		return true // the harness's broken build (unsafe_on.go)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.serving && time.Now().Before(m.deadline.Add(-m.epsilon()))

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -26,7 +27,9 @@ import (
 type Host interface {
 	// Adopt installs the claims and board tasks of a namespace this hub
 	// now owns.
-	Adopt(ns string, claims []*coord.Claim, tasks []*coord.BoardTask, epochFloor int64) error
+	// retained are the checkpoints of the namespace's lapsed claims, by
+	// task (INV-CR-3).
+	Adopt(ns string, claims []*coord.Claim, tasks []*coord.BoardTask, epochFloor int64, retained map[string]string) error
 	// Disown drops the claims of a namespace this hub no longer owns.
 	Disown(ns string)
 	// Drain waits, at most budget, for the mutations in flight.
@@ -57,14 +60,18 @@ type Owners struct {
 	log  *slog.Logger
 	host Host
 
-	mu      sync.Mutex
-	hubs    map[string]Registration
-	owners  map[string]ownerRec
-	mine    map[string]int64  // namespaces installed here → their epoch (owner ModRevision)
-	taskNS  map[string]string // task → namespace of the claims this hub wrote
-	flights map[string]*flight
-	frozen  map[string]bool   // namespaces this hub is handing off: no admissions
-	moves   map[string]string // namespaces with a handoff record (a move under way) → its phase
+	mu     sync.Mutex
+	hubs   map[string]Registration
+	owners map[string]ownerRec
+	mine   map[string]int64  // namespaces installed here → their epoch (owner ModRevision)
+	taskNS map[string]string // task → namespace of the claims this hub wrote
+	// retained are the retained checkpoints in etcd of the namespaces
+	// installed here (ns\x00task), so a new claim deletes one only when
+	// there is one.
+	retained map[string]bool
+	flights  map[string]*flight
+	frozen   map[string]bool   // namespaces this hub is handing off: no admissions
+	moves    map[string]string // namespaces with a handoff record (a move under way) → its phase
 
 	mail mailState // directed mail on the fleet (mail.go)
 	view viewState // the fleet's reads: known namespaces, the hubs' rosters (view.go)
@@ -103,7 +110,7 @@ var IdemRetention = 24 * time.Hour
 func NewOwners(m *Member) *Owners {
 	o := &Owners{m: m, cli: m.cli, self: m.cfg.HubID, pfx: m.cfg.Prefix, log: m.log,
 		hubs: map[string]Registration{}, owners: map[string]ownerRec{}, mine: map[string]int64{},
-		taskNS: map[string]string{}, flights: map[string]*flight{}, frozen: map[string]bool{}, moves: map[string]string{},
+		taskNS: map[string]string{}, retained: map[string]bool{}, flights: map[string]*flight{}, frozen: map[string]bool{}, moves: map[string]string{},
 		kick: make(chan string, 1024), stop: make(chan struct{}), done: make(chan struct{}),
 		idemKeep: retention{keep: func() time.Duration {
 			if w := m.cfg.IdemRetention; w != 0 {
@@ -125,6 +132,10 @@ func (o *Owners) claimKey(ns, task string) string {
 	return o.pfx + "ns/" + ns + "/claims/" + task
 }
 func (o *Owners) epochKey(ns string) string { return o.pfx + "ns/" + ns + "/epoch" }
+
+// retainedKey holds the checkpoint of a task's lapsed claim for its next
+// claimant (INV-CR-3), under a lease of MailRetention.
+func (o *Owners) retainedKey(ns, task string) string { return o.pfx + "ns/" + ns + "/retained/" + task }
 func (o *Owners) boardKey(ns, task string) string {
 	return o.pfx + "ns/" + ns + "/board/" + task
 }
@@ -346,7 +357,7 @@ func (o *Owners) reconcile(ctx context.Context, ns string) {
 		delete(o.frozen, ns)
 	}
 	epoch, installed := o.mine[ns]
-	lost := installed && (!exists || rec.Hub != o.self || rec.modRev != epoch)
+	lost := installed && (!exists || rec.Hub != o.self || rec.modRev != epoch) && !keepServingPastLease
 	if lost {
 		delete(o.mine, ns)
 		delete(o.frozen, ns)
@@ -402,7 +413,7 @@ func (o *Owners) cached(ns string) (r federation.Resolution, unowned bool) {
 	switch {
 	case o.frozen[ns]:
 		r.Outcome, r.RetryAfter = federation.Moving, plannedRetry // a planned move: the new owner answers shortly
-	case owned && installed && rec.Hub == o.self && rec.modRev == epoch:
+	case owned && installed && rec.Hub == o.self && rec.modRev == epoch, installed && keepServingPastLease:
 		r.Outcome = federation.Local
 	case owned && rec.Hub != o.self && ownerLive:
 		r.Outcome = federation.Remote
@@ -499,9 +510,10 @@ func (o *Owners) warm(ctx context.Context, ns string, epoch int64) error {
 
 // staged is a namespace read from etcd, not yet installed.
 type staged struct {
-	claims []*coord.Claim
-	tasks  []*coord.BoardTask
-	floor  int64
+	claims   []*coord.Claim
+	tasks    []*coord.BoardTask
+	floor    int64
+	retained map[string]string
 }
 
 // readState reads a namespace's claims, board tasks and epoch floor at
@@ -529,6 +541,11 @@ func (o *Owners) readState(ctx context.Context, ns string, rev int64) (staged, e
 			st.tasks = append(st.tasks, ev.(coord.TaskPosted).Task)
 		case k == o.epochKey(ns):
 			st.floor, _ = strconv.ParseInt(string(kv.Value), 10, 64)
+		case strings.HasPrefix(k, o.nsPrefix(ns)+"retained/"):
+			if st.retained == nil {
+				st.retained = map[string]string{}
+			}
+			st.retained[strings.TrimPrefix(k, o.nsPrefix(ns)+"retained/")] = string(kv.Value)
 		}
 	}
 	return st, nil
@@ -538,12 +555,15 @@ func (o *Owners) readState(ctx context.Context, ns string, rev int64) (staged, e
 // namespace resolves local at epoch from then on.
 func (o *Owners) install(ns string, epoch int64, st staged) error {
 	claims := st.claims
-	if err := o.host.Adopt(ns, claims, st.tasks, st.floor); err != nil {
+	if err := o.host.Adopt(ns, claims, st.tasks, st.floor, st.retained); err != nil {
 		return err
 	}
 	o.mu.Lock()
 	for _, c := range claims {
 		o.taskNS[c.TaskID] = ns
+	}
+	for task := range st.retained {
+		o.retained[ns+"\x00"+task] = true
 	}
 	if rec := o.owners[ns]; rec.Hub == o.self && rec.modRev == epoch {
 		o.mine[ns] = epoch
@@ -642,7 +662,20 @@ func (o *Owners) Append(ctx context.Context, b *journal.Batch) (int64, error) {
 			return 0, fmt.Errorf("%w: idempotency lease: %v", sequencer.ErrRetry, err)
 		}
 	}
-	p, err := o.plan(b, idemLease)
+	var keepLease clientv3.LeaseID
+	for _, rec := range b.Records {
+		if rec.Kind == journal.KindClaimExpired && bytes.Contains(rec.Payload, []byte(`"checkpoint":`)) {
+			lctx, cancel := context.WithTimeout(ctx, o.m.cfg.LeaseTTL/3)
+			var err error
+			keepLease, err = o.mail.keep.lease(lctx, o.cli)
+			cancel()
+			if err != nil {
+				return 0, fmt.Errorf("%w: retention lease: %v", sequencer.ErrRetry, err)
+			}
+			break
+		}
+	}
+	p, err := o.plan(b, idemLease, keepLease)
 	if err != nil {
 		return 0, err
 	}
@@ -664,10 +697,17 @@ func (o *Owners) Append(ctx context.Context, b *journal.Batch) (int64, error) {
 	}
 	o.mu.Lock()
 	for task, ns := range p.taskNS {
-		if ns == "" {
+		if ns == taskGone {
 			delete(o.taskNS, task)
 		} else {
 			o.taskNS[task] = ns
+		}
+	}
+	for k, kept := range p.retained {
+		if kept {
+			o.retained[k] = true
+		} else {
+			delete(o.retained, k)
 		}
 	}
 	o.mu.Unlock()
@@ -678,11 +718,13 @@ func (o *Owners) Append(ctx context.Context, b *journal.Batch) (int64, error) {
 // txnPlan is one batch as an etcd transaction: the owner-key guards of the
 // namespaces it touches and the writes.
 type txnPlan struct {
-	cmps    []clientv3.Cmp
-	ops     []clientv3.Op
-	guarded map[string]bool   // namespaces guarded
-	floors  map[string]int64  // namespace → highest epoch written
-	taskNS  map[string]string // task → its namespace after the batch ("" = gone)
+	cmps     []clientv3.Cmp
+	ops      []clientv3.Op
+	at       map[string]int    // key → its op's index in ops: a later write of a key replaces the earlier (etcd refuses a key twice in one txn)
+	retained map[string]bool   // ns\x00task → a retained checkpoint written (true) or dropped (false)
+	guarded  map[string]bool   // namespaces guarded
+	floors   map[string]int64  // namespace → highest epoch written
+	taskNS   map[string]string // task → its namespace after the batch (taskGone: none)
 }
 
 // guard adds the owner-key guard of ns, which must be installed here.
@@ -695,27 +737,50 @@ func (o *Owners) guard(p *txnPlan, ns string) error {
 		return fmt.Errorf("%w: namespace %q is not owned by %s", sequencer.ErrRetry, ns, o.self)
 	}
 	p.guarded[ns] = true
-	p.cmps = append(p.cmps, clientv3.Compare(clientv3.ModRevision(o.ownerKey(ns)), "=", epoch))
+	if !keepServingPastLease {
+		p.cmps = append(p.cmps, clientv3.Compare(clientv3.ModRevision(o.ownerKey(ns)), "=", epoch))
+	}
 	return nil
 }
 
-// plan turns a batch's records into guarded writes.
-func (o *Owners) plan(b *journal.Batch, idemLease clientv3.LeaseID) (*txnPlan, error) {
-	p := &txnPlan{guarded: map[string]bool{}, floors: map[string]int64{}, taskNS: map[string]string{}}
+// taskGone marks a task whose claim a batch ended, in txnPlan.taskNS: no
+// namespace is spelled so ("" is the default one's name).
+const taskGone = "\x00gone"
+
+// write adds op, the batch's last write of key so far.
+func (p *txnPlan) write(key string, op clientv3.Op) {
+	if i, ok := p.at[key]; ok {
+		p.ops[i] = op
+		return
+	}
+	p.at[key] = len(p.ops)
+	p.ops = append(p.ops, op)
+}
+
+// plan turns a batch's records into guarded writes. keepLease is the
+// lease retained checkpoints are written under (0 when the batch expires
+// no claim with a checkpoint).
+func (o *Owners) plan(b *journal.Batch, idemLease, keepLease clientv3.LeaseID) (*txnPlan, error) {
+	p := &txnPlan{guarded: map[string]bool{}, floors: map[string]int64{}, taskNS: map[string]string{}, at: map[string]int{}, retained: map[string]bool{}}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	nsOfTask := func(task string) string {
+	// nsOfTask is the namespace of the claim of task this hub knows of;
+	// ok is false when there is none. The default namespace is "", so
+	// "" alone cannot say "none".
+	nsOfTask := func(task string) (ns string, ok bool) {
 		if ns, ok := p.taskNS[task]; ok {
-			return ns
+			return ns, ns != taskGone
 		}
-		return o.taskNS[task]
+		ns, ok = o.taskNS[task]
+		return ns, ok
 	}
 	for _, rec := range b.Records {
 		var r struct {
-			TaskID    string `json:"task_id"`
-			Owner     string `json:"owner"`
-			Epoch     int64  `json:"epoch"`
-			CreatedBy string `json:"created_by"`
+			TaskID     string `json:"task_id"`
+			Owner      string `json:"owner"`
+			Epoch      int64  `json:"epoch"`
+			CreatedBy  string `json:"created_by"`
+			Checkpoint string `json:"checkpoint"`
 		}
 		switch rec.Kind {
 		case journal.KindClaim, journal.KindTaskUpdate, journal.KindCheckpoint, journal.KindHandoff,
@@ -732,31 +797,55 @@ func (o *Owners) plan(b *journal.Batch, idemLease clientv3.LeaseID) (*txnPlan, e
 			if err := o.guard(p, ns); err != nil {
 				return nil, err
 			}
-			p.ops = append(p.ops, clientv3.OpPut(o.boardKey(ns, r.TaskID), string(rec.Payload)))
+			p.write(o.boardKey(ns, r.TaskID), clientv3.OpPut(o.boardKey(ns, r.TaskID), string(rec.Payload)))
 		case journal.KindRelease, journal.KindClaimExpired:
-			ns := nsOfTask(r.TaskID)
-			if ns == "" {
+			ns, ok := nsOfTask(r.TaskID)
+			if !ok {
 				continue
 			}
 			if err := o.guard(p, ns); err != nil {
 				return nil, err
 			}
-			p.ops = append(p.ops, clientv3.OpDelete(o.claimKey(ns, r.TaskID)))
-			p.taskNS[r.TaskID] = ""
+			p.write(o.claimKey(ns, r.TaskID), clientv3.OpDelete(o.claimKey(ns, r.TaskID)))
+			p.taskNS[r.TaskID] = taskGone
+			// A lapsed claim's checkpoint waits in etcd for the next
+			// claimant, whichever hub owns the namespace then (INV-CR-3); a
+			// release drops it.
+			rk := ns + "\x00" + r.TaskID
+			switch {
+			case rec.Kind == journal.KindClaimExpired && r.Checkpoint != "" && keepLease != 0:
+				p.write(o.retainedKey(ns, r.TaskID), clientv3.OpPut(o.retainedKey(ns, r.TaskID), r.Checkpoint, clientv3.WithLease(keepLease)))
+				p.retained[rk] = true
+			case p.retained[rk] || o.retained[rk]:
+				p.write(o.retainedKey(ns, r.TaskID), clientv3.OpDelete(o.retainedKey(ns, r.TaskID)))
+				p.retained[rk] = false
+			}
 		default: // a claim's full dict
 			ns := coord.NamespaceOf(r.Owner)
 			if err := o.guard(p, ns); err != nil {
 				return nil, err
 			}
-			if prev := nsOfTask(r.TaskID); prev != "" && prev != ns {
+			if prev, ok := nsOfTask(r.TaskID); ok && prev != ns {
 				if err := o.guard(p, prev); err != nil {
 					return nil, err
 				}
-				p.ops = append(p.ops, clientv3.OpDelete(o.claimKey(prev, r.TaskID)))
+				p.write(o.claimKey(prev, r.TaskID), clientv3.OpDelete(o.claimKey(prev, r.TaskID)))
 			}
-			p.ops = append(p.ops, clientv3.OpPut(o.claimKey(ns, r.TaskID), string(rec.Payload)))
+			p.write(o.claimKey(ns, r.TaskID), clientv3.OpPut(o.claimKey(ns, r.TaskID), string(rec.Payload)))
 			p.taskNS[r.TaskID] = ns
-			p.floors[ns] = max(p.floors[ns], r.Epoch)
+			if rk := ns + "\x00" + r.TaskID; p.retained[rk] || o.retained[rk] { // the new claim took the checkpoint over
+				p.write(o.retainedKey(ns, r.TaskID), clientv3.OpDelete(o.retainedKey(ns, r.TaskID)))
+				p.retained[rk] = false
+			}
+			if rec.Kind == journal.KindClaim || rec.Kind == journal.KindHandoff {
+				// Only a grant stamps a fresh epoch (INV-EF-1). An update or
+				// a checkpoint carries its claim's epoch, older than others
+				// this hub granted since: raising the floor from it would
+				// lower the stored one, and the namespace's next owner
+				// would issue those epochs again (found by the fleet
+				// harness, linz/fleet_test.go).
+				p.floors[ns] = max(p.floors[ns], r.Epoch)
+			}
 		}
 	}
 	for _, op := range b.Operations {

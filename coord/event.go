@@ -64,6 +64,10 @@ type ClaimDenied struct {
 type ClaimExpired struct {
 	TaskID string
 	Epoch  int64
+	// Checkpoint is the lapsed claim's checkpoint, retained for the task's
+	// next claimant (INV-CR-3): a fleet keeps it in etcd, so the
+	// namespace's next owner has it too.
+	Checkpoint string
 }
 
 // WaitAdded records that Waiter waits for TaskID, held by Holder.

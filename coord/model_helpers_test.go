@@ -113,7 +113,7 @@ func (m *shadow) due(now float64) map[string]*mClaim {
 // waking its waiters, and returns the events the state must emit for it.
 func (m *shadow) expireClaim(c *mClaim) []coord.Event {
 	delete(m.claims, c.task)
-	evs := []coord.Event{coord.ClaimExpired{TaskID: c.task, Epoch: c.epoch}}
+	evs := []coord.Event{coord.ClaimExpired{TaskID: c.task, Epoch: c.epoch, Checkpoint: c.checkpoint}}
 	if c.checkpoint != "" {
 		m.retain(c.task, c.checkpoint)
 	}

@@ -17,6 +17,9 @@ type Adopt struct {
 	Claims     []*Claim
 	Tasks      []*BoardTask // the namespace's board tasks (declared by its agents)
 	EpochFloor int64
+	// Retained are the checkpoints of the namespace's lapsed claims, by
+	// task, for their next claimants (INV-CR-3).
+	Retained map[string]string
 }
 
 // Disown drops every claim held by an agent of Namespace (the part of the
@@ -33,6 +36,7 @@ type Adopted struct {
 	Claims     []*Claim
 	Tasks      []*BoardTask
 	EpochFloor int64
+	Retained   map[string]string // by task, sorted when applied
 }
 
 // Disowned is a namespace's claims dropped by Disown.
@@ -59,12 +63,24 @@ func NamespaceOf(name string) string {
 
 func (s *State) decideAdopt(c Adopt, now float64) ([]Event, *Refusal) {
 	live := make([]*Claim, 0, len(c.Claims))
+	retained := make(map[string]string, len(c.Retained))
+	for task, cp := range c.Retained {
+		retained[task] = cp
+	}
 	for _, cl := range c.Claims {
-		if cl != nil && cl.Live(now) {
+		switch {
+		case cl == nil:
+		case cl.Live(now):
 			live = append(live, cl)
+			delete(retained, cl.TaskID)
+		case cl.Checkpoint != "":
+			// It lapsed while nobody owned the namespace, or before its
+			// owner's sweep was written: its checkpoint waits for the next
+			// claimant as if it had lapsed here (INV-CR-3).
+			retained[cl.TaskID] = cl.Checkpoint
 		}
 	}
-	return []Event{Adopted{Claims: live, Tasks: c.Tasks, EpochFloor: c.EpochFloor}}, nil
+	return []Event{Adopted{Claims: live, Tasks: c.Tasks, EpochFloor: c.EpochFloor, Retained: retained}}, nil
 }
 
 func (s *State) decideDisown(c Disown) ([]Event, *Refusal) {
@@ -94,6 +110,16 @@ func (s *State) applyAdopted(e Adopted, push func(func())) {
 	}
 	for _, t := range e.Tasks {
 		s.putTask(t, push)
+	}
+	tasks := make([]string, 0, len(e.Retained))
+	for task := range e.Retained {
+		if s.claims[task] == nil {
+			tasks = append(tasks, task)
+		}
+	}
+	slices.Sort(tasks) // a deterministic order for the retained cap
+	for _, task := range tasks {
+		s.retain(task, e.Retained[task], push)
 	}
 	if e.EpochFloor > s.epoch {
 		prev := s.epoch

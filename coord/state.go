@@ -132,7 +132,7 @@ func (s *State) expire(now float64, o *Outcome) {
 		}
 		s.unregisterClaim(c)
 		dropped = append(dropped, c)
-		o.Events = append(o.Events, ClaimExpired{TaskID: d.key, Epoch: d.gen})
+		o.Events = append(o.Events, ClaimExpired{TaskID: d.key, Epoch: d.gen, Checkpoint: c.Checkpoint})
 		if c.Checkpoint != "" {
 			s.retain(c.TaskID, c.Checkpoint, func(f func()) { o.undo = append(o.undo, f) })
 		}

@@ -388,12 +388,12 @@ func observedAgents(cs []federation.ObservedClaim) []string {
 
 // Adopt installs the claims of a namespace this hub now owns, through the
 // sequencer (cluster.Host).
-func (h *Hub) Adopt(ns string, claims []*coord.Claim, tasks []*coord.BoardTask, epochFloor int64) error {
+func (h *Hub) Adopt(ns string, claims []*coord.Claim, tasks []*coord.BoardTask, epochFloor int64, retained map[string]string) error {
 	if !h.beginSubmit() {
 		return errClosing
 	}
 	defer h.submits.Done()
-	_, err := h.seq.Submit(context.Background(), sequencer.Request{Cmd: coord.Adopt{Claims: claims, Tasks: tasks, EpochFloor: epochFloor}})
+	_, err := h.seq.Submit(context.Background(), sequencer.Request{Cmd: coord.Adopt{Claims: claims, Tasks: tasks, EpochFloor: epochFloor, Retained: retained}})
 	return err
 }
 

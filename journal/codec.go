@@ -65,6 +65,9 @@ func Encode(ev coord.Event) (rec Record, ok bool) {
 	case coord.ClaimExpired:
 		p = pyjson.AppendString(append([]byte(nil), `{"task_id":`...), e.TaskID)
 		p = pyjson.AppendInt(append(p, `,"epoch":`...), e.Epoch)
+		if e.Checkpoint != "" {
+			p = pyjson.AppendString(append(p, `,"checkpoint":`...), e.Checkpoint)
+		}
 		p = append(p, '}')
 	case coord.ClaimDenied:
 		p = appendDenial(nil, e)

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -56,17 +57,24 @@ func (h *history) add(client int, in Input, out Output) {
 // redialling after every lost connection. Only its own
 // goroutine touches it.
 type worker struct {
-	id      int
-	name    string
-	uri     string
-	c       *client.Client
-	held    map[string]*holding // what our acknowledged answers say we hold
-	rng     *rand.Rand
-	h       *history
-	idems   []idemGrant // acknowledged claims and their keys, replayed after recovery (INV-CR-1)
-	seq     int
-	retries int // calls resent with their idem key after a lost connection
-	began   time.Time
+	id   int
+	name string
+	uri  string
+	// uris, on a fleet, are every hub: each (re)dial picks one, so calls
+	// reach the namespace's owner directly or through another hub.
+	uris []string
+	// peers are the agents of the worker's namespace it hands off to;
+	// all are every agent, whom it writes to. nil: the single hub's six.
+	peers, all []string
+	space      string // whose tasks and worktrees it works: scopedIn's ns ("" = the single hub's)
+	c          *client.Client
+	held       map[string]*holding // what our acknowledged answers say we hold
+	rng        *rand.Rand
+	h          *history
+	idems      []idemGrant // acknowledged claims and their keys, replayed after recovery (INV-CR-1)
+	seq        int
+	retries    int // calls resent with their idem key after a lost connection
+	began      time.Time
 
 	mu    sync.Mutex
 	spans []span // the worker's connections, for checking TARGET_OFFLINE refusals
@@ -106,9 +114,19 @@ func taskID(round, i int) string { return fmt.Sprintf("R%d-T%d", round, i) }
 
 // scoped is the Input of a call on task i of round: its worktree, slot and
 // path, which the model partitions and checks overlap by.
-func scoped(round, i int, in Input) Input {
+func scoped(round, i int, in Input) Input { return scopedIn("", round, i, in) }
+
+// scopedIn is scoped in a namespace's own tasks and worktrees (a fleet's
+// namespaces share neither; "" is the single hub's): task ids carry the
+// namespace, since on a fleet a task id is unique per owner hub, not per
+// namespace (docs/scale-out.md, "Left open").
+func scopedIn(ns string, round, i int, in Input) Input {
 	l := layout[i]
-	in.Task, in.Worktree, in.Slot, in.Path = taskID(round, i), fmt.Sprintf("/linz/R%d/w%d", round, l.tree), l.slot, l.path
+	base, id := "/linz", taskID(round, i)
+	if ns != "" {
+		base, id = "/linz/"+ns, ns+"."+id
+	}
+	in.Task, in.Worktree, in.Slot, in.Path = id, fmt.Sprintf("%s/R%d/w%d", base, round, l.tree), l.slot, l.path
 	return in
 }
 
@@ -134,8 +152,12 @@ type idemGrant struct {
 
 func (w *worker) dial(ctx context.Context) {
 	for ctx.Err() == nil {
+		uri := w.uri
+		if len(w.uris) > 0 {
+			uri = w.uris[w.rng.IntN(len(w.uris))]
+		}
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		c, err := client.Dial(dctx, client.Options{URI: w.uri, Name: w.name, NoReconnect: true})
+		c, err := client.Dial(dctx, client.Options{URI: uri, Name: w.name, NoReconnect: true})
 		cancel()
 		if err == nil {
 			w.c = c
@@ -182,9 +204,34 @@ func answer(err error) Output {
 		if out.Code == "" {
 			out.Code = r.Message
 		}
+		out.By = r.Holder
+		if undecided(r) {
+			out.Outcome = Unavailable
+		}
 	}
 	return out
 }
+
+// undecided reports a fleet's refusal that promises nothing was decided:
+// the namespace was changing hands (or its store did not answer), or its
+// owner could not be reached before the request was sent. A forward lost
+// after it was sent says the owner may have applied it: that one is not
+// undecided, and outcome's caller records it as unknown (see call).
+func undecided(r *client.Refused) bool {
+	switch r.Code {
+	case "NAMESPACE_MOVING", "NAMESPACE_NOT_OWNED": // the latter: a forward the receiver would not serve
+		return true
+	case "OWNER_UNREACHABLE":
+		return !strings.Contains(r.Message, "may or may not")
+	}
+	return false
+}
+
+// errLost is a call whose outcome is unknown though its last attempt was
+// refused: an earlier attempt was lost after it was sent.
+type errLost struct{ last error }
+
+func (e errLost) Error() string { return "an earlier attempt was lost; then: " + e.last.Error() }
 
 // call runs op with an idem key, retrying on a new connection after a
 // lost one with the same key, so the retry applies at most once
@@ -192,6 +239,7 @@ func answer(err error) Output {
 // A verb without an idem key (checkpoint) gets one attempt.
 func (w *worker) call(ctx context.Context, attempts int, op func(context.Context) error) (start, end int64, err error) {
 	start = time.Now().UnixNano()
+	lost, waits := false, 0
 	for attempt := 0; attempt < attempts; attempt++ {
 		if w.c == nil {
 			w.dial(ctx)
@@ -208,9 +256,23 @@ func (w *worker) call(ctx context.Context, attempts int, op func(context.Context
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		err = op(cctx)
 		cancel()
-		if outcome(err) != Unknown {
+		var r *client.Refused
+		if errors.As(err, &r) && undecided(r) && waits < 20 && ctx.Err() == nil {
+			// Nothing was decided (a fleet's namespace changing hands):
+			// ask again shortly, as a client would, without using up an
+			// attempt.
+			waits++
+			attempt--
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		if o := outcome(err); o != Unknown {
+			if lost && o == Denied && undecided(r) {
+				err = errLost{err}
+			}
 			return start, time.Now().UnixNano(), err
 		}
+		lost = true
 		w.c.Close()
 		w.c = nil
 	}
@@ -240,7 +302,7 @@ func (w *worker) claim(ctx context.Context, t Input) {
 	out := answer(err)
 	switch out.Outcome {
 	case Granted:
-		out.Epoch, out.Expires, out.Version, out.Checkpoint = cl.Epoch, int64(cl.LeaseExpiresAt*1e9), cl.Version, cl.Checkpoint
+		out.Epoch, out.Expires, out.Version, out.Checkpoint, out.Hub = cl.Epoch, int64(cl.LeaseExpiresAt*1e9), cl.Version, cl.Checkpoint, cl.HubID
 		w.held[t.Task] = &holding{cl.Epoch, cl.Version}
 		w.idems = append(w.idems, idemGrant{w.name, key, t, ttl, cl.Epoch, in.Return})
 	case Unknown:
@@ -307,7 +369,7 @@ func (w *worker) checkpoint(ctx context.Context, t Input, hd *holding) {
 func (w *worker) handoff(ctx context.Context, t Input, hd *holding) {
 	w.seq++
 	key := fmt.Sprintf("%s-h%d", w.name, w.seq)
-	to := fmt.Sprintf("linz/agent%d", (w.id+1+w.rng.IntN(agents-1))%agents)
+	to := w.other(w.peers)
 	in := w.at(t, VerbHandoff, hd.epoch)
 	in.To = to
 	var cl *client.Claim
@@ -319,7 +381,7 @@ func (w *worker) handoff(ctx context.Context, t Input, hd *holding) {
 	out := answer(err)
 	out.Offline = out.Code == "TARGET_OFFLINE"
 	if out.Outcome == Granted {
-		out.Epoch, out.Expires, out.Checkpoint = cl.Epoch, int64(cl.LeaseExpiresAt*1e9), cl.Checkpoint
+		out.Epoch, out.Expires, out.Checkpoint, out.Hub = cl.Epoch, int64(cl.LeaseExpiresAt*1e9), cl.Checkpoint, cl.HubID
 	}
 	delete(w.held, t.Task)
 	w.h.add(w.id, in, out)
@@ -330,7 +392,7 @@ func (w *worker) handoff(ctx context.Context, t Input, hd *holding) {
 // is not retried; only an acknowledged chat is recorded.
 func (w *worker) send(ctx context.Context) {
 	w.seq++
-	to := fmt.Sprintf("linz/agent%d", (w.id+1+w.rng.IntN(agents-1))%agents)
+	to := w.other(w.all)
 	id := fmt.Sprintf("%s-m%d", w.name, w.seq)
 	var sent *client.Sent
 	_, _, err := w.call(ctx, 1, func(cctx context.Context) (e error) {
@@ -339,6 +401,19 @@ func (w *worker) send(ctx context.Context) {
 	})
 	if err == nil && sent.Seq > 0 {
 		w.mail = append(w.mail, sentMail{to, id, sent.Seq})
+	}
+}
+
+// other is a random agent of names other than the worker; with names nil,
+// one of the single hub's six.
+func (w *worker) other(names []string) string {
+	if names == nil {
+		return fmt.Sprintf("linz/agent%d", (w.id+1+w.rng.IntN(agents-1))%agents)
+	}
+	for {
+		if n := names[w.rng.IntN(len(names))]; n != w.name {
+			return n
+		}
 	}
 }
 
@@ -362,7 +437,7 @@ func (w *worker) run(ctx context.Context) {
 			w.send(ctx)
 			continue
 		}
-		task := scoped(int(time.Since(w.began)/roundLength), w.rng.IntN(tasks), Input{})
+		task := scopedIn(w.space, int(time.Since(w.began)/roundLength), w.rng.IntN(tasks), Input{})
 		hd, mine := w.held[task.Task]
 		switch r := w.rng.IntN(20); {
 		case !mine || r < 5:
@@ -647,8 +722,34 @@ func countUnknown(ops []porcupine.Operation) int {
 
 // checkEpochOrder: acknowledged grants carry unique epochs, and a grant
 // acknowledged before another was asked for has the smaller epoch — across
-// every restart (INV-EF-1).
+// every restart (INV-EF-1) and, on a fleet, within each namespace across
+// every owner it had (rule 2: epochs strictly increase across owners).
 func checkEpochOrder(ops []porcupine.Operation) (problems []string) {
+	byNS := map[string][]porcupine.Operation{}
+	var order []string
+	for _, op := range ops {
+		ns := nsOf(op.Input.(Input).Agent)
+		if _, ok := byNS[ns]; !ok {
+			order = append(order, ns)
+		}
+		byNS[ns] = append(byNS[ns], op)
+	}
+	for _, ns := range order {
+		problems = append(problems, checkEpochOrderIn(byNS[ns])...)
+	}
+	return problems
+}
+
+// nsOf is an agent's namespace: what precedes its first '/', "" for a
+// bare name (a fleet's default namespace).
+func nsOf(agent string) string {
+	if ns, _, ok := strings.Cut(agent, "/"); ok {
+		return ns
+	}
+	return ""
+}
+
+func checkEpochOrderIn(ops []porcupine.Operation) (problems []string) {
 	var grants []porcupine.Operation
 	seen := map[int64]bool{}
 	for _, op := range ops {
@@ -693,13 +794,26 @@ const offlineMargin = 2 * time.Second
 // before the call, its connection stayed up until well after the return,
 // and the hub was neither killed nor paused in between (INV-CR-2).
 func checkOfflineRefusals(ops []porcupine.Operation, workers []*worker, shocks []int64) (problems []string) {
+	windows := make([]span, len(shocks))
+	for i, t := range shocks {
+		windows[i] = span{t, t}
+	}
+	return checkOfflineRefusalsIn(ops, workers, windows, 0)
+}
+
+// checkOfflineRefusalsIn is checkOfflineRefusals with the nemesis's
+// disruptions as windows (a hub down, paused or cut off, a move), and
+// settle, how long after registering a connection must have been up
+// before the call: on a fleet, the hub that decides learns of an agent on
+// another hub from that hub's roster, up to about a second late.
+func checkOfflineRefusalsIn(ops []porcupine.Operation, workers []*worker, shocks []span, settle time.Duration) (problems []string) {
 	byName := map[string]*worker{}
 	for _, w := range workers {
 		byName[w.name] = w
 	}
 	shocked := func(from, to int64) bool {
-		for _, t := range shocks {
-			if t >= from && t <= to {
+		for _, s := range shocks {
+			if s.start <= to && s.end >= from {
 				return true
 			}
 		}
@@ -716,7 +830,7 @@ func checkOfflineRefusals(ops []porcupine.Operation, workers []*worker, shocks [
 			if sp.end == 0 { // open still, or its end not yet seen
 				sp.end = math.MaxInt64
 			}
-			if sp.start < in.Call && sp.end > in.Return+int64(offlineMargin) && !shocked(sp.start, in.Return+int64(offlineMargin)) {
+			if sp.start+int64(settle) < in.Call && sp.end > in.Return+int64(offlineMargin) && !shocked(sp.start, in.Return+int64(offlineMargin)) {
 				problems = append(problems, fmt.Sprintf("INV-CR-2: %s's handoff of %s to %s was refused TARGET_OFFLINE while %s was connected (%.3f s after it registered)",
 					in.Agent, in.Task, in.To, in.To, float64(in.Call-sp.start)/1e9))
 				break
@@ -830,5 +944,52 @@ func dumpViolation(t *testing.T, m porcupine.Model, info porcupine.Linearization
 	if err := os.WriteFile(filepath.Join(dir, "history.json"), b, 0o644); err != nil {
 		t.Errorf("write history: %v", err)
 	}
+	if err := os.WriteFile(filepath.Join(dir, "explanation.txt"), []byte(explainViolation(ops)), 0o644); err != nil {
+		t.Errorf("write explanation: %v", err)
+	}
 	return dir
+}
+
+// explainViolation finds the first partition porcupine cannot linearize
+// and the shortest prefix of it (in call order) that is already illegal,
+// and describes that prefix's last operations: where to start reading a
+// violation.
+func explainViolation(ops []porcupine.Operation) string {
+	m := Model.ToModel()
+	for _, part := range Model.Partition(ops) {
+		if porcupine.CheckOperations(m, part) {
+			continue
+		}
+		sorted := slices.Clone(part)
+		sort.Slice(sorted, func(i, j int) bool { return sorted[i].Call < sorted[j].Call })
+		lo, hi := 1, len(sorted) // the shortest illegal prefix is sorted[:hi]
+		for lo < hi {
+			mid := (lo + hi) / 2
+			if porcupine.CheckOperations(m, sorted[:mid]) {
+				lo = mid + 1
+			} else {
+				hi = mid
+			}
+		}
+		t0 := sorted[0].Call
+		var b strings.Builder
+		fmt.Fprintf(&b, "worktree %s: illegal once its first %d operations (of %d) are in; the last of them, by call time (s from the partition's first call):\n",
+			sorted[0].Input.(Input).Worktree, hi, len(sorted))
+		for _, op := range sorted[max(0, hi-25):hi] {
+			ret := "∞"
+			if op.Return != math.MaxInt64 {
+				ret = fmt.Sprintf("%.3f", float64(op.Return-t0)/1e9)
+			}
+			hub := ""
+			if h := op.Output.(Output).Hub; h != "" {
+				hub = " @" + h
+			}
+			if by := op.Output.(Output).By; by != "" {
+				hub = " (held by " + by + ")"
+			}
+			fmt.Fprintf(&b, "  [%.3f, %s] c%d %s%s\n", float64(op.Call-t0)/1e9, ret, op.ClientId, m.DescribeOperation(op.Input, op.Output), hub)
+		}
+		return b.String()
+	}
+	return "every partition is linearizable on its own"
 }

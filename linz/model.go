@@ -39,6 +39,12 @@ const (
 	Granted Outcome = iota // claim_granted / release_granted
 	Denied                 // claim_denied / release_denied
 	Unknown                // the connection was lost: it may or may not have applied
+	// Unavailable is a refusal that decided nothing: on a fleet, the
+	// namespace was changing hands or its owner could not be reached
+	// before anything was sent (NAMESPACE_MOVING, OWNER_UNREACHABLE
+	// without forward_error lost). The hub promises it did not apply, so
+	// the model holds it to that: the state is unchanged.
+	Unavailable
 )
 
 // Input is one call. Call and Return bound, in the test's clock (unix
@@ -79,6 +85,12 @@ type Output struct {
 	// Offline marks a handoff refused because the recipient was not
 	// connected, which the model cannot know (it was reconnecting).
 	Offline bool
+	// By is who a refusal named as the holder (LEASE_LIVE, SCOPE_CONFLICT),
+	// for the reader of a violation; the model ignores it.
+	By string
+	// Hub is the hub that decided a grant (claim_granted's hub_id), on a
+	// fleet; the model ignores it, the fleet's ownership checks read it.
+	Hub string
 }
 
 // State is one possible state of one task.
@@ -183,6 +195,9 @@ func possibleGroups(g Group, in Input) []Group {
 // step applies a known-outcome op to one pre-state; ok is false when the
 // hub's answer is impossible from it.
 func step(g Group, in Input, out Output) (Group, bool) {
+	if out.Outcome == Unavailable { // decided nothing
+		return g, true
+	}
 	s := g[in.Slot]
 	set := func(n State) Group { g[in.Slot] = n; return g }
 	// mine: the agent holds the task and the fence passes; sure: it is
@@ -334,7 +349,7 @@ var Model = porcupine.NondeterministicModel{
 	Equal: func(a, b any) bool { return a.(Group) == b.(Group) },
 	DescribeOperation: func(input, output any) string {
 		in, out := input.(Input), output.(Output)
-		res := [...]string{"granted", "denied", "unknown"}[out.Outcome]
+		res := [...]string{"granted", "denied", "unknown", "unavailable"}[out.Outcome]
 		if out.Code != "" {
 			res += " " + out.Code
 		}

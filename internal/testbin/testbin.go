@@ -13,29 +13,54 @@ import (
 )
 
 var (
+	mu     sync.Mutex
+	builds = map[string]*build{} // by build tags
+)
+
+type build struct {
 	once sync.Once
 	path string
 	err  error
-)
+}
 
 // Synapse builds cmd/synapse once per test process and returns its path.
 func Synapse(tb testing.TB) string {
 	tb.Helper()
-	once.Do(func() {
+	return SynapseTagged(tb, "")
+}
+
+// SynapseTagged is Synapse built with the comma-separated build tags
+// (once per test process and tag set): the linearizability harness's
+// deliberately broken build is one.
+func SynapseTagged(tb testing.TB, tags string) string {
+	tb.Helper()
+	mu.Lock()
+	b := builds[tags]
+	if b == nil {
+		b = &build{}
+		builds[tags] = b
+	}
+	mu.Unlock()
+	b.once.Do(func() {
 		dir, e := os.MkdirTemp("", "synapse-bin-")
 		if e != nil {
-			err = e
+			b.err = e
 			return
 		}
-		path = filepath.Join(dir, "synapse")
-		if out, e := exec.Command("go", "build", "-o", path, "github.com/synapse-hub/synapse/cmd/synapse").CombinedOutput(); e != nil {
-			err = fmt.Errorf("build: %v\n%s", e, out)
+		b.path = filepath.Join(dir, "synapse")
+		args := []string{"build", "-o", b.path}
+		if tags != "" {
+			args = append(args, "-tags", tags)
+		}
+		args = append(args, "github.com/synapse-hub/synapse/cmd/synapse")
+		if out, e := exec.Command("go", args...).CombinedOutput(); e != nil {
+			b.err = fmt.Errorf("build (tags %q): %v\n%s", tags, e, out)
 		}
 	})
-	if err != nil {
-		tb.Fatal(err)
+	if b.err != nil {
+		tb.Fatal(b.err)
 	}
-	return path
+	return b.path
 }
 
 // FreePort returns a loopback port nothing listens on at the moment.
