@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -855,5 +856,47 @@ func TestFleet_ReleaseInTheDefaultNamespaceSurvivesFailover_Issue22(t *testing.T
 			t.Fatalf("after the owner's crash, a claim of the released task: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A move asked at an epoch the owner no longer holds — it re-read the
+// namespace after an ambiguous write, touching its owner key, before it
+// froze — is still carried out from the owner's new epoch, claims and
+// all, instead of holding every later move off (rules 5–8; found by the
+// fleet harness, linz/fleet_test.go, as a drain that never returned).
+func TestFleet_MoveAskedAtAnOlderEpochOfTheOwnerCompletes_Rules5_8(t *testing.T) {
+	a, b := twoFleetHubs(t, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	alice := dial(t, a.uri, "proj/alice")
+	cl, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}, TTL: time.Minute})
+	if err != nil || cl.HubID != "syn-a" {
+		t.Fatalf("first use on syn-a: %+v %v", cl, err)
+	}
+	cli := a.m.Client()
+	owner, err := cli.Get(ctx, cluster.DefaultPrefix+"ns/proj/owner")
+	if err != nil || len(owner.Kvs) != 1 {
+		t.Fatal(owner, err)
+	}
+	stale := owner.Kvs[0].ModRevision - 1 // the owner key has moved on since
+	rec := fmt.Sprintf(`{"from":"syn-a","to":"syn-b","phase":"freezing","from_epoch":%d}`, stale)
+	if _, err := cli.Put(ctx, cluster.DefaultPrefix+"ns/proj/handoff", rec); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r, err := cli.Get(ctx, cluster.DefaultPrefix+"ns/proj/owner")
+		if err == nil && len(r.Kvs) == 1 && strings.Contains(string(r.Kvs[0].Value), `"syn-b"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the move never completed: owner %v", r)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	bob := dial(t, b.uri, "proj/bob")
+	_, err = bob.Claim(ctx, client.ClaimRequest{TaskID: "T2", Paths: []string{"src/x"}})
+	if refusedCode(err) != "SCOPE_CONFLICT" {
+		t.Fatalf("after the move, a claim overlapping T1: %v; want SCOPE_CONFLICT (T1 moved with the namespace)", err)
 	}
 }

@@ -197,6 +197,20 @@ func (o *Owners) advance(parent context.Context, ns string, h *Handoff, ownerExi
 			o.host.Disown(ns)
 			o.log.Info("cluster: namespace handed off", "namespace", ns, "to", h.To)
 		}
+	case h.From == o.self && (h.Phase == PhaseFreezing || h.Phase == PhaseDraining) && installed && epoch != h.FromEpoch &&
+		ownerExists && rec.Hub == o.self && rec.modRev == epoch:
+		// This hub still owns the namespace, at a newer epoch than the move
+		// was asked at: it re-read the namespace after an ambiguous write
+		// (rewarm touched its owner key) before it froze. The move is
+		// still its to make, from the epoch it holds; left alone, the
+		// record would hold every later move off for good (found by the
+		// fleet harness, linz/fleet_test.go).
+		next := *h
+		next.Phase, next.FromEpoch = PhaseFreezing, epoch
+		b, _ := json.Marshal(next)
+		if o.guardedTxn(ctx, ns, epoch, h.modRev, clientv3.OpPut(hk, string(b))) {
+			o.enqueue(ns)
+		}
 	case h.To == o.self && !ownerExists && h.Phase != PhaseComplete:
 		o.takeMoved(ctx, ns, h)
 	case h.Phase == PhaseComplete && ownerExists && rec.Hub == h.To:
@@ -231,7 +245,13 @@ func (o *Owners) takeMoved(ctx context.Context, ns string, h *Handoff) {
 	if lease == 0 {
 		return
 	}
-	st, err := o.readState(ctx, ns, h.modRev)
+	// Read the namespace as it is now, not at the record's revision: with
+	// the owner key gone nothing can write it (every write is guarded by
+	// that key, and first use waits for the record to go), and when the
+	// old owner died in Freezing or Draining it may have committed after
+	// the record was written (found by the fleet harness). The transaction
+	// below completes only if the record is still the one read here.
+	st, err := o.readState(ctx, ns, 0)
 	if err != nil {
 		o.log.Warn("cluster: warming a moved namespace failed; will retry", "namespace", ns, "err", err)
 		return // nothing installed: a cancelled warm leaves nothing (rule 8)
