@@ -194,6 +194,7 @@ func (s *session) claim(sender string, in *wire.Inbound) {
 	if _, ok := in.Value("path_identity").(map[string]any); ok {
 		cmd.PathIdentity = in.RawJSON("path_identity")
 	}
+	cmd.DepsElsewhere = s.depsElsewhere(sender, cmd.BoardTask) // on a fleet (fleetdeps.go)
 	reply, ok := s.submit(sender, "claim", task, in, cmd)
 	if !ok {
 		return
