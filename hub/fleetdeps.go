@@ -11,7 +11,8 @@ package hub
 // hub before the claim was sent is seen. A dependency changed after the
 // read is not: the decision is as of the read, as a grant is as of its
 // instant (a dependency reopened a moment later does not take it back
-// either).
+// either). A read that fails decides nothing: the claim is answered
+// fleet_unavailable, to be retried.
 
 import (
 	"context"
@@ -20,25 +21,25 @@ import (
 )
 
 // depsElsewhere is the status of the dependencies of board task id that
-// are not on this hub's board, as the fleet's board has them now; nil on
-// one hub, when every dependency is here, or when the fleet's board could
-// not be read (they are then not met: the claim is refused, not granted
-// on a guess).
-func (s *session) depsElsewhere(sender, id string) map[string]string {
+// are not on this hub's board, as the fleet's board has them now: nil on
+// one hub, or when every dependency is here. ok is false when the fleet's
+// board could not be read: the sender was told, and nothing is to be
+// decided (neither refused as not ready nor granted on a guess).
+func (s *session) depsElsewhere(sender, id string) (deps map[string]string, ok bool) {
 	h := s.h
 	if h.cfg.Fleet == nil || id == "" {
-		return nil
+		return nil, true
 	}
 	v, err := h.seq.Query(context.Background(), func(st *coord.State) any { return st.DepsElsewhere(id) })
 	missing, _ := v.([]string)
 	if err != nil || len(missing) == 0 {
-		return nil
+		return nil, true // a hub closing refuses the submit that follows
 	}
 	s.releaseBeforeWait()
 	snap, err := h.fleetRead(context.Background())
 	if err != nil {
-		h.log.Warn("hub: the fleet's board was not read; a task-bound claim's dependencies elsewhere count as not met", "agent", sender, "board_task", id, "err", err)
-		return nil
+		s.fail(sender, "fleet_unavailable", "The fleet's board could not be read from etcd ("+err.Error()+"), so board task '"+id+"' could not be judged ready: nothing was decided. Retry shortly.")
+		return nil, false
 	}
 	out := make(map[string]string, len(missing))
 	for _, t := range snap.Tasks { // the last of an id wins, as in coord.ReadyOf over the same list
@@ -48,5 +49,5 @@ func (s *session) depsElsewhere(sender, id string) map[string]string {
 			}
 		}
 	}
-	return out
+	return out, true
 }
