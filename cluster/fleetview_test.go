@@ -13,8 +13,6 @@ import (
 
 	"github.com/synapse-hub/synapse/client"
 	"github.com/synapse-hub/synapse/cluster"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // poll retries f every 50 ms until it returns "" or the deadline passes;
@@ -254,18 +252,7 @@ func TestFleet_MirrorRelistsAfterABrokenWatchAndACompaction_Issue22(t *testing.T
 	if _, d := cluster.MirrorStats(b.owners); d != direct+1 {
 		t.Fatalf("reads that range-read etcd: %d; want %d (the mirror could not reach etcd's revision)", d, direct+1)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{x.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	now, err := cli.Get(ctx, "compact-me")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.Compact(ctx, now.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
-		t.Fatal(err)
-	}
+	compactAll(t, ctx, x.Endpoint)
 	resume()
 	if why := poll(ctx, func() string {
 		if r, _ := cluster.MirrorStats(b.owners); r <= relists {

@@ -53,6 +53,10 @@ type mirror struct {
 	relists  int                // lists of every record (the first, and after a compaction)
 	direct   int                // reads that gave up waiting and range-read etcd
 	hold     chan chan struct{} // tests: break the watch until the sent channel is closed
+
+	// sink, set once by FollowChanges, is handed the changes the watch
+	// applies (changes.go).
+	sink changeSink
 }
 
 // record is one claim or board record; raw until a read decodes it.
@@ -130,9 +134,16 @@ func (o *Owners) followRecords() {
 				continue
 			}
 			m.mu.Lock()
+			var lost changeSink // a relist: the changes since the last event were not seen
+			if m.relists > 0 {
+				lost = m.sink
+			}
 			m.recs, m.gen, m.relists = recs, m.gen+1, m.relists+1
 			m.advanceLocked(rev)
 			m.mu.Unlock()
+			if lost != nil {
+				lost.Lost()
+			}
 			list = false
 		}
 		list = o.watchRecords(ctx)
@@ -177,12 +188,16 @@ func (o *Owners) watchRecords(ctx context.Context) (relist bool) {
 			}
 			m.mu.Lock()
 			rev := m.rev
+			changes := m.changesLocked() // nil unless a sink listens (changes.go)
 			for _, ev := range resp.Events {
 				key := string(ev.Kv.Key)
 				rev = ev.Kv.ModRevision
 				claim, ok := o.recordKind(key)
 				if !ok {
 					continue
+				}
+				if changes != nil {
+					changes = m.noteLocked(changes, key, claim, ev)
 				}
 				if ev.Type == clientv3.EventTypeDelete {
 					delete(m.recs, key)
@@ -200,6 +215,7 @@ func (o *Owners) watchRecords(ctx context.Context) (relist bool) {
 			}
 			m.advanceLocked(rev)
 			m.mu.Unlock()
+			o.handChanges(changes)
 		}
 	}
 }

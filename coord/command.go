@@ -24,6 +24,12 @@ type ClaimRequest struct {
 	// BoardTask names a board task to take in the same decision: it must be
 	// ready, and becomes in_progress with Agent as its owner (taskbound.go).
 	BoardTask string
+	// DepsElsewhere is the status of each of BoardTask's dependencies
+	// that is not on this state's board (DepsElsewhere), by task id: on a
+	// fleet, tasks of namespaces other hubs own, as the hub read the
+	// fleet's board before submitting. A dependency on neither board is
+	// not met. nil on one hub.
+	DepsElsewhere map[string]string
 }
 
 // ReleaseRequest drops a claim.

@@ -60,7 +60,7 @@ func (s *State) bindBoardTask(r ClaimRequest, task string, existing *Claim, now 
 	case status != "open":
 		return "", nil, refuse(CodeBoardTaskNotReady, task, "Board task '%s' is %s, not open.", want, status)
 	}
-	if pending := s.pendingDeps(t); len(pending) > 0 {
+	if pending := s.pendingDeps(t, r.DepsElsewhere); len(pending) > 0 {
 		ref := refuse(CodeBoardTaskNotReady, task, "Board task '%s' waits for %s.", want, quoteList(pending))
 		ref.Pending = pending
 		return "", nil, ref
@@ -81,11 +81,35 @@ func (s *State) holdsBoardTask(t *BoardTask, now float64) bool {
 }
 
 // pendingDeps returns t's dependencies that are not met (done or cancelled,
-// as ReadyOf counts them), sorted.
-func (s *State) pendingDeps(t *BoardTask) []string {
+// as ReadyOf counts them), sorted. A dependency not on this board is
+// judged by its status elsewhere (ClaimRequest.DepsElsewhere).
+func (s *State) pendingDeps(t *BoardTask, elsewhere map[string]string) []string {
 	var out []string
 	for _, d := range t.DependsOn {
-		if dt := s.tasks[d]; dt == nil || dt.Status != "done" && dt.Status != "cancelled" {
+		status := elsewhere[d]
+		if dt := s.tasks[d]; dt != nil {
+			status = dt.Status // this board is the newer word on its own tasks
+		}
+		if status != "done" && status != "cancelled" {
+			out = append(out, d)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// DepsElsewhere returns the dependencies of board task id that are not on
+// this board, sorted: on a fleet, the tasks of namespaces other hubs own,
+// which a task-bound claim of id judges from the fleet's board
+// (ClaimRequest.DepsElsewhere). nil when id is not on the board.
+func (s *State) DepsElsewhere(id string) []string {
+	t := s.tasks[strip(id)]
+	if t == nil {
+		return nil
+	}
+	var out []string
+	for _, d := range t.DependsOn {
+		if s.tasks[d] == nil {
 			out = append(out, d)
 		}
 	}

@@ -65,6 +65,35 @@ func TestTaskBound_RefusesUndoneDependenciesNamingThem(t *testing.T) {
 	wantBoard(t, r, "ship", "in_progress", "B")
 }
 
+// On a fleet a dependency may be on another hub's board: the hub passes
+// its status there (DepsElsewhere, read from the fleet's board) and the
+// decision judges it as one of its own; this board's word wins for its own
+// tasks, and a dependency on neither board is not met (issue 22).
+func TestTaskBound_DependencyOnAnotherBoardIsJudgedByItsStatusThere_Issue22(t *testing.T) {
+	r := boardFixture(t, coord.Limits{})
+	r.ok(coord.DeclareTask{Agent: "A", TaskID: "ship", Title: "Ship", DependsOn: []string{"design", "alpha-api", "alpha-docs"}})
+	wantEqual(t, "dependencies elsewhere", r.s.DepsElsewhere("ship"), []string{"alpha-api", "alpha-docs"})
+	if got := r.s.DepsElsewhere("nope"); got != nil {
+		t.Fatalf("dependencies elsewhere of a task not on the board: %v", got)
+	}
+	ship := func(elsewhere map[string]string) coord.ClaimRequest {
+		c := boundClaim("B", "T1", "ship")
+		c.DepsElsewhere = elsewhere
+		return c
+	}
+	r.ok(coord.UpdateBoardTask{Agent: "A", TaskID: "design", Status: ptr("done")})
+	o := r.refused(ship(nil), coord.CodeBoardTaskNotReady, "Board task 'ship' waits for 'alpha-api', 'alpha-docs'.")
+	wantEqual(t, "pending", o.Refusal.Pending, []string{"alpha-api", "alpha-docs"})
+	o = r.refused(ship(map[string]string{"alpha-api": "done", "alpha-docs": "in_progress"}), coord.CodeBoardTaskNotReady, "Board task 'ship' waits for 'alpha-docs'.")
+	wantEqual(t, "pending", o.Refusal.Pending, []string{"alpha-docs"})
+	// This board's own task is judged here, whatever the other board says.
+	r.ok(coord.UpdateBoardTask{Agent: "A", TaskID: "design", Status: ptr("open")})
+	r.refused(ship(map[string]string{"design": "done", "alpha-api": "done", "alpha-docs": "cancelled"}), coord.CodeBoardTaskNotReady, "Board task 'ship' waits for 'design'.")
+	r.ok(coord.UpdateBoardTask{Agent: "A", TaskID: "design", Status: ptr("done")})
+	r.ok(ship(map[string]string{"alpha-api": "done", "alpha-docs": "cancelled"}))
+	wantBoard(t, r, "ship", "in_progress", "B")
+}
+
 func TestTaskBound_RefusesTaskHeldByAnotherClaim(t *testing.T) {
 	r := boardFixture(t, coord.Limits{})
 	r.ok(boundClaim("B", "T1", "design", "src/a"))

@@ -5,7 +5,10 @@ package dashboard
 // letters — to every event stream, as it broadcasts frames to sockets,
 // from the same places: its commit hook for the claim family and the board
 // (the sequencer's leader, holding Hub.mu), its registry for presence and
-// dead letters (holding Hub.mu), and its sessions for refusals.
+// dead letters (holding Hub.mu), and its sessions for refusals. On a fleet
+// the claim family and the board come from the fleet's watch instead
+// (every namespace's, in etcd's order), published after the hub's fleet
+// reads can see them, so a state read after the Mark holds them too.
 //
 // Who owns what: Feed.mu guards the subscribers, the event counter and the
 // ring of recent refusals. It is taken after the hub's locks, never
@@ -51,6 +54,7 @@ type FeedConfig struct {
 	Streams  int    // streams open at once; <= 0 = DefaultEventStreams
 	Refusals int    // refusals remembered for /api/state; <= 0 = none
 	Dropped  func() // if not nil, called (under the Feed's lock: it must not block) per stream dropped as too slow
+	Opened   func() // if not nil, called (without the Feed's lock; it must not block) after each stream opened
 }
 
 // Feed fans dashboard events out to the open event streams and remembers
@@ -66,6 +70,7 @@ type Feed struct {
 	refAt    int
 	refMax   int
 	dropped  func()
+	opened   func()
 	closed   bool
 	open     atomic.Int32 // len(subs), read without mu so publishers skip work when nobody listens
 }
@@ -89,13 +94,21 @@ func NewFeed(cfg FeedConfig) *Feed {
 		cfg.Streams = DefaultEventStreams
 	}
 	return &Feed{subs: make(map[*Subscriber]struct{}), buffer: cfg.Buffer, maxSubs: cfg.Streams,
-		refMax: max(cfg.Refusals, 0), dropped: cfg.Dropped}
+		refMax: max(cfg.Refusals, 0), dropped: cfg.Dropped, opened: cfg.Opened}
 }
 
 // Subscribe opens an event stream and returns it with the id of the last
 // event published before it; nil when FeedConfig.Streams are open or the
 // feed is closed. The caller ends it with Unsubscribe.
 func (f *Feed) Subscribe() (*Subscriber, uint64) {
+	s, last := f.subscribe()
+	if s != nil && f.opened != nil {
+		f.opened()
+	}
+	return s, last
+}
+
+func (f *Feed) subscribe() (*Subscriber, uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed || len(f.subs) >= f.maxSubs {
@@ -130,6 +143,20 @@ func (f *Feed) Close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.closed = true
+	f.endAllLocked()
+}
+
+// Restart ends every open stream, as one that fell a buffer behind is
+// ended, and keeps the feed open: each browser reconnects and reads the
+// state afresh. The hub calls it when it missed changes it would have
+// published (a fleet's watch that had to read every record again).
+func (f *Feed) Restart() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.endAllLocked()
+}
+
+func (f *Feed) endAllLocked() {
 	for s := range f.subs {
 		delete(f.subs, s)
 		close(s.ch)

@@ -71,6 +71,37 @@ func TestFeed_StreamsAreLimitedAndCloseEndsThem(t *testing.T) {
 	}
 }
 
+// Restart ends the open streams and keeps the feed open (a fleet hub that
+// missed changes: its browsers reload); Opened runs after each stream
+// opens, not for one refused (issue 22).
+func TestFeed_RestartEndsStreamsAndOpenedFollowsEachOpen_Issue22(t *testing.T) {
+	opened := 0
+	f := NewFeed(FeedConfig{Streams: 2, Opened: func() { opened++ }})
+	s1, _ := f.Subscribe()
+	s2, _ := f.Subscribe()
+	if extra, _ := f.Subscribe(); extra != nil || opened != 2 {
+		t.Fatalf("a third stream past Streams 2: %v; Opened ran %d times, want 2", extra, opened)
+	}
+	f.Presence("p/a", true, 1)
+	f.Restart()
+	for _, s := range []*Subscriber{s1, s2} {
+		if msg := <-s.Events(); !strings.Contains(string(msg), "event: presence") {
+			t.Fatalf("a stream lost what was queued before Restart: %q", msg)
+		}
+		if _, open := <-s.Events(); open {
+			t.Fatal("Restart left a stream open")
+		}
+		f.Unsubscribe(s) // its handler's way out: a no-op now
+	}
+	if f.Listening() || f.Streams() != 0 {
+		t.Fatal("streams counted after Restart")
+	}
+	s3, last := f.Subscribe()
+	if s3 == nil || last != 1 || opened != 3 {
+		t.Fatalf("after Restart: stream %v, last id %d (want 1: ids go on), Opened %d times (want 3)", s3, last, opened)
+	}
+}
+
 // Committed turns the core's events into the API's claim, release and task
 // events.
 func TestFeed_CommittedPublishesClaimReleaseAndTaskEvents(t *testing.T) {

@@ -23,6 +23,34 @@ type FleetView interface {
 	PublishAgents(ctx context.Context, agents []FleetAgent) error
 }
 
+// FleetChanges is a FleetView that also streams the fleet's claim and
+// board changes as etcd commits them (package cluster's Owners), so that
+// every hub's dashboard shows every hub's writes live (issue 22).
+type FleetChanges interface {
+	// FollowChanges hands sink every change of any namespace's claims and
+	// board tasks from now on, from one goroutine, in etcd's revision
+	// order, each once a fleet read can see it; it starts following the
+	// fleet's records if nothing does yet. It is called once and never
+	// blocks.
+	FollowChanges(sink ChangeSink)
+}
+
+// ChangeSink takes the fleet's changes (FleetChanges).
+type ChangeSink interface {
+	// Listening reports whether anyone reads changes now: while it says
+	// false none is decoded. It must not block.
+	Listening() bool
+	// Changed takes changes as the core events their owner committed
+	// (ClaimGranted, HandedOff, TaskUpdated, CheckpointSaved, Released,
+	// ClaimExpired, TaskPosted), derived from the records before and
+	// after, in revision order. It must not block.
+	Changed(evs []coord.Event)
+	// Lost says changes were missed (the watch's revision was compacted
+	// and every record was read afresh): what was handed before no longer
+	// adds up to the fleet's state. It must not block.
+	Lost()
+}
+
 // FleetSnapshot is the fleet's authority state at one etcd revision.
 type FleetSnapshot struct {
 	Revision int64

@@ -34,7 +34,9 @@
 //     other than letters (posted to etcd, relayed by every hub's watch,
 //     the history rebuilt from it); events.go the broadcasts of a
 //     commit; fleetview.go a fleet's reads (state, board, who for every
-//     hub) and the roster this hub publishes.
+//     hub) and the roster this hub publishes; fleetfeed.go the fleet's
+//     claim and board changes on the dashboard's stream; fleetdeps.go a
+//     task-bound claim's dependencies on other hubs' boards.
 //   - registry.go: names bound to sessions, their indexes, roles, last_seen,
 //     takeover damping and cards; namelease.go name leases; presence.go
 //     presence_update in each form; recipients.go who a chat or a broadcast

@@ -42,7 +42,9 @@ func (h *Hub) onCommit(evs []coord.Event) {
 		}
 	}
 	clear(h.rendered)
-	h.feed.Committed(evs)
+	if h.fleetFeed == nil { // on a fleet the fleet's watch publishes them (fleetfeed.go)
+		h.feed.Committed(evs)
+	}
 }
 
 // render is every keyed request's sequencer.Request.Render: it encodes the

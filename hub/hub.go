@@ -73,7 +73,9 @@ type Config struct {
 	// Fleet, with a Store, makes state, board, who and the dashboard
 	// answer for the whole fleet: claims and board read from etcd at one
 	// revision, the other hubs' agents from their published rosters
-	// (fleetview.go). It also publishes this hub's roster.
+	// (fleetview.go). It also publishes this hub's roster. One that
+	// streams changes (federation.FleetChanges) feeds /api/events with
+	// every namespace's claim and board events (fleetfeed.go).
 	Fleet federation.FleetView
 	// Chats, with a Store, carries every chat that is not a directed
 	// letter (broadcasts, lists, globs, roles) through etcd to every hub
@@ -310,6 +312,12 @@ type Hub struct {
 
 	fleetJSON fleetJSON // a fleet's claims as state_snapshot encodes them (fleetview.go)
 
+	// fleetFeed, on a fleet, streams every namespace's claim and board
+	// changes to the dashboard in place of this hub's commits; nil on one
+	// hub (fleetfeed.go). fleetFeedOnce starts it at the first stream.
+	fleetFeed     federation.FleetChanges
+	fleetFeedOnce sync.Once
+
 	m *metrics
 
 	feed *dashboard.Feed   // the dashboard's event streams and recent refusals
@@ -456,8 +464,12 @@ func New(cfg Config) (*Hub, error) {
 	h.quit = make(chan struct{})
 	h.reg.init()
 	// Before the replay below, which publishes (to no stream) as it rebuilds.
-	h.feed = dashboard.NewFeed(dashboard.FeedConfig{Buffer: cfg.EventBuffer, Streams: cfg.EventStreams,
-		Refusals: k.recentRefusals, Dropped: func() { h.m.eventStreamsDropped.Inc() }})
+	feedCfg := dashboard.FeedConfig{Buffer: cfg.EventBuffer, Streams: cfg.EventStreams,
+		Refusals: k.recentRefusals, Dropped: func() { h.m.eventStreamsDropped.Inc() }}
+	if h.fleetFeed, _ = cfg.Fleet.(federation.FleetChanges); h.fleetFeed != nil {
+		feedCfg.Opened = h.streamOpened // fleetfeed.go
+	}
+	h.feed = dashboard.NewFeed(feedCfg)
 	h.history = delivery.NewHistory(cfg.MaxHistory)
 	h.dead = delivery.NewDeadLetters(events{h})
 	h.mb = delivery.NewProjection(directory{h}, events{h})

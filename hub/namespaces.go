@@ -60,9 +60,12 @@ func (s *session) nsMove(sender, typ string, in *wire.Inbound) {
 	moves := map[string]string{}
 	var err error
 	if typ == "ns_move" {
-		ns, to := strings.TrimSpace(in.Str("namespace")), strings.TrimSpace(in.Str("to"))
-		if ns == "" || to == "" {
-			s.fail(sender, "malformed_frame", "ns_move needs 'namespace' and 'to' (a hub id).")
+		// "namespace": "" is the default namespace, of bare names; the
+		// key must be there, so a frame that forgot it moves nothing.
+		raw, named := in.Value("namespace").(string)
+		ns, to := strings.TrimSpace(raw), strings.TrimSpace(in.Str("to"))
+		if !named || to == "" {
+			s.fail(sender, "malformed_frame", "ns_move needs 'namespace' (\"\" for the default namespace, of bare names) and 'to' (a hub id).")
 			return
 		}
 		if err = mover.Move(ctx, ns, to); err == nil {

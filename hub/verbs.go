@@ -194,6 +194,10 @@ func (s *session) claim(sender string, in *wire.Inbound) {
 	if _, ok := in.Value("path_identity").(map[string]any); ok {
 		cmd.PathIdentity = in.RawJSON("path_identity")
 	}
+	var ok bool
+	if cmd.DepsElsewhere, ok = s.depsElsewhere(sender, cmd.BoardTask); !ok { // on a fleet (fleetdeps.go)
+		return
+	}
 	reply, ok := s.submit(sender, "claim", task, in, cmd)
 	if !ok {
 		return

@@ -15,7 +15,7 @@ var subcommands = map[string][]string{
 	"journal":  {"check", "compact", "stats"},
 	"task":     {"declare", "update", "progress"},
 	"git-hook": {"install", "uninstall", "check", "post-commit", "post-merge"},
-	"ns":       {"list"},
+	"ns":       {"list", "move", "drain"},
 	"tls":      {"selfsigned"},
 	"bench":    {"load", "soak", "crashloop"},
 	"token":    {"issue", "list", "revoke"},

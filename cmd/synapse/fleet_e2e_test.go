@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -212,14 +213,7 @@ func TestFleet_Processes_NSMoveDrainList(t *testing.T) {
 	if err != nil || cl.HubID != "syn-a" {
 		t.Fatalf("first use: %+v %v", cl, err)
 	}
-	cli := func(args ...string) (int, string) {
-		out, err := exec.Command(bin, args...).CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		}
-		return code, string(out)
-	}
+	cli := func(args ...string) (int, string) { return runBinary(bin, args...) }
 	all := procs["syn-a"].uri() + "," + procs["syn-b"].uri() + "," + procs["syn-c"].uri()
 	if code, out := cli("ns", "move", "proj", "--to", "syn-b", "--uri", all, "--json"); code != 0 || !strings.Contains(out, `"proj":"syn-b"`) {
 		t.Fatalf("ns move: exit %d\n%s", code, out)
@@ -250,6 +244,69 @@ func TestFleet_Processes_NSMoveDrainList(t *testing.T) {
 	bob := dialAgent(t, procs[owner].uri(), "proj/bob")
 	if _, err := bob.Claim(ctx, client.ClaimRequest{TaskID: "T2", Paths: []string{"src/x"}}); err == nil {
 		t.Fatal("T1 did not follow the moves: an overlapping claim was granted")
+	}
+}
+
+// runBinary runs the synapse binary bin and returns its exit code and its
+// output (stdout and stderr together).
+func runBinary(bin string, args ...string) (int, string) {
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	return code, string(out)
+}
+
+// The default namespace, that of bare names, has a CLI spelling: 'ns move
+// --default' moves it, and 'ns list' shows it as (default), the word the
+// move takes; the claims in it follow the move (issue 22, INV-MH-1: one
+// owner at a time).
+func TestFleet_Processes_NSMoveDefaultNamespace_Issue22(t *testing.T) {
+	procs, _ := fleetOfThree(t)
+	bin := synapseBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	solo := dialAgent(t, procs["syn-a"].uri(), "solo")
+	if cl, err := claimMoving(ctx, solo, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}}); err != nil || cl.HubID != "syn-a" {
+		t.Fatalf("first use of the default namespace: %+v %v", cl, err)
+	}
+	code, out := runBinary(bin, "ns", "list", "--uri", procs["syn-b"].uri())
+	if code != exitOK || !regexp.MustCompile(`(?m)^\(default\)\s+syn-a\s`).MatchString(out) || !strings.Contains(out, "ns move --default --to HUB_ID") {
+		t.Fatalf("ns list: exit %d; want a (default) row owned by syn-a and how to move it\n%s", code, out)
+	}
+	if code, out := runBinary(bin, "ns", "move", "--default", "proj", "--to", "syn-b", "--uri", procs["syn-a"].uri()); code != exitUsage || !strings.Contains(out, "not both") {
+		t.Fatalf("ns move --default with a NAMESPACE: exit %d; want %d\n%s", code, exitUsage, out)
+	}
+	if code, out := runBinary(bin, "ns", "move", "", "--to", "syn-b", "--uri", procs["syn-a"].uri()); code != exitUsage || !strings.Contains(out, "--default") {
+		t.Fatalf("ns move of an empty NAMESPACE: exit %d; want %d and a pointer to --default\n%s", code, exitUsage, out)
+	}
+	all := procs["syn-a"].uri() + "," + procs["syn-b"].uri() + "," + procs["syn-c"].uri()
+	if code, out := runBinary(bin, "ns", "move", "--default", "--to", "syn-b", "--uri", all); code != exitOK || !strings.Contains(out, "Moved (default) to syn-b.") {
+		t.Fatalf("ns move --default: exit %d\n%s", code, out)
+	}
+	code, out = runBinary(bin, "ns", "list", "--uri", procs["syn-c"].uri(), "--json")
+	var st struct {
+		Namespaces []struct {
+			Namespace string `json:"namespace"`
+			Owner     string `json:"owner_hub_id"`
+		} `json:"namespaces"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != exitOK {
+		t.Fatalf("ns list --json: exit %d %v\n%s", code, err, out)
+	}
+	owner := "none"
+	for _, ns := range st.Namespaces {
+		if ns.Namespace == "" {
+			owner = ns.Owner
+		}
+	}
+	if owner != "syn-b" {
+		t.Fatalf("after ns move --default --to syn-b, the default namespace is owned by %q\n%s", owner, out)
+	}
+	duo := dialAgent(t, procs["syn-c"].uri(), "duo")
+	if _, err := claimMoving(ctx, duo, client.ClaimRequest{TaskID: "T2", Paths: []string{"src/x"}}); err == nil {
+		t.Fatal("T1 did not follow the move: an overlapping claim by a bare name was granted")
 	}
 }
 

@@ -43,7 +43,7 @@ type nsVerb struct {
 func nsVerbs() []nsVerb {
 	return []nsVerb{
 		{"list", "the ownership map as the hub at --uri resolves it, and its peers", runNSList},
-		{"move", "hand a namespace to another hub of a fleet on etcd (ns move NS --to HUB)", runNSMove},
+		{"move", "hand a namespace to another hub of a fleet on etcd (ns move NS|--default --to HUB)", runNSMove},
 		{"drain", "move every namespace of a hub elsewhere, before maintenance (ns drain HUB)", runNSDrain},
 	}
 }
@@ -118,8 +118,13 @@ func printNamespaces(w io.Writer, st *client.NamespaceStatus) {
 		fmt.Fprintf(w, "Hub %s is a member of a fleet on etcd: %d live hubs (%s); its lease runs until %s.\n",
 			st.HubID, len(st.Members), strings.Join(st.Members, ", "), time.Unix(0, int64(st.LeaseDeadline*1e9)).UTC().Format("15:04:05.000Z"))
 		fmt.Fprintf(w, "\n%-16s %-16s %-12s %-10s %-10s %s\n", "NAMESPACE", "OWNER", "OUTCOME", "EPOCH", "PHASE", "REACHABLE")
+		bare := false
 		for _, ns := range st.Namespaces {
 			fmt.Fprintf(w, "%-16s %-16s %-12s %-10s %-10s %s\n", nsName(ns.Namespace), orDash(ns.OwnerHubID), ns.Outcome, orDash(epochText(ns.Epoch)), orDash(ns.Phase), yesNo(ns.Reachable))
+			bare = bare || ns.Namespace == ""
+		}
+		if bare {
+			fmt.Fprintf(w, "\n%s is the namespace of bare names (no PROJECT/): 'synapse ns move --default --to HUB_ID' moves it.\n", defaultNS)
 		}
 	case st.Governed:
 		fmt.Fprintf(w, "Hub %s is governed by an ownership map: %d namespaces, %d of %d peers up.\n", st.HubID, len(st.Namespaces), st.PeersUp(), len(st.Peers))
@@ -186,10 +191,14 @@ func (s fedSummary) String() string {
 	return fmt.Sprintf("Federation: hub %s, governed %s, %d/%d peers up, %d contested namespaces.", s.HubID, yesNo(s.Governed), s.PeersUp, s.Peers, s.Contested)
 }
 
-// nsName shows the namespace of bare names, which is "".
+// defaultNS is how the CLI shows the default namespace, that of bare
+// names, whose name is "": 'ns move --default' moves it.
+const defaultNS = "(default)"
+
+// nsName shows a namespace, the default one as defaultNS.
 func nsName(ns string) string {
 	if ns == "" {
-		return "(bare names)"
+		return defaultNS
 	}
 	return ns
 }
@@ -209,12 +218,14 @@ func yesNo(b bool) string {
 }
 
 const nsMoveUsage = `Usage: synapse ns move NAMESPACE --to HUB_ID [--json]
+       synapse ns move --default --to HUB_ID [--json]
 
 Hands NAMESPACE to hub HUB_ID (fleet on etcd only) and returns once HUB_ID
 serves it: the owner stops admitting, finishes what is in flight and lets go;
 the new owner reads the namespace from etcd and starts serving. Requests in
 NAMESPACE wait meanwhile (clients are told to retry within milliseconds);
-nothing acknowledged is lost.
+nothing acknowledged is lost. --default moves the default namespace, that of
+bare names (no PROJECT/), which 'ns list' shows as (default).
 `
 
 const nsDrainUsage = `Usage: synapse ns drain HUB_ID [--json]
@@ -228,12 +239,21 @@ func runNSMove(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("ns move", nsMoveUsage, "", stderr)
 	f.register(fs)
 	to := fs.String("to", "", "the hub id that is to own the namespace")
+	def := fs.Bool("default", false, "move the default namespace, that of bare names (shown as "+defaultNS+" by ns list), instead of a named one")
 	return runMove(&f, fs, "ns move", args, stdout, stderr, func(rest []string) error {
-		if len(rest) != 1 || *to == "" {
-			return errUsage("say which namespace and where: synapse ns move NAMESPACE --to HUB_ID")
+		switch {
+		case *def && len(rest) != 0:
+			return errUsage("say one namespace: a NAMESPACE or --default, not both")
+		case !*def && len(rest) != 1 || *to == "":
+			return errUsage("say which namespace and where: synapse ns move NAMESPACE --to HUB_ID (or --default for that of bare names)")
+		case !*def && strings.TrimSpace(rest[0]) == "":
+			return errUsage("an empty NAMESPACE: say --default to move that of bare names")
 		}
 		return nil
 	}, func(ctx context.Context, c *client.Client, rest []string) (*client.Moved, error) {
+		if *def {
+			return c.Move(ctx, "", *to)
+		}
 		return c.Move(ctx, rest[0], *to)
 	})
 }
@@ -293,7 +313,7 @@ func runMove(f *clientFlags, fs *flag.FlagSet, cmd string, args []string, stdout
 	}
 	sort.Strings(nss)
 	for _, ns := range nss {
-		fmt.Fprintf(stdout, "Moved %s to %s.\n", ns, mv.Moves[ns])
+		fmt.Fprintf(stdout, "Moved %s to %s.\n", nsName(ns), mv.Moves[ns])
 	}
 	fmt.Fprintf(stdout, "Done in %s.\n", mv.Elapsed)
 	return exitOK

@@ -125,7 +125,7 @@ func TestNSList_RendersContestsQuarantineAndBareNames(t *testing.T) {
 	want := `Hub syn-a is governed by an ownership map: 2 namespaces, 0 of 1 peers up.
 
 NAMESPACE        OWNER            OUTCOME      REACHABLE
-(bare names)     -                ungoverned   no
+(default)        -                ungoverned   no
 proj             syn-a            partitioned  no
 
 PEER             URI                          MODE         UP   LAST ERROR
