@@ -900,3 +900,38 @@ func TestFleet_MoveAskedAtAnOlderEpochOfTheOwnerCompletes_Rules5_8(t *testing.T)
 		t.Fatalf("after the move, a claim overlapping T1: %v; want SCOPE_CONFLICT (T1 moved with the namespace)", err)
 	}
 }
+
+// A lapse swept from a namespace the hub no longer serves — its claims
+// linger in memory until the Disown is applied — does not refuse the
+// batch it is in: else every batch of the hub, the Disown and the warm of
+// any other namespace among them, is refused while the claim lingers
+// (found by the fleet harness, linz/fleet_test.go, as a namespace that
+// could never be taken again).
+func TestFleet_ALapseInANamespaceNoLongerServedDoesNotRefuseTheBatch_Issue22(t *testing.T) {
+	x := clustertest.Start(t, true)
+	a := startFleetHub(t, x.Endpoint, "syn-a", 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := dial(t, a.uri, "beta/bob")
+	cl, err := c.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := a.m.Client()
+	if _, err := cli.Put(ctx, cluster.DefaultPrefix+"ns/beta/owner", `{"hub_id":"syn-z","addr":"ws://127.0.0.1:1"}`); err != nil {
+		t.Fatal(err)
+	}
+	for a.owners.Resolve("beta").Outcome == federation.Local {
+		if ctx.Err() != nil {
+			t.Fatal("syn-a never saw beta go")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	rec := journal.Record{Kind: journal.KindClaimExpired, Payload: []byte(fmt.Sprintf(`{"task_id":"T1","epoch":%d,"checkpoint":"cp"}`, cl.Epoch))}
+	if _, err := a.owners.Append(ctx, &journal.Batch{TS: 1, Records: []journal.Record{rec}}); err != nil {
+		t.Fatalf("a batch sweeping a lapse of a namespace no longer served: %v; want it written without that record", err)
+	}
+	if r, err := cli.Get(ctx, cluster.DefaultPrefix+"ns/beta/retained/T1"); err != nil || len(r.Kvs) != 0 {
+		t.Fatalf("the lapse reached the namespace's keys in etcd: %v %v", r, err)
+	}
+}

@@ -188,6 +188,8 @@ func outcome(err error) Outcome {
 	switch {
 	case err == nil:
 		return Granted
+	case errors.As(err, &r) && lostForward(r):
+		return Unknown // the owner may or may not have applied it
 	case errors.As(err, &r):
 		return Denied
 	default:
@@ -225,6 +227,13 @@ func undecided(r *client.Refused) bool {
 		return !strings.Contains(r.Message, "may or may not")
 	}
 	return false
+}
+
+// lostForward reports a fleet's refusal of a request forwarded to its
+// namespace's owner and lost after it was sent: the owner may or may not
+// have applied it, so its outcome is unknown.
+func lostForward(r *client.Refused) bool {
+	return r.Code == "OWNER_UNREACHABLE" && strings.Contains(r.Message, "may or may not")
 }
 
 // errLost is a call whose outcome is unknown though its last attempt was
