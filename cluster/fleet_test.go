@@ -935,3 +935,57 @@ func TestFleet_ALapseInANamespaceNoLongerServedDoesNotRefuseTheBatch_Issue22(t *
 		t.Fatalf("the lapse reached the namespace's keys in etcd: %v %v", r, err)
 	}
 }
+
+// A hub forgets the checkpoints it retained for a namespace when the
+// namespace leaves it: after the task was resumed and released elsewhere,
+// and the namespace came back, the next claimant does not resume a stale
+// checkpoint (INV-CR-3; found by the fleet harness, linz/fleet_test.go).
+func TestFleet_RetainedCheckpointsLeaveWithTheirNamespace_INV_CR_3(t *testing.T) {
+	minTTL = 1
+	defer func() { minTTL = 0 }()
+	a, b := twoFleetHubs(t, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	alice := dial(t, a.uri, "proj/alice")
+	cl, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}, TTL: time.Second})
+	if err != nil || cl.HubID != "syn-a" {
+		t.Fatalf("first use on syn-a: %+v %v", cl, err)
+	}
+	if _, err := alice.Checkpoint(ctx, "T1", "cp-old", cl.Epoch); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if _, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T9", Paths: []string{"other"}}); err != nil { // syn-a sweeps the lapse
+		t.Fatal(err)
+	}
+	if err := a.owners.Move(ctx, "proj", "syn-b"); err != nil {
+		t.Fatal(err)
+	}
+	bob := dial(t, b.uri, "proj/bob")
+	got, err := claimMovingTest(ctx, bob, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}})
+	if err != nil || got.HubID != "syn-b" || got.Checkpoint != "cp-old" {
+		t.Fatalf("on syn-b: %+v %v; want the retained cp-old", got, err)
+	}
+	if _, err := bob.Release(ctx, "T1", client.ReleaseOptions{Epoch: got.Epoch}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.owners.Move(ctx, "proj", "syn-a"); err != nil {
+		t.Fatal(err)
+	}
+	carol := dial(t, a.uri, "proj/carol")
+	again, err := claimMovingTest(ctx, carol, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}})
+	if err != nil || again.HubID != "syn-a" || again.Checkpoint != "" {
+		t.Fatalf("back on syn-a after a release: %+v %v; want no checkpoint", again, err)
+	}
+}
+
+// claimMovingTest claims, asking again while the namespace changes hands.
+func claimMovingTest(ctx context.Context, c *client.Client, r client.ClaimRequest) (*client.Claim, error) {
+	for {
+		cl, err := c.Claim(ctx, r)
+		if code := refusedCode(err); code != "NAMESPACE_MOVING" && code != "OWNER_UNREACHABLE" || ctx.Err() != nil {
+			return cl, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

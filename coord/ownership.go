@@ -14,6 +14,7 @@ import (
 // Adopt installs the live claims of a namespace this hub now owns, and an
 // epoch floor every later epoch must exceed (INV-EF-1 across owners).
 type Adopt struct {
+	Namespace  string
 	Claims     []*Claim
 	Tasks      []*BoardTask // the namespace's board tasks (declared by its agents)
 	EpochFloor int64
@@ -33,6 +34,7 @@ func (Disown) command() {}
 
 // Adopted is a namespace's claims installed by Adopt.
 type Adopted struct {
+	Namespace  string
 	Claims     []*Claim
 	Tasks      []*BoardTask
 	EpochFloor int64
@@ -44,6 +46,7 @@ type Disowned struct {
 	Namespace string
 	Tasks     []string // claims' task ids
 	Board     []string // board task ids
+	Retained  []string // tasks whose lapsed claim's checkpoint is retained here
 }
 
 func (Adopted) Kind() string            { return "adopted" }
@@ -80,7 +83,7 @@ func (s *State) decideAdopt(c Adopt, now float64) ([]Event, *Refusal) {
 			retained[cl.TaskID] = cl.Checkpoint
 		}
 	}
-	return []Event{Adopted{Claims: live, Tasks: c.Tasks, EpochFloor: c.EpochFloor, Retained: retained}}, nil
+	return []Event{Adopted{Namespace: c.Namespace, Claims: live, Tasks: c.Tasks, EpochFloor: c.EpochFloor, Retained: retained}}, nil
 }
 
 func (s *State) decideDisown(c Disown) ([]Event, *Refusal) {
@@ -96,12 +99,22 @@ func (s *State) decideDisown(c Disown) ([]Event, *Refusal) {
 			board = append(board, id)
 		}
 	}
-	if len(tasks) == 0 && len(board) == 0 {
+	// Its retained checkpoints go too: the namespace's next owner has them
+	// (a fleet keeps them in etcd), and one kept here would be resumed,
+	// stale, by a claimant after the namespace came back.
+	var retained []string
+	for task, rc := range s.retained {
+		if rc.ns == c.Namespace {
+			retained = append(retained, task)
+		}
+	}
+	if len(tasks) == 0 && len(board) == 0 && len(retained) == 0 {
 		return nil, nil
 	}
 	slices.Sort(tasks)
 	slices.Sort(board)
-	return []Event{Disowned{Namespace: c.Namespace, Tasks: tasks, Board: board}}, nil
+	slices.Sort(retained)
+	return []Event{Disowned{Namespace: c.Namespace, Tasks: tasks, Board: board, Retained: retained}}, nil
 }
 
 func (s *State) applyAdopted(e Adopted, push func(func())) {
@@ -119,7 +132,7 @@ func (s *State) applyAdopted(e Adopted, push func(func())) {
 	}
 	slices.Sort(tasks) // a deterministic order for the retained cap
 	for _, task := range tasks {
-		s.retain(task, e.Retained[task], push)
+		s.retain(task, e.Retained[task], e.Namespace, push)
 	}
 	if e.EpochFloor > s.epoch {
 		prev := s.epoch
@@ -139,6 +152,12 @@ func (s *State) applyDisowned(e Disowned, push func(func())) {
 		if prev := s.tasks[id]; prev != nil {
 			delete(s.tasks, id)
 			push(func() { s.tasks[id] = prev })
+		}
+	}
+	for _, task := range e.Retained {
+		if prev := s.retainedOf(task); prev.ok {
+			s.dropRetained(task)
+			push(func() { s.restoreRetained(task, prev) })
 		}
 	}
 }

@@ -280,7 +280,7 @@ func FromImage(lim Limits, img Image) *State {
 	}
 	for _, r := range img.Retained {
 		s.retainSeq++
-		s.restoreRetained(r.TaskID, retainedState{retainedCheckpoint{r.Checkpoint, s.retainSeq}, true})
+		s.restoreRetained(r.TaskID, retainedState{retainedCheckpoint{r.Checkpoint, s.retainSeq, ""}, true}) // a fleet hub restores no image
 	}
 	for _, w := range img.Waits {
 		s.addWait(w.Waiter, w.TaskID)

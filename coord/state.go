@@ -32,6 +32,7 @@ type State struct {
 type retainedCheckpoint struct {
 	checkpoint string
 	seq        int64
+	ns         string // the namespace of the claim that lapsed (Disown drops its own)
 }
 
 // New returns an empty state bounded by lim (zero fields take defaults).
@@ -134,7 +135,7 @@ func (s *State) expire(now float64, o *Outcome) {
 		dropped = append(dropped, c)
 		o.Events = append(o.Events, ClaimExpired{TaskID: d.key, Epoch: d.gen, Checkpoint: c.Checkpoint})
 		if c.Checkpoint != "" {
-			s.retain(c.TaskID, c.Checkpoint, func(f func()) { o.undo = append(o.undo, f) })
+			s.retain(c.TaskID, c.Checkpoint, NamespaceOf(c.Owner), func(f func()) { o.undo = append(o.undo, f) })
 		}
 		if ws := s.waitersOf(d.key); len(ws) > 0 {
 			emit(WaitReady{TaskID: d.key, Waiters: ws, Reason: "expiry"})
@@ -283,7 +284,7 @@ func (s *State) apply(ev Event, undo *[]func()) {
 func (s *State) expireClaim(c *Claim, undo *[]func()) {
 	s.dropClaim(c)
 	if c.Checkpoint != "" {
-		s.retain(c.TaskID, c.Checkpoint, func(f func()) {
+		s.retain(c.TaskID, c.Checkpoint, NamespaceOf(c.Owner), func(f func()) {
 			if undo != nil {
 				*undo = append(*undo, f)
 			}
@@ -369,10 +370,10 @@ func (s *State) restoreRetained(task string, r retainedState) {
 
 // retain keeps the checkpoint of an expired claim for the task's next
 // claimant, forgetting the oldest retained one past the cap.
-func (s *State) retain(task, checkpoint string, push func(func())) {
+func (s *State) retain(task, checkpoint, ns string, push func(func())) {
 	prev, prevSeq := s.retainedOf(task), s.retainSeq
 	s.retainSeq++
-	s.restoreRetained(task, retainedState{retainedCheckpoint{checkpoint, s.retainSeq}, true})
+	s.restoreRetained(task, retainedState{retainedCheckpoint{checkpoint, s.retainSeq, ns}, true})
 	push(func() { s.restoreRetained(task, prev); s.retainSeq = prevSeq })
 	for len(s.retained) > s.lim.MaxRetainedCheckpoints {
 		d := s.retainOldest.pop()

@@ -393,7 +393,7 @@ func (h *Hub) Adopt(ns string, claims []*coord.Claim, tasks []*coord.BoardTask, 
 		return errClosing
 	}
 	defer h.submits.Done()
-	_, err := h.seq.Submit(context.Background(), sequencer.Request{Cmd: coord.Adopt{Claims: claims, Tasks: tasks, EpochFloor: epochFloor, Retained: retained}})
+	_, err := h.seq.Submit(context.Background(), sequencer.Request{Cmd: coord.Adopt{Namespace: ns, Claims: claims, Tasks: tasks, EpochFloor: epochFloor, Retained: retained}})
 	return err
 }
 
