@@ -83,7 +83,16 @@ func (s *State) decideAdopt(c Adopt, now float64) ([]Event, *Refusal) {
 			retained[cl.TaskID] = cl.Checkpoint
 		}
 	}
-	return []Event{Adopted{Namespace: c.Namespace, Claims: live, Tasks: c.Tasks, EpochFloor: c.EpochFloor, Retained: retained}}, nil
+	adopted := Adopted{Namespace: c.Namespace, Claims: live, Tasks: c.Tasks, EpochFloor: c.EpochFloor, Retained: retained}
+	// What this hub still holds of the namespace from an earlier stint (a
+	// Disown that was refused with the batch it was in) goes first: the
+	// namespace is installed exactly as its store has it, with no phantom
+	// claim, board task or checkpoint of its own (found by the fleet
+	// harness).
+	if evs, _ := s.decideDisown(Disown{Namespace: c.Namespace}); len(evs) > 0 {
+		return append(evs, adopted), nil
+	}
+	return []Event{adopted}, nil
 }
 
 func (s *State) decideDisown(c Disown) ([]Event, *Refusal) {

@@ -403,7 +403,18 @@ func (h *Hub) Disown(ns string) {
 		return
 	}
 	defer h.submits.Done()
-	if _, err := h.seq.Submit(context.Background(), sequencer.Request{Cmd: coord.Disown{Namespace: ns}}); err != nil {
+	// The batch it lands in may be refused for another request's sake (a
+	// namespace lost under it): ask again for a while. A Disown that never
+	// lands is undone by the namespace's next Adopt here, which drops what
+	// is left of it first.
+	var err error
+	for try := 0; try < 50; try++ {
+		if _, err = h.seq.Submit(context.Background(), sequencer.Request{Cmd: coord.Disown{Namespace: ns}}); err == nil || !errors.Is(err, sequencer.ErrRetry) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
 		h.log.Warn("hub: disown", "namespace", ns, "err", err)
 	}
 }
