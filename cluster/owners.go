@@ -689,7 +689,7 @@ func (o *Owners) Append(ctx context.Context, b *journal.Batch) (int64, error) {
 		// Ambiguous: the transaction may have committed. The namespaces
 		// are re-warmed from etcd, the truth, before they serve again.
 		o.unsettle(p.guarded)
-		return 0, fmt.Errorf("%w: etcd: %v (namespaces re-read before they serve again)", sequencer.ErrRetry, err)
+		return 0, fmt.Errorf("%w: %w: etcd: %v (namespaces re-read before they serve again)", sequencer.ErrRetry, sequencer.ErrUncertain, err)
 	}
 	if !t.Succeeded {
 		o.unsettle(p.guarded)

@@ -85,6 +85,14 @@ func (s *session) submit(sender, typ, task string, in *wire.Inbound, cmd coord.C
 	h.m.submitSeconds.Observe(time.Since(t0).Seconds())
 	h.submits.Done()
 	switch {
+	case errors.Is(err, sequencer.ErrUncertain):
+		// Not "nothing was decided": the store may have kept it. A retry
+		// with the same idem_key is answered once (INV-CR-1).
+		h.m.fedRefused.WithLabelValues("uncertain").Inc()
+		s.refuseCode(sender, verbs[typ].denial, in, "OUTCOME_UNKNOWN", "The store did not confirm in time whether it kept this ("+err.Error()+"): it may or may not have been applied. Retry with the same idem_key (answered once), or read the state first.", func(f *wire.Frame) {
+			f.Str("namespace", coord.NamespaceOf(identity(sender))).Str("ownership", "moving").Int("retry_after_ms", 250)
+		})
+		return reply, false
 	case errors.Is(err, sequencer.ErrRetry):
 		h.m.fedRefused.WithLabelValues("moving").Inc()
 		s.refuseCode(sender, verbs[typ].denial, in, "NAMESPACE_MOVING", "Nothing was decided: the namespace is changing hands or its store did not answer ("+err.Error()+"). Retry in 250ms.", func(f *wire.Frame) {

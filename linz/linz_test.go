@@ -229,11 +229,12 @@ func undecided(r *client.Refused) bool {
 	return false
 }
 
-// lostForward reports a fleet's refusal of a request forwarded to its
-// namespace's owner and lost after it was sent: the owner may or may not
-// have applied it, so its outcome is unknown.
+// lostForward reports a fleet's refusal that leaves the outcome unknown:
+// a request forwarded to its namespace's owner and lost after it was sent,
+// or one whose etcd transaction timed out (OUTCOME_UNKNOWN): the owner may
+// or may not have applied it.
 func lostForward(r *client.Refused) bool {
-	return r.Code == "OWNER_UNREACHABLE" && strings.Contains(r.Message, "may or may not")
+	return r.Code == "OUTCOME_UNKNOWN" || r.Code == "OWNER_UNREACHABLE" && strings.Contains(r.Message, "may or may not")
 }
 
 // errLost is a call whose outcome is unknown though its last attempt was

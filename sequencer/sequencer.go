@@ -93,6 +93,12 @@ var (
 	// on etcd returns it when a namespace of the batch is no longer owned
 	// by this hub (its owner-key guard failed).
 	ErrRetry = errors.New("sequencer: retry: the store refused the batch")
+	// ErrUncertain comes with ErrRetry when the store could not say
+	// whether it kept the batch (a transaction that timed out may have
+	// committed): the requests may or may not have been applied. The
+	// state is rolled back all the same and the store re-read before the
+	// namespace serves again.
+	ErrUncertain = errors.New("sequencer: the store may or may not have kept the batch")
 )
 
 // Tunables with their defaults.
