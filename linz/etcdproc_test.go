@@ -98,7 +98,7 @@ type etcdCluster struct {
 // startEtcd runs three members of kind; extra, when not empty, is a
 // further client address per member (host only: the root side of a
 // partitioned hub's link), listened on beside loopback.
-func startEtcd(t *testing.T, kind etcdKind, extra string) *etcdCluster {
+func startEtcd(t testing.TB, kind etcdKind, extra string) *etcdCluster {
 	t.Helper()
 	bin := ""
 	switch kind {
