@@ -318,9 +318,8 @@ type Hub struct {
 
 	// fleetFeed, on a fleet, streams every namespace's claim and board
 	// changes to the dashboard in place of this hub's commits; nil on one
-	// hub (fleetfeed.go). fleetFeedOnce starts it at the first stream.
-	fleetFeed     federation.FleetChanges
-	fleetFeedOnce sync.Once
+	// hub (fleetfeed.go). Each stream's opening starts it unless it runs.
+	fleetFeed federation.FleetChanges
 
 	m *metrics
 
