@@ -60,13 +60,16 @@ func (ch *change) decode() {
 }
 
 // FollowChanges implements federation.FleetChanges: the mirror (started
-// here if no read started it) hands sink its changes from now on.
+// here unless it runs: no read started it, or it stopped idle) hands sink
+// its changes from now on, and does not stop while sink listens.
 func (o *Owners) FollowChanges(sink federation.ChangeSink) {
 	m := &o.rec
 	m.mu.Lock()
-	m.sink = sink // set once, before any change is noted
-	m.mu.Unlock()
-	o.startMirror()
+	defer m.mu.Unlock()
+	if m.sink == nil { // written once (the same sink at every call), before the mirror notes a change
+		m.sink = sink
+	}
+	o.startMirrorLocked()
 }
 
 // changesLocked is where the watch notes one response's changes: nil

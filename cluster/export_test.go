@@ -1,10 +1,14 @@
 package cluster
 
+import "time"
+
 // BreakMirror breaks o's record watch (the mirror's, mirror.go) until
 // resume is called; the mirror then watches again from the last event it
 // applied, and lists again if that revision was compacted.
 func BreakMirror(o *Owners) (resume func()) {
-	o.startMirror()
+	o.rec.mu.Lock()
+	o.startMirrorLocked()
+	o.rec.mu.Unlock()
 	hold := make(chan struct{})
 	o.rec.hold <- hold
 	return func() { close(hold) }
@@ -16,4 +20,27 @@ func MirrorStats(o *Owners) (relists, direct int) {
 	o.rec.mu.Lock()
 	defer o.rec.mu.Unlock()
 	return o.rec.relists, o.rec.direct
+}
+
+// MirrorRun says how often o's mirror stopped for want of a reader, and
+// whether a run of it is watching now.
+func MirrorRun(o *Owners) (stops int, watching bool) {
+	o.rec.mu.Lock()
+	defer o.rec.mu.Unlock()
+	if o.rec.done != nil {
+		select {
+		case <-o.rec.done:
+		default:
+			watching = true
+		}
+	}
+	return o.rec.stops, watching
+}
+
+// SetMirrorIdle sets how long a mirror watches with no reader, until the
+// test ends.
+func SetMirrorIdle(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := mirrorIdle
+	mirrorIdle = d
+	t.Cleanup(func() { mirrorIdle = old })
 }

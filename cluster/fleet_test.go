@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strings"
@@ -987,5 +988,27 @@ func claimMovingTest(ctx context.Context, c *client.Client, r client.ClaimReques
 			return cl, err
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// watchStreams counts this process's etcd client watches (one goroutine
+// each).
+func watchStreams() int {
+	var b strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+	return strings.Count(b.String(), "(*watchGRPCStream).serveSubstream(")
+}
+
+// A hub's follow of the fleet relists every lease TTL and watches again
+// from there; the watch it leaves is ended, not left open taking every
+// event of the fleet unread, one more each TTL.
+func TestFleet_FollowEndsItsWatchAtEachRelist(t *testing.T) {
+	x := clustertest.Start(t, true)
+	startFleetHub(t, x.Endpoint, "syn-a", 2*time.Second)
+	time.Sleep(500 * time.Millisecond) // the hub's watches are up
+	before := watchStreams()
+	time.Sleep(5 * time.Second) // two relists
+	if after := watchStreams(); after > before {
+		t.Fatalf("watches: %d before two relists, %d after; want no more", before, after)
 	}
 }

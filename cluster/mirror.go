@@ -22,11 +22,18 @@ import (
 // read-your-writes across the fleet at the cost of a watch round, not of
 // a range read of every claim and its decoding.
 //
-// The mirror's goroutine (follow) owns the watch; mirror.mu guards the
-// records, and is a leaf (taken under nothing, holding nothing). A record
-// is decoded by the first read after it changed, off the watch, so a hub
-// nobody reads from decodes nothing; the mirror starts at a hub's first
-// fleet read, so a hub nobody reads from does not watch either.
+// The mirror's goroutine (followRecords) owns the watch; mirror.mu guards
+// the records, and is a leaf (taken under nothing, holding nothing). A
+// record is decoded by the first read after it changed, off the watch, so
+// a hub nobody reads from decodes nothing. The mirror starts at a hub's
+// first fleet read (or /api/events stream, changes.go) and stops once no
+// read has come for mirrorIdle and no stream is open: its records are
+// dropped, and the next read or stream starts it again from a list, so a
+// hub nobody reads from does not watch or hold the records either (a
+// dashboard closed stops costing the fleet's writes). A stop happens only
+// with no read under way and resets the mirror's revision, so a read
+// never takes the records of a stopped run for current: it waits for the
+// new run's list (at a linearizable revision) and its events.
 
 // mirrorWait bounds how long a read waits for the mirror to reach etcd's
 // revision (a relist after a compaction, a watch being re-made) before it
@@ -38,12 +45,20 @@ var mirrorWait = time.Second
 // write outside the fleet's prefix, which the watch never reports.
 var progressAfter = 5 * time.Millisecond
 
+// mirrorIdle is how long a mirror goes on watching with no fleet read
+// before it stops (configurable for tests). Long enough that a page
+// reloaded now and then, or `synapse state` in a loop, is served warm; a
+// read after a stop waits for a list, as a hub's first read does.
+var mirrorIdle = 30 * time.Second
+
 // mirror is one hub's copy of the fleet's claim and board records.
 type mirror struct {
-	start sync.Once
-	done  chan struct{} // closed when follow returns (nil until started)
-
 	mu       sync.Mutex
+	running  bool               // a followRecords owns the watch (until it stops idle)
+	done     chan struct{}      // closed when the running followRecords returns (nil until the first read)
+	readers  int                // fleet reads under way: the mirror stops only with none
+	lastRead time.Time          // when the last fleet read ended
+	stops    int                // stops for want of a reader
 	rev      int64              // every event through rev is applied (0: not listed yet)
 	recs     map[string]*record // key → record
 	gen      uint64             // bumped on every change of recs
@@ -54,8 +69,8 @@ type mirror struct {
 	direct   int                // reads that gave up waiting and range-read etcd
 	hold     chan chan struct{} // tests: break the watch until the sent channel is closed
 
-	// sink, set once by FollowChanges, is handed the changes the watch
-	// applies (changes.go).
+	// sink, set by FollowChanges, is handed the changes the watch
+	// applies (changes.go); while it listens the mirror does not stop.
 	sink changeSink
 }
 
@@ -93,38 +108,109 @@ func (o *Owners) recordKind(key string) (claim, ok bool) {
 	return false, false
 }
 
-// startMirror starts following the records, once.
-func (o *Owners) startMirror() {
+// beginRead notes a fleet read under way, which keeps the mirror from
+// stopping, and starts the mirror unless it runs; endRead must follow.
+func (o *Owners) beginRead() {
 	m := &o.rec
-	m.start.Do(func() {
-		m.mu.Lock()
-		m.advanced, m.done = make(chan struct{}), make(chan struct{})
-		if m.hold == nil {
-			m.hold = make(chan chan struct{})
-		}
-		m.mu.Unlock()
-		go o.followRecords()
-	})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.readers++
+	o.startMirrorLocked()
 }
+
+// endRead notes that a fleet read ended.
+func (o *Owners) endRead() {
+	m := &o.rec
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.readers--
+	m.lastRead = time.Now()
+}
+
+// startMirrorLocked starts following the records unless a run does
+// already, or the Owners are closing (mirror.mu).
+func (o *Owners) startMirrorLocked() {
+	m := &o.rec
+	if m.running {
+		return
+	}
+	select {
+	case <-o.stop:
+		return
+	default:
+	}
+	m.running, m.lastRead = true, time.Now()
+	if m.advanced == nil {
+		m.advanced, m.hold = make(chan struct{}), make(chan chan struct{})
+	}
+	m.done = make(chan struct{})
+	go o.followRecords(m.done)
+}
+
+// stopIfIdleLocked stops the mirror if no read is under way, none came
+// for mirrorIdle and no sink listens (an open /api/events stream reads
+// the watch; it counts as a read until it closes): its records and
+// revision are dropped, so the next read starts a run that lists again.
+// The caller's run then returns and touches the mirror no more
+// (mirror.mu).
+func (o *Owners) stopIfIdleLocked() bool {
+	m := &o.rec
+	if m.listeningLocked() {
+		m.lastRead = time.Now()
+		return false
+	}
+	if m.readers > 0 || time.Since(m.lastRead) < mirrorIdle {
+		return false
+	}
+	m.running, m.stops = false, m.stops+1
+	m.recs, m.rev, m.wctx, m.built = nil, 0, nil, built{}
+	m.gen++
+	return true
+}
+
+// untilIdle is how long, at least, until the mirror may stop.
+func (o *Owners) untilIdle() time.Duration {
+	m := &o.rec
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.readers > 0 || m.listeningLocked() {
+		return mirrorIdle
+	}
+	return max(mirrorIdle-time.Since(m.lastRead), time.Millisecond)
+}
+
+// listeningLocked says whether a sink takes the watch's changes now.
+func (m *mirror) listeningLocked() bool { return m.sink != nil && m.sink.Listening() }
 
 // followRecords lists every record, then follows the fleet's prefix from
 // the list's revision; a watch that breaks resumes after the last applied
-// event, one whose revision was compacted lists again.
-func (o *Owners) followRecords() {
+// event, one whose revision was compacted lists again. It returns when
+// the Owners close, or when it stopped the mirror for want of a reader;
+// then it closes done.
+func (o *Owners) followRecords(done chan struct{}) {
 	m := &o.rec
-	defer close(m.done)
-	ctx, cancel := context.WithCancel(context.Background())
+	defer close(done)
+	run, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		<-o.stop
+		select {
+		case <-o.stop:
+		case <-run.Done():
+		}
 		cancel()
 	}()
 	// Its own gRPC stream (the stream is chosen by the context's
 	// metadata): a progress request then answers for this watch alone.
-	ctx = metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(ctx), "synapse-watch", "records")
-	list := true
+	ctx := metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(run), "synapse-watch", "records")
+	list, listed := true, false
 	for ctx.Err() == nil {
 		if list {
+			m.mu.Lock()
+			idle := o.stopIfIdleLocked()
+			m.mu.Unlock()
+			if idle {
+				return
+			}
 			lctx, lcancel := context.WithTimeout(ctx, fleetListTimeout)
 			recs, rev, err := o.readRecords(lctx)
 			lcancel()
@@ -135,8 +221,8 @@ func (o *Owners) followRecords() {
 			}
 			m.mu.Lock()
 			var lost changeSink // a relist: the changes since the last event were not seen
-			if m.relists > 0 {
-				lost = m.sink
+			if listed {
+				lost = m.sink // (a run's first list follows a stop, when no sink listened)
 			}
 			m.recs, m.gen, m.relists = recs, m.gen+1, m.relists+1
 			m.advanceLocked(rev)
@@ -144,18 +230,32 @@ func (o *Owners) followRecords() {
 			if lost != nil {
 				lost.Lost()
 			}
-			list = false
+			list, listed = false, true
 		}
-		list = o.watchRecords(ctx)
+		switch o.watchRecords(ctx) {
+		case watchIdle:
+			return
+		case watchRelist:
+			list = true
+		}
 	}
 }
+
+// watchEnd is why watchRecords returned.
+type watchEnd int
+
+const (
+	watchAgain  watchEnd = iota // broken, or the Owners closing: watch again from the last applied event
+	watchRelist                 // the events after the mirror's revision were compacted: list again
+	watchIdle                   // the mirror stopped for want of a reader
+)
 
 // fleetListTimeout bounds one list of every record.
 var fleetListTimeout = 10 * time.Second
 
 // watchRecords applies the prefix's events from the mirror's revision on,
-// until the watch breaks; it says whether the mirror must list again.
-func (o *Owners) watchRecords(ctx context.Context) (relist bool) {
+// until the watch breaks or the mirror stops idle.
+func (o *Owners) watchRecords(ctx context.Context) watchEnd {
 	m := &o.rec
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -164,27 +264,37 @@ func (o *Owners) watchRecords(ctx context.Context) (relist bool) {
 	m.wctx = wctx
 	m.mu.Unlock()
 	wch := o.cli.Watch(wctx, o.pfx, clientv3.WithPrefix(), clientv3.WithRev(from))
+	idle := time.NewTimer(o.untilIdle())
+	defer idle.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return false
+			return watchAgain
+		case <-idle.C:
+			m.mu.Lock()
+			stopped := o.stopIfIdleLocked()
+			m.mu.Unlock()
+			if stopped {
+				return watchIdle
+			}
+			idle.Reset(o.untilIdle())
 		case resume := <-m.hold:
 			cancel()
 			select {
 			case <-resume:
 			case <-ctx.Done():
 			}
-			return false
+			return watchAgain
 		case resp, ok := <-wch:
 			if !ok {
-				return false
+				return watchAgain
 			}
 			if resp.CompactRevision != 0 {
-				return true // the events after our revision are gone: list again
+				return watchRelist // the events after our revision are gone
 			}
 			if resp.Err() != nil {
 				sleepCtx(ctx, retryEvery)
-				return false
+				return watchAgain
 			}
 			m.mu.Lock()
 			rev := m.rev
@@ -301,21 +411,25 @@ func (o *Owners) mirrored() (int64, []*coord.Claim, []*coord.BoardTask) {
 		}
 	}
 	m.mu.Unlock()
-	slices.SortFunc(recs, func(a, b *record) int { return cmp.Compare(a.key, b.key) })
-	var b built
-	b.gen = gen
-	b.claims = make([]*coord.Claim, 0, len(recs))
+	var cs, ts []*record
 	for _, r := range recs {
 		if r.c != nil {
-			b.claims = append(b.claims, r.c)
+			cs = append(cs, r)
 		} else if r.t != nil {
-			b.tasks = append(b.tasks, r.t)
+			ts = append(ts, r)
 		}
 	}
-	// In task order, as every answer sorts them: an answer's sort is then
-	// a pass over a sorted list.
-	slices.SortStableFunc(b.claims, func(x, y *coord.Claim) int { return cmp.Compare(x.TaskID, y.TaskID) })
-	slices.SortStableFunc(b.tasks, func(x, y *coord.BoardTask) int { return cmp.Compare(x.TaskID, y.TaskID) })
+	// In task order, as every answer sorts them (an answer's sort is then
+	// a pass over a sorted list), then by key: one order on every hub.
+	slices.SortFunc(cs, func(x, y *record) int { return cmp.Or(cmp.Compare(x.c.TaskID, y.c.TaskID), cmp.Compare(x.key, y.key)) })
+	slices.SortFunc(ts, func(x, y *record) int { return cmp.Or(cmp.Compare(x.t.TaskID, y.t.TaskID), cmp.Compare(x.key, y.key)) })
+	b := built{gen: gen, claims: make([]*coord.Claim, len(cs)), tasks: make([]*coord.BoardTask, len(ts))}
+	for i, r := range cs {
+		b.claims[i] = r.c
+	}
+	for i, r := range ts {
+		b.tasks[i] = r.t
+	}
 	m.mu.Lock()
 	if gen >= m.built.gen {
 		m.built = b

@@ -261,7 +261,11 @@ func (o *Owners) follow(rev int64) {
 	tick := time.NewTicker(o.m.cfg.LeaseTTL)
 	defer tick.Stop()
 	for ctx.Err() == nil {
-		wch := o.cli.Watch(clientv3.WithRequireLeader(ctx), o.pfx, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		// Each watch ends before the next is made: a watch left open on
+		// the relist below would go on taking every event of the fleet,
+		// unread (its client buffers them), one more each lease TTL.
+		wctx, wcancel := context.WithCancel(ctx)
+		wch := o.cli.Watch(clientv3.WithRequireLeader(wctx), o.pfx, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 		for ctx.Err() == nil {
 			select {
 			case resp, ok := <-wch:
@@ -293,6 +297,7 @@ func (o *Owners) follow(rev int64) {
 			}
 		}
 	relist:
+		wcancel()
 		if ctx.Err() != nil {
 			return
 		}

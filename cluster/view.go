@@ -81,10 +81,12 @@ func (o *Owners) rosterEvent(hub string, deleted bool, value []byte) {
 // board tasks at one revision, at least etcd's revision when the read
 // began (a linearizable read of the namespace index's count), so it holds
 // every write acknowledged before, on any hub. It is served from the
-// mirror (mirror.go); a mirror that does not reach that revision within
-// mirrorWait is bypassed for a range read of etcd.
+// mirror (mirror.go), started if it was not running; a mirror that does
+// not reach that revision within mirrorWait is bypassed for a range read
+// of etcd.
 func (o *Owners) Snapshot(ctx context.Context) (federation.FleetSnapshot, error) {
-	o.startMirror()
+	o.beginRead()
+	defer o.endRead()
 	var snap federation.FleetSnapshot
 	now, err := o.cli.Get(ctx, o.pfx+"nsindex/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {

@@ -29,14 +29,16 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			apiUnavailable(w, err)
 			return
 		}
-		writeJSON(w, st)
+		body, err := appendState(nil, st)
+		writeBody(w, body, err)
 	case "/api/board":
 		b, err := s.b.Board(r.Context())
 		if err != nil {
 			apiUnavailable(w, err)
 			return
 		}
-		writeJSON(w, b)
+		body, err := appendBoard(nil, b)
+		writeBody(w, body, err)
 	case "/api/mailbox":
 		m, dead := s.b.Mailbox()
 		writeJSON(w, struct {
@@ -74,6 +76,79 @@ func apiUnavailable(w http.ResponseWriter, err error) {
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeBody writes a JSON body appendState or appendBoard made.
+func writeBody(w http.ResponseWriter, body []byte, err error) {
+	if err != nil {
+		apiError(w, http.StatusInternalServerError, "the answer could not be encoded: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// appendState appends st's JSON: encoding/json's, but for the claims and
+// board tasks the Backend encoded ahead (ClaimsJSON, TasksJSON), which
+// are copied in rather than encoded, or checked, again (checking 10,000
+// claims costs more than encoding them).
+func appendState(b []byte, st APIState) ([]byte, error) {
+	type plain APIState
+	rest, err := json.Marshal(struct {
+		plain
+		// Shallower than plain's fields of the same names, so they hide
+		// them; nil, so they are left out: the members spliced below.
+		Claims *struct{} `json:"claims,omitempty"`
+		Board  *struct{} `json:"board,omitempty"`
+	}{plain: plain(st)})
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, `{"claims":`...)
+	if b, err = appendEncoded(b, st.ClaimsJSON, st.Claims); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"board":`...)
+	if b, err = appendBoard(b, st.Board); err != nil {
+		return nil, err
+	}
+	return appendMembers(b, rest), nil
+}
+
+// appendBoard appends bd's JSON, as appendState.
+func appendBoard(b []byte, bd APIBoard) ([]byte, error) {
+	type plain APIBoard
+	rest, err := json.Marshal(struct {
+		plain
+		Tasks *struct{} `json:"tasks,omitempty"`
+	}{plain: plain(bd)})
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, `{"tasks":`...)
+	if b, err = appendEncoded(b, bd.TasksJSON, bd.Tasks); err != nil {
+		return nil, err
+	}
+	return appendMembers(b, rest), nil
+}
+
+// appendEncoded appends raw, or v's JSON if raw is nil.
+func appendEncoded(b, raw []byte, v any) ([]byte, error) {
+	if raw != nil {
+		return append(b, raw...), nil
+	}
+	j, err := json.Marshal(v)
+	return append(b, j...), err
+}
+
+// appendMembers closes the object being written in b with the members of
+// obj, an encoded object.
+func appendMembers(b, obj []byte) []byte {
+	if len(obj) > 2 {
+		b = append(b, ',')
+		b = append(b, obj[1:len(obj)-1]...)
+	}
+	return append(b, '}')
 }
 
 // serveEvents streams dashboard events as server-sent events. The first is

@@ -5,6 +5,8 @@ package dashboard
 // (Backend); ClaimOf and TaskOf turn the core's claims and tasks into them.
 
 import (
+	"encoding/json"
+
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/federation"
 )
@@ -26,6 +28,12 @@ type APIState struct {
 	DeadLetters []APIDeadLetter    `json:"dead_letters"`
 	Mailbox     map[string]int64   `json:"mailbox_pending"` // null when the hub keeps no mailbox (no journal)
 	Federation  *federation.Status `json:"federation,omitempty"`
+
+	// ClaimsJSON, when not nil, is the claims already encoded, a JSON array
+	// of AppendClaim's: it is sent in place of Claims, which is left empty.
+	// The hub keeps each claim's encoding while the claim is unchanged, so
+	// a read of 10,000 claims encodes only those that changed.
+	ClaimsJSON []byte `json:"-"`
 }
 
 // APIHealth is the hub's and its journal's health.
@@ -87,6 +95,10 @@ type APIClaim struct {
 type APIBoard struct {
 	Tasks []APITask `json:"tasks"`
 	Ready []string  `json:"ready"` // open tasks whose dependencies are all done or cancelled
+
+	// TasksJSON, when not nil, is Tasks already encoded, a JSON array of
+	// AppendTask's, sent in its place (as APIState.ClaimsJSON).
+	TasksJSON []byte `json:"-"`
 }
 
 // APITask is one board task.
@@ -151,6 +163,20 @@ func ClaimOf(c *coord.Claim) APIClaim {
 	return APIClaim{TaskID: c.TaskID, Owner: c.Owner, Worktree: c.Worktree, Paths: paths, Globs: c.Globs, Files: c.Files, Mode: mode, Epoch: c.Epoch,
 		Version: c.Version, Status: c.Status.String(), Note: c.Note, ClaimedAt: c.ClaimedAt, ExpiresAt: c.ExpiresAt,
 		Checkpoint: c.Checkpoint != "", BoardTask: c.BoardTask}
+}
+
+// AppendClaim appends c's JSON as the API shows it (ClaimOf's).
+func AppendClaim(b []byte, c *coord.Claim) []byte { return appendJSON(b, ClaimOf(c)) }
+
+// AppendTask appends t's JSON as the API shows it (TaskOf's).
+func AppendTask(b []byte, t *coord.BoardTask) []byte { return appendJSON(b, TaskOf(t)) }
+
+func appendJSON(b []byte, v any) []byte {
+	j, err := json.Marshal(v)
+	if err != nil { // a float the hub never makes (NaN, ±Inf)
+		return append(b, "null"...)
+	}
+	return append(b, j...)
 }
 
 // TaskOf is t as the API shows it.

@@ -30,7 +30,9 @@ type FleetChanges interface {
 	// FollowChanges hands sink every change of any namespace's claims and
 	// board tasks from now on, from one goroutine, in etcd's revision
 	// order, each once a fleet read can see it; it starts following the
-	// fleet's records if nothing does yet. It is called once and never
+	// fleet's records if nothing does (none did yet, or the following
+	// stopped for want of a reader), and goes on while sink is Listening.
+	// It is called as each stream opens, with the same sink, and never
 	// blocks.
 	FollowChanges(sink ChangeSink)
 }

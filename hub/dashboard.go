@@ -6,8 +6,11 @@ package hub
 // and, under Hub.mu, the registry's small maps and the feed's event
 // counter and refusals (Feed.Mark), so every part is of one instant.
 // Sorting and encoding happen afterwards, on the request's goroutine, as
-// state_request does. The routes, sign-in and the event stream live in
-// package dashboard; the hub publishes to its Feed (Hub.feed).
+// state_request does; each claim's and task's encoding is kept by its
+// pointer (Hub.apiClaims, Hub.apiTasks: encodings.go), so a read encodes
+// only the claims and tasks that changed since the last. The routes,
+// sign-in and the event stream live in package dashboard; the hub
+// publishes to its Feed (Hub.feed).
 
 import (
 	"cmp"
@@ -76,15 +79,18 @@ func (d dashHost) Board(ctx context.Context) (dashboard.APIBoard, error) {
 		}
 		tasks = v.([]*coord.BoardTask)
 	}
+	return d.board(tasks), nil
+}
+
+// board sorts tasks, fresh pointers to immutable tasks, by id and lists
+// them, encoded from the hub's cache, with their ready set.
+func (d dashHost) board(tasks []*coord.BoardTask) dashboard.APIBoard {
 	slices.SortFunc(tasks, func(a, b *coord.BoardTask) int { return strings.Compare(a.TaskID, b.TaskID) })
-	b := dashboard.APIBoard{Tasks: make([]dashboard.APITask, 0, len(tasks)), Ready: coord.ReadyOf(tasks)}
-	for _, t := range tasks {
-		b.Tasks = append(b.Tasks, dashboard.TaskOf(t))
-	}
+	b := dashboard.APIBoard{TasksJSON: d.h.apiTasks.list(tasks), Ready: coord.ReadyOf(tasks)}
 	if b.Ready == nil {
 		b.Ready = []string{}
 	}
-	return b, nil
+	return b
 }
 
 // deadLettersLocked copies the dead-letter ledger (at most maxDeadLetters
@@ -174,25 +180,17 @@ func (d dashHost) State(ctx context.Context) (dashboard.APIState, error) {
 	out := dashboard.APIState{HubID: h.cfg.HubID, Version: h.cfg.Version, GeneratedAt: r.at, Secured: h.secured(),
 		EventID: r.eventID, Refusals: r.refusals}
 
+	// A lapsed lease the next tick will expire is no longer held.
+	live := slices.DeleteFunc(r.claims, func(c *coord.Claim) bool { return !c.Live(r.at) })
+	slices.SortFunc(live, func(a, b *coord.Claim) int { // by task, then owner: one order on every hub of a fleet
+		return cmp.Or(strings.Compare(a.TaskID, b.TaskID), strings.Compare(a.Owner, b.Owner))
+	})
 	owned := map[string]int{}
-	out.Claims = make([]dashboard.APIClaim, 0, len(r.claims))
-	for _, c := range r.claims {
-		if c.Live(r.at) { // a lapsed lease the next tick will expire is no longer held
-			out.Claims = append(out.Claims, dashboard.ClaimOf(c))
-			owned[c.Owner]++
-		}
+	for _, c := range live {
+		owned[c.Owner]++
 	}
-	sort.Slice(out.Claims, func(i, j int) bool { return out.Claims[i].TaskID < out.Claims[j].TaskID })
-
-	slices.SortFunc(r.tasks, func(a, b *coord.BoardTask) int { return strings.Compare(a.TaskID, b.TaskID) })
-	out.Board.Tasks = make([]dashboard.APITask, 0, len(r.tasks))
-	for _, t := range r.tasks {
-		out.Board.Tasks = append(out.Board.Tasks, dashboard.TaskOf(t))
-	}
-	out.Board.Ready = coord.ReadyOf(r.tasks)
-	if out.Board.Ready == nil {
-		out.Board.Ready = []string{}
-	}
+	out.ClaimsJSON = h.apiClaims.list(live)
+	out.Board = d.board(r.tasks)
 
 	for i := range r.agents {
 		r.agents[i].Claims = owned[r.agents[i].Name]
@@ -203,7 +201,7 @@ func (d dashHost) State(ctx context.Context) (dashboard.APIState, error) {
 	out.DeadLetters = r.dead
 
 	out.Health = d.health(r.at, r.online, r.clients)
-	out.Health.ActiveClaims, out.Health.BoardTasks, out.Health.Epoch = len(out.Claims), len(out.Board.Tasks), r.epoch
+	out.Health.ActiveClaims, out.Health.BoardTasks, out.Health.Epoch = len(live), len(r.tasks), r.epoch
 
 	if h.cfg.Journal != nil {
 		out.Mailbox = mailboxView{h}.counts()

@@ -108,7 +108,7 @@
 // Close), the heavy lane's lock (a frame holds the lane's turn, not its
 // lock, while it runs and may take Hub.mu then), delivery's pending
 // Window lock (under the ack lock, or on the sequencer goroutine), the
-// keepalive's lock, the fleet claims' encoding cache (fleetJSON.mu).
+// keepalive's lock, the claims' and tasks' encoding caches (encodings.mu).
 //
 // Never while holding Hub.mu: Submit or Query (the sequencer may be
 // waiting for mu in OnCommit), the ack lock, a network wait (another hub,

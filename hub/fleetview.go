@@ -12,10 +12,8 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/delivery"
 	"github.com/synapse-hub/synapse/federation"
 	"github.com/synapse-hub/synapse/wire"
@@ -38,42 +36,6 @@ func (h *Hub) fleetRead(ctx context.Context) (federation.FleetSnapshot, error) {
 	snap, err := h.cfg.Fleet.Snapshot(ctx)
 	h.m.fleetReadSeconds.Observe(h.now() - t0)
 	return snap, err
-}
-
-// fleetJSON keeps each fleet claim's state_snapshot encoding by its
-// pointer: the fleet view hands out the same immutable claims while their
-// records are unchanged, so a read of 10,000 claims encodes only those
-// that changed since the last one. Its lock is taken alone.
-type fleetJSON struct {
-	mu  sync.Mutex
-	enc map[*coord.Claim][]byte
-}
-
-// claims encodes live as active_claims, from the cache where it can; the
-// entries of claims no longer read are dropped once they outnumber the
-// live ones.
-func (f *fleetJSON) claims(live []*coord.Claim) []byte {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.enc == nil || len(f.enc) > 2*len(live)+1024 {
-		old := f.enc
-		f.enc = make(map[*coord.Claim][]byte, len(live))
-		for _, c := range live {
-			if e, ok := old[c]; ok {
-				f.enc[c] = e
-			}
-		}
-	}
-	size := 2 + len(live)
-	for _, c := range live {
-		e, ok := f.enc[c]
-		if !ok {
-			e = wire.AppendClaim(nil, c, false)
-			f.enc[c] = e
-		}
-		size += len(e)
-	}
-	return wire.List(make([]byte, 0, size), live, func(b []byte, c *coord.Claim) []byte { return append(b, f.enc[c]...) })
 }
 
 // fleetUnavailable refuses a fleet-wide read that etcd did not answer.

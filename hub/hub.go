@@ -310,13 +310,16 @@ type Hub struct {
 	// Sequencer goroutine only.
 	rendered map[any][]byte
 
-	fleetJSON fleetJSON // a fleet's claims as state_snapshot encodes them (fleetview.go)
+	// Each claim's and task's encoding for the reads that list them all,
+	// by pointer (encodings.go).
+	stateClaims *encodings[coord.Claim]     // state_snapshot's active_claims, on a fleet
+	apiClaims   *encodings[coord.Claim]     // /api/state's claims
+	apiTasks    *encodings[coord.BoardTask] // /api/state's and /api/board's tasks
 
 	// fleetFeed, on a fleet, streams every namespace's claim and board
 	// changes to the dashboard in place of this hub's commits; nil on one
-	// hub (fleetfeed.go). fleetFeedOnce starts it at the first stream.
-	fleetFeed     federation.FleetChanges
-	fleetFeedOnce sync.Once
+	// hub (fleetfeed.go). Each stream's opening starts it unless it runs.
+	fleetFeed federation.FleetChanges
 
 	m *metrics
 
@@ -445,12 +448,15 @@ func New(cfg Config) (*Hub, error) {
 		return nil, fmt.Errorf("hub: %w", err)
 	}
 	h := &Hub{
-		cfg:      cfg,
-		knobs:    k,
-		log:      cfg.Logger.With("hub_id", cfg.HubID),
-		state:    cfg.State,
-		started:  started,
-		rendered: make(map[any][]byte),
+		cfg:         cfg,
+		knobs:       k,
+		log:         cfg.Logger.With("hub_id", cfg.HubID),
+		state:       cfg.State,
+		started:     started,
+		rendered:    make(map[any][]byte),
+		stateClaims: newEncodings(func(b []byte, c *coord.Claim) []byte { return wire.AppendClaim(b, c, false) }),
+		apiClaims:   newEncodings(dashboard.AppendClaim),
+		apiTasks:    newEncodings(dashboard.AppendTask),
 	}
 	if k.heavyLanePerSecond > 0 {
 		h.heavyPace = gate.NewBucket(k.heavyLanePerSecond, cfg.HeavyLaneBurst, h.started)

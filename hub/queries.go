@@ -60,7 +60,7 @@ func (s *session) stateRequest(sender string) {
 	}
 	var claims []byte
 	if fleet {
-		claims = h.fleetJSON.claims(live)
+		claims = h.stateClaims.list(live)
 	} else {
 		claims = wire.List(nil, live, func(b []byte, c *coord.Claim) []byte { return wire.AppendClaim(b, c, false) })
 	}
