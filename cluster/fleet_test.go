@@ -741,11 +741,7 @@ func TestFleet_UpdateOfAnOlderClaimKeepsTheEpochFloor_INV_EF_1(t *testing.T) {
 	a, b := twoFleetHubs(t, ttl)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	alice := dial(t, a.uri, "proj/alice")
-	first, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"one"}, TTL: time.Minute})
-	if err != nil || first.HubID != "syn-a" {
-		t.Fatalf("first use on syn-a: %+v %v", first, err)
-	}
+	alice, first := claimOnA(ctx, t, a, "proj/alice", client.ClaimRequest{TaskID: "T1", Paths: []string{"one"}, TTL: time.Minute})
 	second, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T2", Paths: []string{"two"}, TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -758,18 +754,9 @@ func TestFleet_UpdateOfAnOlderClaimKeepsTheEpochFloor_INV_EF_1(t *testing.T) {
 	}
 	a.crash()
 	bob := dial(t, b.uri, "proj/bob")
-	for {
-		third, err := bob.Claim(ctx, client.ClaimRequest{TaskID: "T3", Paths: []string{"three"}})
-		if err == nil {
-			if third.HubID != "syn-b" || third.Epoch <= second.Epoch {
-				t.Fatalf("the new owner granted %+v; want syn-b with an epoch above %d (T2's)", third, second.Epoch)
-			}
-			return
-		}
-		if c := refusedCode(err); c != "NAMESPACE_MOVING" && c != "OWNER_UNREACHABLE" || ctx.Err() != nil {
-			t.Fatalf("after the owner's crash: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	third, err := claimMovingTest(ctx, bob, client.ClaimRequest{TaskID: "T3", Paths: []string{"three"}})
+	if err != nil || third.HubID != "syn-b" || third.Epoch <= second.Epoch {
+		t.Fatalf("the new owner granted %+v (%v); want syn-b with an epoch above %d (T2's)", third, err, second.Epoch)
 	}
 }
 
@@ -791,11 +778,7 @@ func TestFleet_LapsedCheckpointSurvivesFailover_INV_CR_3(t *testing.T) {
 			a, b := twoFleetHubs(t, ttl)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			alice := dial(t, a.uri, "proj/alice")
-			cl, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}, TTL: time.Second})
-			if err != nil || cl.HubID != "syn-a" {
-				t.Fatalf("first use on syn-a: %+v %v", cl, err)
-			}
+			alice, cl := claimOnA(ctx, t, a, "proj/alice", client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}, TTL: time.Second})
 			if _, err := alice.Checkpoint(ctx, "T1", "step-3-of-5", cl.Epoch); err != nil {
 				t.Fatal(err)
 			}
@@ -810,18 +793,9 @@ func TestFleet_LapsedCheckpointSurvivesFailover_INV_CR_3(t *testing.T) {
 			a.crash()
 			time.Sleep(1500 * time.Millisecond) // lapsed either way
 			bob := dial(t, b.uri, "proj/bob")
-			for {
-				got, err := bob.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}})
-				if err == nil {
-					if got.HubID != "syn-b" || got.Checkpoint != "step-3-of-5" {
-						t.Fatalf("the next claimant got %+v; want syn-b resuming checkpoint step-3-of-5", got)
-					}
-					return
-				}
-				if c := refusedCode(err); c != "NAMESPACE_MOVING" && c != "OWNER_UNREACHABLE" || ctx.Err() != nil {
-					t.Fatalf("after the owner's crash: %v", err)
-				}
-				time.Sleep(50 * time.Millisecond)
+			got, err := claimMovingTest(ctx, bob, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}})
+			if err != nil || got.HubID != "syn-b" || got.Checkpoint != "step-3-of-5" {
+				t.Fatalf("the next claimant got %+v (%v); want syn-b resuming checkpoint step-3-of-5", got, err)
 			}
 		})
 	}
@@ -835,28 +809,15 @@ func TestFleet_ReleaseInTheDefaultNamespaceSurvivesFailover_Issue22(t *testing.T
 	a, b := twoFleetHubs(t, 2*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	solo := dial(t, a.uri, "solo")
-	cl, err := solo.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}, TTL: time.Minute})
-	if err != nil || cl.HubID != "syn-a" {
-		t.Fatalf("first use on syn-a: %+v %v", cl, err)
-	}
+	solo, cl := claimOnA(ctx, t, a, "solo", client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}, TTL: time.Minute})
 	if _, err := solo.Release(ctx, "T1", client.ReleaseOptions{Epoch: cl.Epoch}); err != nil {
 		t.Fatal(err)
 	}
 	a.crash()
 	other := dial(t, b.uri, "other")
-	for {
-		got, err := other.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}})
-		if err == nil {
-			if got.HubID != "syn-b" {
-				t.Fatalf("granted by %s; want syn-b", got.HubID)
-			}
-			return
-		}
-		if c := refusedCode(err); c != "NAMESPACE_MOVING" && c != "OWNER_UNREACHABLE" || ctx.Err() != nil {
-			t.Fatalf("after the owner's crash, a claim of the released task: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	got, err := claimMovingTest(ctx, other, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}})
+	if err != nil || got.HubID != "syn-b" {
+		t.Fatalf("after the owner's crash, a claim of the released task: %+v %v; want granted by syn-b", got, err)
 	}
 }
 
@@ -869,11 +830,7 @@ func TestFleet_MoveAskedAtAnOlderEpochOfTheOwnerCompletes_Rules5_8(t *testing.T)
 	a, b := twoFleetHubs(t, 2*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	alice := dial(t, a.uri, "proj/alice")
-	cl, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}, TTL: time.Minute})
-	if err != nil || cl.HubID != "syn-a" {
-		t.Fatalf("first use on syn-a: %+v %v", cl, err)
-	}
+	claimOnA(ctx, t, a, "proj/alice", client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}, TTL: time.Minute})
 	cli := a.m.Client()
 	owner, err := cli.Get(ctx, cluster.DefaultPrefix+"ns/proj/owner")
 	if err != nil || len(owner.Kvs) != 1 {
@@ -947,11 +904,7 @@ func TestFleet_RetainedCheckpointsLeaveWithTheirNamespace_INV_CR_3(t *testing.T)
 	a, b := twoFleetHubs(t, 2*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	alice := dial(t, a.uri, "proj/alice")
-	cl, err := alice.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}, TTL: time.Second})
-	if err != nil || cl.HubID != "syn-a" {
-		t.Fatalf("first use on syn-a: %+v %v", cl, err)
-	}
+	alice, cl := claimOnA(ctx, t, a, "proj/alice", client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}, TTL: time.Second})
 	if _, err := alice.Checkpoint(ctx, "T1", "cp-old", cl.Epoch); err != nil {
 		t.Fatal(err)
 	}
@@ -1011,4 +964,16 @@ func TestFleet_FollowEndsItsWatchAtEachRelist(t *testing.T) {
 	if after := watchStreams(); after > before {
 		t.Fatalf("watches: %d before two relists, %d after; want no more", before, after)
 	}
+}
+
+// claimOnA claims r as name through a, which must grant it: first use
+// places the namespace on the hub it is asked of.
+func claimOnA(ctx context.Context, t *testing.T, a *fleetHub, name string, r client.ClaimRequest) (*client.Client, *client.Claim) {
+	t.Helper()
+	c := dial(t, a.uri, name)
+	cl, err := c.Claim(ctx, r)
+	if err != nil || cl.HubID != "syn-a" {
+		t.Fatalf("first use on syn-a: %+v %v", cl, err)
+	}
+	return c, cl
 }

@@ -139,6 +139,14 @@ func TestFleet_EventsStreamTheFleetsClaimsAndBoard_Issue22(t *testing.T) {
 	ann := dial(t, a.uri, "alpha/ann") // alpha: syn-a
 	bob := dial(t, b.uri, "beta/bob")  // beta: syn-b
 	cid := dial(t, b.uri, "beta/cid")
+	// A fleet read on each hub waits until its mirror has caught up with
+	// etcd: from then on every change is streamed as an event, not found
+	// in the mirror's first list (which a page reads through /api/state).
+	for _, c := range []*client.Client{ann, bob} {
+		if _, err := c.State(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var want []string
 	step := func(line string, f func() error) {
 		t.Helper()

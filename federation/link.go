@@ -57,7 +57,15 @@ type Link struct {
 	pending  map[int64]*pendingCall
 	agents   map[string]bool // agents that forwarded over this link
 	lastErr  error
-	since    time.Time
+	// dialFailed: the link is down and the last dial since it went down
+	// failed (a dead peer refuses at once); failed is closed at each
+	// failed dial. A forward then fails at once instead of waiting its
+	// whole timeout for a link that may not come back (a dead owner's
+	// namespace fails over only after its lease lapses; waiting only
+	// delayed the first grant after it).
+	dialFailed bool
+	failed     chan struct{}
+	since      time.Time
 	rttNanos int64 // last ping round trip
 }
 
@@ -73,7 +81,7 @@ type callResult struct {
 }
 
 func newLink(f *Federation, peer, uri string) *Link {
-	return &Link{f: f, peer: peer, uri: uri, up: make(chan struct{}), pending: make(map[int64]*pendingCall), agents: make(map[string]bool)}
+	return &Link{f: f, peer: peer, uri: uri, up: make(chan struct{}), failed: make(chan struct{}), pending: make(map[int64]*pendingCall), agents: make(map[string]bool)}
 }
 
 // LinkStatus is what synapse ns list and status show of a peer.
@@ -111,7 +119,7 @@ func (l *Link) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		conn, mode, err := l.connect(ctx)
 		if err != nil {
-			l.setDown(err)
+			l.failDial(err)
 			select {
 			case <-ctx.Done():
 				return
@@ -205,8 +213,18 @@ func (l *Link) setUp(conn *websocket.Conn, mode linkMode) int64 {
 		l.since = time.Now()
 		close(l.up)
 	}
-	l.conn, l.mode, l.lastErr = conn, mode, nil
+	l.conn, l.mode, l.lastErr, l.dialFailed = conn, mode, nil, false
 	return l.gen
+}
+
+// failDial records a failed dial: forwards waiting for the link give up.
+func (l *Link) failDial(err error) {
+	l.setDown(err)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dialFailed = true
+	close(l.failed)
+	l.failed = make(chan struct{})
 }
 
 func (l *Link) setDown(err error) {
@@ -216,6 +234,7 @@ func (l *Link) setDown(err error) {
 	if l.mode != linkDown {
 		l.mode, l.conn, l.since = linkDown, nil, time.Now()
 		l.up = make(chan struct{})
+		l.dialFailed = false // not dialled since
 	}
 }
 
@@ -318,12 +337,20 @@ func (l *Link) await(ctx context.Context) (linkMode, *websocket.Conn, int64, err
 	for {
 		l.mu.Lock()
 		mode, conn, gen, up, lastErr := l.mode, l.conn, l.gen, l.up, l.lastErr
+		dialFailed, failed := l.dialFailed, l.failed
 		l.mu.Unlock()
 		if mode != linkDown {
 			return mode, conn, gen, nil
 		}
+		if dialFailed {
+			if !errors.Is(lastErr, ErrRefusedByPeer) && !errors.Is(lastErr, ErrUnreachable) {
+				lastErr = fmt.Errorf("%w: %v", ErrUnreachable, lastErr)
+			}
+			return linkDown, nil, 0, lastErr
+		}
 		select {
 		case <-up:
+		case <-failed:
 		case <-ctx.Done():
 			if lastErr == nil {
 				lastErr = fmt.Errorf("%w: %s", ErrUnreachable, l.peer)
