@@ -17,10 +17,12 @@ import (
 // compare-and-swap on the record's ModRevision (rule 5):
 //
 //	Freezing  — written by whoever asks for the move, guarded by A's epoch.
-//	            A stops admitting the namespace (requests are told to retry).
-//	Draining  — A finishes what is in flight, then in one transaction
-//	            guarded by its epoch deletes its owner key and sets Warming:
-//	            from that revision on nothing of A's can land (the HWM).
+//	            A stops admitting the namespace (requests are told to retry),
+//	            finishes what is in flight, then in one transaction guarded
+//	            by its epoch deletes its owner key and sets Warming: from
+//	            that revision on nothing of A's can land (the HWM). (A
+//	            Draining phase between them, written by older hubs, is
+//	            carried on the same way; it only added a round trip.)
 //	Warming   — B reads the namespace at the HWM into staging (rule 6),
 //	            admitting nothing.
 //	Complete  — B creates the owner key under its lease and sets Complete in
@@ -164,25 +166,18 @@ func (o *Owners) advance(parent context.Context, ns string, h *Handoff, ownerExi
 	ctx, cancel := context.WithTimeout(parent, claimTimeout+o.m.cfg.LeaseTTL/3)
 	defer cancel()
 	hk := o.handoffKey(ns)
-	cas := func(next Handoff, extra ...clientv3.Op) bool {
-		b, _ := json.Marshal(next)
-		ops := append([]clientv3.Op{clientv3.OpPut(hk, string(b))}, extra...)
-		t, err := o.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(hk), "=", h.modRev)).Then(ops...).Commit()
-		return err == nil && t.Succeeded
-	}
 	o.mu.Lock()
 	epoch, installed := o.mine[ns]
 	_, toLive := o.hubs[h.To]
 	o.mu.Unlock()
 	switch {
-	case h.From == o.self && h.Phase == PhaseFreezing && installed && epoch == h.FromEpoch:
-		o.freeze(ns)
-		next := *h
-		next.Phase = PhaseDraining
-		if cas(next) {
-			o.enqueue(ns)
-		}
-	case h.From == o.self && h.Phase == PhaseDraining && installed && epoch == h.FromEpoch:
+	case h.From == o.self && (h.Phase == PhaseFreezing || h.Phase == PhaseDraining) && installed && epoch == h.FromEpoch:
+		// Freeze, drain and hand off in one turn: the freeze is local (no
+		// admission from here on) and the handoff below is guarded by the
+		// record's revision and this hub's epoch, so writing Draining
+		// first only added a round trip to etcd and its watch to the
+		// move's pause. A record left at Draining by an older hub is
+		// carried on the same way.
 		o.freeze(ns)
 		o.host.Drain(o.m.cfg.LeaseTTL / 3)
 		next := *h

@@ -99,7 +99,7 @@ var claimTimeout = 3 * time.Second
 
 // plannedRetry is the retry hint during a planned move: a move completes
 // in tens of milliseconds, so clients come back soon.
-var plannedRetry = 25 * time.Millisecond
+var plannedRetry = 10 * time.Millisecond
 
 // IdemRetention is how long a fleet honours an idempotency key (between
 // it and an hour more: see retention).
