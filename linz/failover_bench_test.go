@@ -22,8 +22,9 @@ import (
 //
 //	go test ./linz -run XXX -bench 'FleetFailover|FleetMovePause' -benchtime 1x
 //
-// LINZ_TRIALS sets the trials per measure (default 20). Task ids carry the
-// namespace: on a fleet they are unique per owner hub (docs/scale-out.md).
+// LINZ_TRIALS sets the trials per measure (default 20). Task ids and
+// worktrees carry the namespace: on a fleet both are judged per owner hub,
+// not per namespace (docs/scale-out.md, "Left open").
 
 func trials() int {
 	if n, err := strconv.Atoi(os.Getenv("LINZ_TRIALS")); err == nil && n > 0 {
@@ -91,7 +92,7 @@ func BenchmarkFleetFailover(b *testing.B) {
 				ns := fmt.Sprintf("fo%d", trial)
 				first := dialB(b, owner.uri(), ns+"/first")
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				cl, err := first.Claim(ctx, client.ClaimRequest{TaskID: ns + ".seed", Paths: []string{"seed"}})
+				cl, err := first.Claim(ctx, client.ClaimRequest{TaskID: ns + ".seed", Worktree: "/bench/" + ns, Paths: []string{"seed"}})
 				first.Close()
 				if err != nil || cl.HubID != owner.id {
 					b.Fatalf("first use on %s: %+v %v", owner.id, cl, err)
@@ -101,7 +102,7 @@ func BenchmarkFleetFailover(b *testing.B) {
 				killed := time.Now()
 				for k := 0; ; k++ {
 					cctx, ccancel := context.WithTimeout(ctx, time.Second)
-					g, err := probe.Claim(cctx, client.ClaimRequest{TaskID: fmt.Sprintf("%s.p%d", ns, k), Paths: []string{fmt.Sprintf("p%d", k)}})
+					g, err := probe.Claim(cctx, client.ClaimRequest{TaskID: fmt.Sprintf("%s.p%d", ns, k), Worktree: "/bench/" + ns, Paths: []string{fmt.Sprintf("p%d", k)}})
 					ccancel()
 					if err == nil && g.HubID != owner.id {
 						took = append(took, time.Since(killed))
@@ -137,7 +138,7 @@ func BenchmarkFleetMovePause(b *testing.B) {
 				ns := fmt.Sprintf("mv%d", trial)
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				first := dialB(b, from.uri(), ns+"/first")
-				if cl, err := first.Claim(ctx, client.ClaimRequest{TaskID: ns + ".seed", Paths: []string{"seed"}}); err != nil || cl.HubID != from.id {
+				if cl, err := first.Claim(ctx, client.ClaimRequest{TaskID: ns + ".seed", Worktree: "/bench/" + ns, Paths: []string{"seed"}}); err != nil || cl.HubID != from.id {
 					b.Fatalf("first use on %s: %+v %v", from.id, cl, err)
 				}
 				probe, err := client.Dial(ctx, client.Options{URI: prober.uri(), Name: ns + "/probe", NoReconnect: true}) // retries NAMESPACE_MOVING, as users' clients do
@@ -154,7 +155,7 @@ func BenchmarkFleetMovePause(b *testing.B) {
 							return
 						default:
 						}
-						if _, err := probe.Claim(ctx, client.ClaimRequest{TaskID: fmt.Sprintf("%s.p%d", ns, k), Paths: []string{fmt.Sprintf("p%d", k)}}); err == nil {
+						if _, err := probe.Claim(ctx, client.ClaimRequest{TaskID: fmt.Sprintf("%s.p%d", ns, k), Worktree: "/bench/" + ns, Paths: []string{fmt.Sprintf("p%d", k)}}); err == nil {
 							grants = append(grants, time.Now())
 						}
 					}
