@@ -48,15 +48,15 @@ type Link struct {
 	f         *Federation
 	peer, uri string
 
-	mu       sync.Mutex
-	conn     *websocket.Conn // nil unless mode is linkMux
-	mode     linkMode
-	up       chan struct{} // closed while mode != linkDown
-	gen      int64         // connection generation
-	nextID   int64
-	pending  map[int64]*pendingCall
-	agents   map[string]bool // agents that forwarded over this link
-	lastErr  error
+	mu      sync.Mutex
+	conn    *websocket.Conn // nil unless mode is linkMux
+	mode    linkMode
+	up      chan struct{} // closed while mode != linkDown
+	gen     int64         // connection generation
+	nextID  int64
+	pending map[int64]*pendingCall
+	agents  map[string]bool // agents that forwarded over this link
+	lastErr error
 	// dialFailed: the link is down and the last dial since it went down
 	// failed (a dead peer refuses at once); failed is closed at each
 	// failed dial. A forward then fails at once instead of waiting its
@@ -66,7 +66,7 @@ type Link struct {
 	dialFailed bool
 	failed     chan struct{}
 	since      time.Time
-	rttNanos int64 // last ping round trip
+	rttNanos   int64 // last ping round trip
 }
 
 type pendingCall struct {
