@@ -593,6 +593,9 @@ func (o *Owners) release(ns string, epoch int64) {
 // once, in-flight work drains, and the claims are dropped; the lease (and
 // with it every owner key) is revoked after this returns.
 func (o *Owners) Fence(budget time.Duration) {
+	if keepServingPastLease {
+		return // the harness's broken build keeps every namespace (unsafe_on.go)
+	}
 	o.mu.Lock()
 	nss := make([]string, 0, len(o.mine))
 	for ns := range o.mine {
