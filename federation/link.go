@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -406,9 +407,13 @@ func (l *Link) forward(ctx context.Context, agent string, from Principal, typ st
 		l.agents[agent] = true
 	}
 	l.mu.Unlock()
+	lost := false // an earlier send was lost after it left: the owner may have applied it
 	for {
 		mode, conn, gen, err := l.await(ctx)
 		if err != nil {
+			if lost {
+				return nil, ErrLost
+			}
 			return nil, err
 		}
 		if mode == linkReference {
@@ -426,7 +431,16 @@ func (l *Link) forward(ctx context.Context, agent string, from Principal, typ st
 			return env.Bytes()
 		})
 		if errors.Is(r.err, ErrLost) && retryable && ctx.Err() == nil {
+			lost = true
 			continue
+		}
+		if lost && (r.err != nil || undecidedAnswer(r.frames)) {
+			// The resend decided nothing (the peer no longer owns the
+			// namespace, or it is moving) or failed, but the first send
+			// may have been applied: the outcome is unknown, not "nothing
+			// was decided" (found by the fleet harness). A retry with the
+			// idem key is answered once by whoever owns it now.
+			return nil, ErrLost
 		}
 		return r.frames, r.err
 	}
@@ -590,6 +604,18 @@ func grantedIn(frames [][]byte, agent string) bool {
 			Owner string `json:"owner"`
 		}
 		if json.Unmarshal(fr, &g) == nil && g.Type == "claim_granted" && g.Owner == agent {
+			return true
+		}
+	}
+	return false
+}
+
+// undecidedAnswer reports an owner's answer that decided nothing: a
+// refusal because the namespace is moving or not the peer's.
+func undecidedAnswer(frames [][]byte) bool {
+	for _, f := range frames {
+		if bytes.Contains(f, []byte(`"NAMESPACE_MOVING"`)) || bytes.Contains(f, []byte(`"NAMESPACE_NOT_OWNED"`)) ||
+			bytes.Contains(f, []byte(`"NAMESPACE_UNGOVERNED"`)) {
 			return true
 		}
 	}
