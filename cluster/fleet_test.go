@@ -977,3 +977,28 @@ func claimOnA(ctx context.Context, t *testing.T, a *fleetHub, name string, r cli
 	}
 	return c, cl
 }
+
+// A move record left at Complete by a new owner that lost the namespace
+// before clearing it (it died) does not hold the namespace off: first use
+// takes it again (rules 5–8; found by the fleet harness's long run).
+func TestFleet_ACompletedMoveWhoseOwnerDiedDoesNotBlockTheNamespace_Rules5_8(t *testing.T) {
+	a, b := twoFleetHubs(t, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	claimOnA(ctx, t, a, "proj/alice", client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}})
+	cli := a.m.Client()
+	// The record as a new owner syn-c leaves it when it dies at once: no
+	// owner key, the record at Complete.
+	if _, err := cli.Delete(ctx, cluster.DefaultPrefix+"ns/proj/owner"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, cluster.DefaultPrefix+"ns/proj/handoff", `{"from":"syn-a","to":"syn-b","phase":"complete","from_epoch":1}`); err != nil {
+		t.Fatal(err)
+	}
+	bob := dial(t, b.uri, "proj/bob")
+	cctx, ccancel := context.WithTimeout(ctx, 15*time.Second)
+	defer ccancel()
+	if got, err := claimMovingTest(cctx, bob, client.ClaimRequest{TaskID: "T2", Paths: []string{"docs"}}); err != nil {
+		t.Fatalf("the namespace was not served again: %+v %v", got, err)
+	}
+}

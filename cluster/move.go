@@ -213,6 +213,13 @@ func (o *Owners) advance(parent context.Context, ns string, h *Handoff, ownerExi
 		if h.To == o.self {
 			_, _ = o.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(hk), "=", h.modRev)).Then(clientv3.OpDelete(hk)).Commit()
 		}
+	case h.Phase == PhaseComplete && (!ownerExists || rec.Hub != h.To):
+		// The move completed, then its new owner lost the namespace before
+		// clearing the record (it died, or failed over): the record only
+		// blocks first use now. Whoever sees it clears it (found by the
+		// fleet harness's long run as a namespace never served again after
+		// its new owner was killed and restarted under the same id).
+		_, _ = o.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(hk), "=", h.modRev)).Then(clientv3.OpDelete(hk)).Commit()
 	case !toLive && !ownerExists:
 		// The target is gone and nobody owns the namespace: abort the move;
 		// the namespace is taken again by first use.
