@@ -1002,3 +1002,31 @@ func TestFleet_ACompletedMoveWhoseOwnerDiedDoesNotBlockTheNamespace_Rules5_8(t *
 		t.Fatalf("the namespace was not served again: %+v %v", got, err)
 	}
 }
+
+// A transaction etcd did not confirm (here: its deadline passed) may
+// have committed: Append says so with sequencer.ErrUncertain beside
+// ErrRetry, which the hub answers OUTCOME_UNKNOWN, never "nothing was
+// decided" (found by the fleet harness, linz/fleet_test.go).
+func TestFleet_AnUnconfirmedWriteIsUncertainNotRefused_Issue22(t *testing.T) {
+	a, _ := twoFleetHubs(t, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, cl := claimOnA(ctx, t, a, "proj/alice", client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}})
+	rec := journal.Record{Kind: journal.KindCheckpoint, Durable: true,
+		Payload: []byte(fmt.Sprintf(`{"task_id":"T1","owner":"proj/alice","note":"","claimed_at":1.0,"lease_expires_at":9999999999.0,"status":"claimed","data_ref":"","worktree":"","paths":["src"],"epoch":%d,"version":1,"checkpoint":"cp","git":null,"quota_principal":"p"}`, cl.Epoch))}
+	dead, stop := context.WithTimeout(ctx, time.Nanosecond)
+	defer stop()
+	time.Sleep(time.Millisecond)
+	_, err := a.owners.Append(dead, &journal.Batch{TS: 1, Records: []journal.Record{rec}})
+	if !errors.Is(err, sequencer.ErrRetry) || !errors.Is(err, sequencer.ErrUncertain) {
+		t.Fatalf("an unconfirmed write: %v; want sequencer.ErrRetry with sequencer.ErrUncertain", err)
+	}
+	// A write the guard refused is certain: nothing was kept.
+	if _, err := a.m.Client().Put(ctx, cluster.DefaultPrefix+"ns/proj/owner", `{"hub_id":"syn-z","addr":"ws://127.0.0.1:1"}`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.owners.Append(ctx, &journal.Batch{TS: 2, Records: []journal.Record{rec}})
+	if !errors.Is(err, sequencer.ErrRetry) || errors.Is(err, sequencer.ErrUncertain) {
+		t.Fatalf("a write refused by the owner-key guard: %v; want sequencer.ErrRetry alone", err)
+	}
+}
