@@ -13,13 +13,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
 	"github.com/synapse-hub/synapse/client"
-	"github.com/synapse-hub/synapse/internal/hubproc"
 	"github.com/synapse-hub/synapse/internal/testbin"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -66,6 +64,7 @@ func fleetSpace(ns string) string {
 // on the same id, address and port. Only the nemesis goroutine (and the
 // test after it stops) calls its methods.
 type fleetHub struct {
+	child
 	id, bin string
 	host    string
 	port    int
@@ -73,8 +72,6 @@ type fleetHub struct {
 	ttl     time.Duration
 	net     *netPart // non-nil: runs in this network namespace
 	log     *os.File
-	cmd     *exec.Cmd
-	done    chan struct{} // closed when cmd has exited
 }
 
 func (h *fleetHub) uri() string { return "ws://" + h.host + ":" + strconv.Itoa(h.port) }
@@ -91,46 +88,12 @@ func (h *fleetHub) start() error {
 		cmd = h.net.command(h.bin, args...)
 	}
 	cmd.Env = append(os.Environ(), "SYNAPSE_TOKEN=")
-	hubproc.DieWithParent(cmd)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
 	cmd.Stderr = h.log
-	if err := cmd.Start(); err != nil {
-		return err
+	if err := h.launch(cmd); err != nil {
+		b, _ := os.ReadFile(h.log.Name())
+		return fmt.Errorf("hub %s did not start (%v); its log ends:\n%s", h.id, err, tail(string(b), 2000))
 	}
-	up := hubproc.Listening(out)
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	select {
-	case <-up:
-		h.cmd, h.done = cmd, done
-		return nil
-	case <-done:
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		<-done
-	}
-	b, _ := os.ReadFile(h.log.Name())
-	return fmt.Errorf("hub %s did not start; its log ends:\n%s", h.id, tail(string(b), 2000))
-}
-
-func (h *fleetHub) kill() {
-	if h.cmd != nil {
-		h.cmd.Process.Signal(syscall.SIGKILL)
-		<-h.done
-		h.cmd = nil
-	}
-}
-
-func (h *fleetHub) pause(d time.Duration) {
-	if h.cmd == nil {
-		return
-	}
-	h.cmd.Process.Signal(syscall.SIGSTOP)
-	time.Sleep(d)
-	h.cmd.Process.Signal(syscall.SIGCONT)
+	return nil
 }
 
 // stint is one hub's ownership of a namespace, as the harness's own etcd
