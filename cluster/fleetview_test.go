@@ -553,6 +553,12 @@ func TestFleet_IdleMirrorKeepsWatchingWhileAStreamIsOpen_Issue22(t *testing.T) {
 	awaitMirror(t, ctx, b, false, "syn-b's mirror never stopped after its stream closed")
 	evs, _ = open()
 	awaitMirror(t, ctx, b, true, "a new stream did not start syn-b's stopped mirror again")
+	// A fleet read on syn-b waits until its restarted mirror has caught up
+	// with etcd: T2 is then streamed as an event, not found in the
+	// mirror's first list (which a page reads through /api/state).
+	if _, err := dial(t, b.uri, "beta/reader").State(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := ann.Claim(ctx, client.ClaimRequest{TaskID: "T2", Paths: []string{"two"}}); err != nil {
 		t.Fatal(err)
 	}
