@@ -243,6 +243,7 @@ type Client struct {
 	conn    *conn      // nil while disconnected
 	up      chan struct{}
 	pending []*call
+	taken   answered // keyed calls' answers, so a copy answers no other call (dispatch.go)
 	subs    map[*subscriber]struct{}
 	welcome Welcome
 	closed  bool

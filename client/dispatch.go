@@ -2,7 +2,9 @@ package client
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"strings"
 )
 
 // Matching replies to calls.
@@ -26,10 +28,21 @@ import (
 // A call whose context ends stays in the list, marked abandoned, until its
 // reply arrives or the socket drops, so a late reply is never taken for a
 // later call's.
+//
+// One answer can arrive twice on a new socket: a request resent with its
+// idem_key after its socket was lost is answered with the stored replay of
+// the first attempt's grant, and that grant, broadcast when the first
+// attempt committed, reaches the name's new socket too. Such a copy is
+// byte for byte the answer a call already took (every new grant, renewal,
+// update or handoff differs: a fresh epoch, version or clock), so a frame
+// identical to the answer of a keyed call answers no call with another
+// key; it goes to the subscribers. Found by the fleet harness: a renewal
+// answered with the previous claim's grant (INV-CR-1, INV-EF-1).
 
 // call is one request in flight.
 type call struct {
 	task   string // the request's task_id, to match a plain error that names it
+	key    string // the request's idem_key, "" without one
 	match  func(f Frame) (take, finish bool)
 	frames []Frame
 	done   chan error // buffered; nil = finished with frames
@@ -47,6 +60,7 @@ func (c *Client) do(ctx context.Context, m map[string]any, match func(Frame) (ta
 func (c *Client) doMany(ctx context.Context, ms []map[string]any, match func(Frame) (take, finish bool)) ([]Frame, error) {
 	cl := &call{match: match, done: make(chan error, 1)}
 	cl.task, _ = ms[0]["task_id"].(string)
+	cl.key, _ = ms[0]["idem_key"].(string)
 	c.wmu.Lock()
 	c.mu.Lock()
 	if c.closed {
@@ -98,7 +112,22 @@ func (c *Client) dispatch(f Frame) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	taken := false
+	var sum [32]byte // of f.Raw, once needed
+	hashed := false
+	hash := func() [32]byte {
+		if !hashed {
+			sum, hashed = sha256.Sum256(f.Raw), true
+		}
+		return sum
+	}
+	var copyOf *string
+	if len(c.taken.keys) > 0 && answers(f) {
+		copyOf = c.taken.lookup(hash())
+	}
 	for _, cl := range c.pending {
+		if copyOf != nil && *copyOf != cl.key {
+			continue // a copy of another request's answer (see above)
+		}
 		take, finish := cl.match(f)
 		// A plain error answers the oldest waiting call; a hub that names
 		// the task in it (ours does) lets it skip calls for other tasks.
@@ -110,6 +139,9 @@ func (c *Client) dispatch(f Frame) {
 		}
 		taken = true
 		cl.frames = append(cl.frames, f)
+		if cl.key != "" && copyOf == nil && answers(f) {
+			c.taken.add(hash(), cl.key)
+		}
 		if finish {
 			c.removePendingLocked(cl)
 			cl.done <- nil
@@ -119,6 +151,46 @@ func (c *Client) dispatch(f Frame) {
 	if !taken || f.broadcast() {
 		c.publishLocked(f)
 	}
+}
+
+// answers reports a frame that can be a keyed call's stored answer: a
+// grant or an update, not a refusal (refusals are never stored, and two
+// alike can be told apart by nothing).
+func answers(f Frame) bool {
+	return f.Type != "error" && !strings.HasSuffix(f.Type, "_denied") && !f.Has("reason_code") && !f.Has("error_code")
+}
+
+// answered remembers the latest keyed calls' answers by their bytes' hash
+// and the key each answered, up to answeredKept of them.
+type answered struct {
+	keys  map[[32]byte]string
+	order [][32]byte
+}
+
+const answeredKept = 256
+
+// lookup reports the key of the call the frame hashed to sum answered,
+// or nil when it answered none.
+func (a *answered) lookup(sum [32]byte) *string {
+	if k, ok := a.keys[sum]; ok {
+		return &k
+	}
+	return nil
+}
+
+func (a *answered) add(sum [32]byte, key string) {
+	if a.keys == nil {
+		a.keys = make(map[[32]byte]string, answeredKept)
+	}
+	if _, ok := a.keys[sum]; ok {
+		return
+	}
+	if len(a.order) == answeredKept {
+		delete(a.keys, a.order[0])
+		a.order = a.order[1:]
+	}
+	a.keys[sum] = key
+	a.order = append(a.order, sum)
 }
 
 func (c *Client) removePendingLocked(cl *call) {
