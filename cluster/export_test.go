@@ -44,3 +44,19 @@ func SetMirrorIdle(t interface{ Cleanup(func()) }, d time.Duration) {
 	mirrorIdle = d
 	t.Cleanup(func() { mirrorIdle = old })
 }
+
+// RewarmFenced runs o's re-read of a namespace after an ambiguous write
+// (rewarm) while its member is between a fence and its next
+// registration: it holds no lease then.
+func RewarmFenced(o *Owners, ns string) {
+	o.m.mu.Lock()
+	was := o.m.serving
+	o.m.serving = false
+	o.m.mu.Unlock()
+	defer func() {
+		o.m.mu.Lock()
+		o.m.serving = was
+		o.m.mu.Unlock()
+	}()
+	o.rewarm(ns)
+}

@@ -445,9 +445,7 @@ func TestFleet_ZombieWriteIsRefusedByTheOwnerKeyGuard_Rule10(t *testing.T) {
 	}
 	cli := a.m.Client()
 	owner := cluster.DefaultPrefix + "ns/proj/owner"
-	if _, err := cli.Put(ctx, owner, `{"hub_id":"syn-z","addr":"ws://127.0.0.1:1"}`); err != nil {
-		t.Fatal(err)
-	}
+	putForeignOwner(ctx, t, cli, owner)
 	rec := journal.Record{Kind: journal.KindClaim, Durable: true,
 		Payload: []byte(`{"task_id":"Z1","owner":"proj/zombie","note":"","claimed_at":1.0,"lease_expires_at":9999999999.0,"status":"claimed","data_ref":"","worktree":"","paths":["z"],"epoch":99,"version":0,"checkpoint":"","git":null,"quota_principal":"p"}`)}
 	_, err := a.owners.Append(ctx, &journal.Batch{TS: 1, Records: []journal.Record{rec}})
@@ -876,9 +874,7 @@ func TestFleet_ALapseInANamespaceNoLongerServedDoesNotRefuseTheBatch_Issue22(t *
 		t.Fatal(err)
 	}
 	cli := a.m.Client()
-	if _, err := cli.Put(ctx, cluster.DefaultPrefix+"ns/beta/owner", `{"hub_id":"syn-z","addr":"ws://127.0.0.1:1"}`); err != nil {
-		t.Fatal(err)
-	}
+	putForeignOwner(ctx, t, cli, cluster.DefaultPrefix+"ns/beta/owner")
 	for a.owners.Resolve("beta").Outcome == federation.Local {
 		if ctx.Err() != nil {
 			t.Fatal("syn-a never saw beta go")
@@ -1022,11 +1018,70 @@ func TestFleet_AnUnconfirmedWriteIsUncertainNotRefused_Issue22(t *testing.T) {
 		t.Fatalf("an unconfirmed write: %v; want sequencer.ErrRetry with sequencer.ErrUncertain", err)
 	}
 	// A write the guard refused is certain: nothing was kept.
-	if _, err := a.m.Client().Put(ctx, cluster.DefaultPrefix+"ns/proj/owner", `{"hub_id":"syn-z","addr":"ws://127.0.0.1:1"}`); err != nil {
-		t.Fatal(err)
-	}
+	putForeignOwner(ctx, t, a.m.Client(), cluster.DefaultPrefix+"ns/proj/owner")
 	_, err = a.owners.Append(ctx, &journal.Batch{TS: 2, Records: []journal.Record{rec}})
 	if !errors.Is(err, sequencer.ErrRetry) || errors.Is(err, sequencer.ErrUncertain) {
 		t.Fatalf("a write refused by the owner-key guard: %v; want sequencer.ErrRetry alone", err)
+	}
+}
+
+// An owner key always lives under its hub's lease (rule 1): a re-read
+// after an ambiguous write (rewarm) made while the hub holds no lease (it
+// fenced, and has not registered again) must not write one without a
+// lease, which would name the hub as owner for ever, its namespace never
+// served again once it dies. Found by the fleet harness's long runs: a
+// namespace answered NAMESPACE_MOVING for minutes after every hub was
+// restarted.
+func TestFleet_AnOwnerKeyIsNeverWrittenWithoutALease_Rule1(t *testing.T) {
+	a, b := twoFleetHubs(t, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	claimOnA(ctx, t, a, "proj/alice", client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}})
+	cluster.RewarmFenced(a.owners, "proj")
+	cli := b.m.Client()
+	r, err := cli.Get(ctx, "/synapse/v1/ns/proj/owner")
+	if err != nil || len(r.Kvs) != 1 {
+		t.Fatalf("owner key: %v %v", r, err)
+	}
+	if r.Kvs[0].Lease == 0 {
+		t.Fatalf("the owner key of proj was written without a lease (value %s): it would outlive its hub", r.Kvs[0].Value)
+	}
+	a.crash()
+	bob := dial(t, b.uri, "proj/bob")
+	cl, err := claimMovingTest(ctx, bob, client.ClaimRequest{TaskID: "T2", Paths: []string{"other"}})
+	if err != nil || cl.HubID != "syn-b" {
+		t.Fatalf("proj was not served again after its owner died: %+v %v", cl, err)
+	}
+}
+
+// An owner key without a lease, as an older synapse could leave one, is
+// deleted by the first hub that reconciles its namespace, and the
+// namespace is served again (rule 1).
+func TestFleet_AnOwnerKeyWithoutALeaseIsDeleted_Rule1(t *testing.T) {
+	a, b := twoFleetHubs(t, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cli := b.m.Client()
+	if _, err := cli.Put(ctx, "/synapse/v1/ns/old/owner", `{"hub_id":"syn-gone","addr":"ws://127.0.0.1:1"}`); err != nil {
+		t.Fatal(err)
+	}
+	carol := dial(t, a.uri, "old/carol")
+	cl, err := claimMovingTest(ctx, carol, client.ClaimRequest{TaskID: "T1", Paths: []string{"src"}})
+	if err != nil || (cl.HubID != "syn-a" && cl.HubID != "syn-b") {
+		t.Fatalf("a namespace whose owner key had no lease was not served: %+v %v", cl, err)
+	}
+}
+
+// putForeignOwner writes key as the owner key of a hub syn-z that is not
+// running, under a lease of its own, as a hub that took the namespace
+// would (an owner key without a lease is deleted on sight, rule 1).
+func putForeignOwner(ctx context.Context, t *testing.T, cli *clientv3.Client, key string) {
+	t.Helper()
+	l, err := cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, key, `{"hub_id":"syn-z","addr":"ws://127.0.0.1:1"}`, clientv3.WithLease(l.ID)); err != nil {
+		t.Fatal(err)
 	}
 }

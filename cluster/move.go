@@ -178,8 +178,9 @@ func (o *Owners) advance(parent context.Context, ns string, h *Handoff, ownerExi
 		// first only added a round trip to etcd and its watch to the
 		// move's pause. A record left at Draining by an older hub is
 		// carried on the same way.
+		frozeAt := time.Now()
 		o.freeze(ns)
-		o.host.Drain(o.m.cfg.LeaseTTL / 3)
+		o.host.DrainNamespace(ns, o.m.cfg.LeaseTTL/3) // not the others': under load they are never all answered at once
 		next := *h
 		next.Phase = PhaseWarming
 		b, _ := json.Marshal(next)
@@ -190,7 +191,7 @@ func (o *Owners) advance(parent context.Context, ns string, h *Handoff, ownerExi
 			delete(o.frozen, ns)
 			o.mu.Unlock()
 			o.host.Disown(ns)
-			o.log.Info("cluster: namespace handed off", "namespace", ns, "to", h.To)
+			o.log.Info("cluster: namespace handed off", "namespace", ns, "to", h.To, "frozen_ms", msSince(frozeAt))
 		}
 	case h.From == o.self && (h.Phase == PhaseFreezing || h.Phase == PhaseDraining) && installed && epoch != h.FromEpoch &&
 		ownerExists && rec.Hub == o.self && rec.modRev == epoch:
@@ -247,6 +248,7 @@ func (o *Owners) takeMoved(ctx context.Context, ns string, h *Handoff) {
 	if lease == 0 {
 		return
 	}
+	began := time.Now()
 	// Read the namespace as it is now, not at the record's revision: with
 	// the owner key gone nothing can write it (every write is guarded by
 	// that key, and first use waits for the record to go), and when the
@@ -275,9 +277,12 @@ func (o *Owners) takeMoved(ctx context.Context, ns string, h *Handoff) {
 		return
 	}
 	o.m.Applied()
-	o.log.Info("cluster: moved namespace taken", "namespace", ns, "from", h.From, "epoch", epoch)
+	o.log.Info("cluster: moved namespace taken", "namespace", ns, "from", h.From, "epoch", epoch, "warm_ms", msSince(began))
 	o.enqueue(ns) // clear the record
 }
+
+// msSince is the milliseconds since t, for the logs.
+func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
 
 // freeze stops a namespace resolving local here (a move is under way).
 func (o *Owners) freeze(ns string) {

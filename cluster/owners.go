@@ -34,6 +34,8 @@ type Host interface {
 	Disown(ns string)
 	// Drain waits, at most budget, for the mutations in flight.
 	Drain(budget time.Duration)
+	// DrainNamespace waits, at most budget, for ns's mutations in flight.
+	DrainNamespace(ns string, budget time.Duration)
 }
 
 // Owners is a hub's view of namespace ownership in etcd, and the store of
@@ -337,6 +339,16 @@ func (o *Owners) reconcile(ctx context.Context, ns string) {
 		return // the next event or relist retries
 	}
 	r := t.Responses[0].GetResponseRange()
+	if len(r.Kvs) == 1 && r.Kvs[0].Lease == 0 {
+		// An owner key without a lease (written by an older synapse while
+		// fenced) would name its hub the owner for ever, alive or not:
+		// rule 1 says it serves nobody. Whoever sees it deletes it, and
+		// the namespace is taken again by first use.
+		o.log.Warn("cluster: deleting an owner key that has no lease", "namespace", ns, "value", string(r.Kvs[0].Value))
+		_, _ = o.cli.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(o.ownerKey(ns)), "=", r.Kvs[0].ModRevision)).
+			Then(clientv3.OpDelete(o.ownerKey(ns))).Commit()
+		return // the deletion's event reconciles it again
+	}
 	var h *Handoff
 	if hr := t.Responses[1].GetResponseRange(); len(hr.Kvs) == 1 {
 		h = &Handoff{}
@@ -926,6 +938,14 @@ func (o *Owners) rewarm(ns string) {
 	// write of the ambiguous transaction, then warm at that revision.
 	key := o.ownerKey(ns)
 	lease := o.m.Lease()
+	if lease == 0 {
+		// Fenced, not registered again: a put without a lease would name
+		// this hub the owner for ever (rule 1; found by the fleet
+		// harness). The key lapses with the old lease, and the namespace
+		// is taken again by first use.
+		o.enqueue(ns)
+		return
+	}
 	val, _ := json.Marshal(ownerRec{Hub: o.self, Addr: o.m.cfg.Advertise})
 	t, err := o.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", r.Kvs[0].ModRevision)).
 		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).Commit()

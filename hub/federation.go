@@ -426,5 +426,13 @@ func (h *Hub) Drain(budget time.Duration) {
 	_ = waitCtx(ctx, &h.submits)
 }
 
+// DrainNamespace waits, at most budget, for the mutations of namespace ns
+// in flight to be answered (a planned move, once ns is frozen).
+func (h *Hub) DrainNamespace(ns string, budget time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	h.nsBusy.wait(ctx, ns)
+}
+
 // moveTimeout bounds a planned move or drain asked for over the wire.
 var moveTimeout = 60 * time.Second

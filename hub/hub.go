@@ -297,6 +297,7 @@ type Hub struct {
 	conns   sync.WaitGroup // live socket handlers
 	submits sync.WaitGroup // in-flight Submits, so Close lets them finish
 	subMu   sync.Mutex     // orders submits.Add against Close's Wait
+	nsBusy  nsInflight     // in-flight mutations by namespace (a planned move drains one)
 	nextID  atomic.Int64
 	// liveSockets counts the admitted sockets not being closed (welcome's
 	// and who_snapshot's connected_clients): kept as sockets come and go,

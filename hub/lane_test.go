@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -67,4 +68,36 @@ func TestHeavyLane_ServesBusySocketsInTurnAndARareOneNext(t *testing.T) {
 	if l.queued() != 0 {
 		t.Fatalf("%d still waiting", l.queued())
 	}
+}
+
+// A planned move drains its own namespace only (Hub.DrainNamespace): a
+// mutation in flight in another namespace does not hold it, one in its
+// namespace does until answered (rule 5's freeze, then the handoff).
+func TestNamespaceDrain_WaitsForItsOwnNamespaceOnly_Rule5(t *testing.T) {
+	var c nsInflight
+	c.enter("busy")
+	c.enter("moving")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { c.wait(ctx, "moving"); close(done) }()
+	select {
+	case <-done:
+		t.Fatal("the drain returned with the namespace's mutation in flight")
+	case <-time.After(50 * time.Millisecond):
+	}
+	c.leave("moving")
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("the drain did not return once the namespace's mutation was answered, with another namespace busy")
+	}
+	c.wait(ctx, "idle") // nothing in flight there: at once
+	if ctx.Err() != nil {
+		t.Fatal("the drain of an idle namespace waited")
+	}
+	c.enter("moving")
+	c.leave("moving")
+	c.wait(ctx, "moving") // entered and left again: idle
+	c.leave("busy")
 }

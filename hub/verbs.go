@@ -80,9 +80,12 @@ func (s *session) submit(sender, typ, task string, in *wire.Inbound, cmd coord.C
 		s.fail(sender, "shutting_down", "Hub is shutting down.")
 		return sequencer.Reply{}, false
 	}
+	ns := coord.NamespaceOf(identity(sender))
+	h.nsBusy.enter(ns)
 	t0 := time.Now()
 	reply, err := h.seq.Submit(context.Background(), req)
 	h.m.submitSeconds.Observe(time.Since(t0).Seconds())
+	h.nsBusy.leave(ns)
 	h.submits.Done()
 	switch {
 	case errors.Is(err, sequencer.ErrUncertain):

@@ -38,6 +38,13 @@ func benchFleet(b *testing.B, ttl time.Duration) []*fleetHub {
 	etcd := startEtcd(b, etcdEmbedded, "")
 	bin := testbin.Synapse(b)
 	dir := b.TempDir()
+	if os.Getenv("LINZ_KEEP_LOGS") != "" { // to see where a slow trial's time went
+		var err error
+		if dir, err = os.MkdirTemp("", "linz-bench-logs-"); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("the hubs' logs are kept in %s", dir)
+	}
 	hubs := make([]*fleetHub, 3)
 	for i := range hubs {
 		h := &fleetHub{id: fmt.Sprintf("syn-%c", 'a'+i), bin: bin, host: "127.0.0.1", port: testbin.FreePort(b), etcd: etcd.endpoints(false), ttl: ttl}
@@ -178,6 +185,7 @@ func BenchmarkFleetMovePause(b *testing.B) {
 					}
 				}
 				pauses = append(pauses, worst)
+				b.Logf("trial %d: %s from %s to %s asked at %s, pause %v", trial, ns, from.id, to.id, asked.UTC().Format("15:04:05.000"), worst)
 			}
 			report(b, "move-pause", pauses)
 		})

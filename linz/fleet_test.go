@@ -513,6 +513,11 @@ func (r *fleetRun) execute(t *testing.T) {
 	for _, w := range workers {
 		r.retries += w.retries
 	}
+	if len(r.problems) > 0 {
+		for _, h := range hubs {
+			h.dump() // their goroutines, in the kept logs
+		}
+	}
 	t.Logf("recovered and accounted after %s", time.Since(setup).Round(time.Second))
 	r.result, r.info = porcupine.CheckOperationsVerbose(Model.ToModel(), r.ops, checkTimeout)
 	r.took = time.Since(setup).Round(time.Second)

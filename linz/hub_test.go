@@ -64,6 +64,23 @@ func (c *child) kill() {
 	}
 }
 
+// dump asks the hub for its goroutines (SIGQUIT: the Go runtime writes
+// them to stderr, the hub's log) and waits for it to exit: how a hub that
+// stopped answering is seen from the inside.
+func (c *child) dump() {
+	if c.cmd == nil {
+		return
+	}
+	c.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-c.done:
+	case <-time.After(5 * time.Second):
+		c.cmd.Process.Signal(syscall.SIGKILL)
+		<-c.done
+	}
+	c.cmd = nil
+}
+
 // pause stops the hub for d: sockets stay open, its clock keeps running,
 // leases lapse.
 func (c *child) pause(d time.Duration) {
