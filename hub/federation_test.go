@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/synapse-hub/synapse/access"
 	"github.com/synapse-hub/synapse/client"
 	"github.com/synapse-hub/synapse/coord"
@@ -594,5 +596,74 @@ func TestFederation_ForwardCarriesTheCredential_OwnerChargesItWhenItHoldsIt_INV_
 				wantRefused(t, err, "QUOTA_EXCEEDED") // federation-peer:syn-b's budget, spent by X's two claims
 			}
 		})
+	}
+}
+
+// A forward resent after its first send was lost — the owner died or
+// froze after reading it, so it may have applied it — whose resend is
+// answered "nothing was decided" (NAMESPACE_MOVING: the owner is giving
+// the namespace up, or another hub owns it now) has an unknown outcome:
+// the agent is told OWNER_UNREACHABLE, "may or may not", never that
+// nothing was decided (INV-CR-1 across hubs; found by the fleet harness
+// as a handoff refused NAMESPACE_MOVING that showed in the recovered
+// state). The owner here is a peer that drops the link after reading the
+// first send and refuses the resend.
+func TestFederation_AResendAfterALostSendIsAnUnknownOutcome_INV_CR_1(t *testing.T) {
+	forwards := make(chan int, 4)
+	seen := 0
+	fake := http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		ctx := r.Context()
+		for {
+			_, data, err := ws.Read(ctx)
+			if err != nil {
+				return
+			}
+			var f struct {
+				Type  string `json:"type"`
+				FwdID int64  `json:"fwd_id"`
+			}
+			_ = json.Unmarshal(data, &f)
+			switch f.Type {
+			case federation.TypeHello:
+				_ = ws.Write(ctx, websocket.MessageText, []byte(`{"type":"multihub_welcome","sender":"syn-f","target":"syn-b","hub_id":"syn-f","features":["forward"],"owners":{"proj":"syn-f"}}`))
+			case federation.TypeForward:
+				seen++
+				forwards <- seen
+				if seen == 1 {
+					return // read, maybe applied, never answered: the link drops
+				}
+				refusal := `{"type":"claim_denied","sender":"SynapseHub","target":"proj/alice","task_id":"T1","reason_code":"NAMESPACE_MOVING","error_code":"NAMESPACE_MOVING","payload":"Nothing was decided."}`
+				_ = ws.Write(ctx, websocket.MessageText, []byte(fmt.Sprintf(`{"type":"multihub_forward_result","sender":"syn-f","target":"syn-b","fwd_id":%d,"frames":[%s]}`, f.FwdID, refusal)))
+			}
+		}
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go fake.Serve(ln)
+	t.Cleanup(func() { fake.Close() })
+	n := startFed(t, []string{"syn-b"}, func(string, map[string]string) Config {
+		return Config{Federation: federation.Config{Owners: []string{"proj=syn-f"}, ClaimPeerToken: "tok-syn-b",
+			ClaimPeers: map[string]string{"syn-f": "ws://" + ln.Addr().String()}, ForwardTimeout: 5 * time.Second}}
+	})
+	ctx := ctx10(t)
+	c, err := client.Dial(ctx, client.Options{URI: n.uris["syn-b"], Name: "proj/alice", NoMovingRetry: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Claim(ctx, client.ClaimRequest{TaskID: "T1", IdemKey: "k1"})
+	r := wantRefused(t, err, "OWNER_UNREACHABLE")
+	if !strings.Contains(r.Message, "may or may not") {
+		t.Fatalf("the refusal does not say the outcome is unknown: %q", r.Message)
+	}
+	if len(forwards) != 2 {
+		t.Fatalf("the owner saw %d sends; want the first and its resend", len(forwards))
 	}
 }
