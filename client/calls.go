@@ -50,7 +50,7 @@ func (c *Client) reply(ctx context.Context, m map[string]any, task, okType strin
 			return f, ref
 		}
 		wait := time.Duration(f.Int("retry_after_ms")) * time.Millisecond
-		wait = min(max(wait, 10*time.Millisecond), 2*time.Second)
+		wait = min(max(wait, 5*time.Millisecond), 2*time.Second)
 		select {
 		case <-ctx.Done():
 			return f, ref

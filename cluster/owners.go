@@ -81,9 +81,10 @@ type Owners struct {
 
 	idemKeep retention // the lease idempotency records are written under
 
-	kick chan string // namespaces to reconcile (level-triggered)
-	stop chan struct{}
-	done chan struct{}
+	kick  chan string // namespaces to reconcile (level-triggered): watch events, moves, resolutions
+	queue kickQueue   // which are queued, and the relist's sweep, behind them
+	stop  chan struct{}
+	done  chan struct{}
 }
 
 type ownerRec struct {
@@ -101,7 +102,7 @@ var claimTimeout = 3 * time.Second
 
 // plannedRetry is the retry hint during a planned move: a move completes
 // in tens of milliseconds, so clients come back soon.
-var plannedRetry = 10 * time.Millisecond
+var plannedRetry = 5 * time.Millisecond
 
 // IdemRetention is how long a fleet honours an idempotency key (between
 // it and an hour more: see retention).
@@ -212,17 +213,17 @@ func (o *Owners) relist(ctx context.Context) (int64, error) {
 	for _, kv := range r.Kvs {
 		if ns, ok := o.ownerNS(string(kv.Key)); ok && !seen[ns] {
 			seen[ns] = true
-			o.enqueue(ns)
+			o.queue.swept(ns)
 		}
 	}
 	o.mu.Lock()
 	for ns := range o.owners {
 		if !seen[ns] {
-			o.enqueueLocked(ns)
+			o.queue.swept(ns)
 		}
 	}
 	for ns := range o.mine {
-		o.enqueueLocked(ns)
+		o.queue.swept(ns)
 	}
 	o.mu.Unlock()
 	return r.Header.Revision, nil
@@ -240,10 +241,78 @@ func (o *Owners) ownerNS(key string) (string, bool) {
 }
 
 func (o *Owners) enqueue(ns string) {
+	if !o.queue.mark(ns, queuedKick) {
+		return // queued already: one reconcile reads it as it is then
+	}
 	select {
 	case o.kick <- ns:
 	default: // full: the periodic relist will catch up
+		o.queue.unmark(ns)
 	}
+}
+
+// kickQueue keeps the reconcile queue to one entry per namespace (a
+// namespace being moved is resolved by every retrying client, and each
+// resolution asks for a re-read), and holds the relist's sweep of every
+// namespace behind the namespaces an event named: a move's next step
+// never waits for the reads of namespaces nothing happened to.
+type kickQueue struct {
+	mu     sync.Mutex
+	queued map[string]uint8 // queuedKick or queuedSweep
+	sweep  []string
+}
+
+const (
+	queuedKick  = 1 // in Owners.kick
+	queuedSweep = 2 // in the sweep only
+)
+
+// mark notes ns as queued in how, and reports whether it must be put
+// there: not when it is in the kick queue already, nor in the sweep when
+// it is queued at all (an event moves a swept namespace to the kicks).
+func (q *kickQueue) mark(ns string, how uint8) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.queued == nil {
+		q.queued = map[string]uint8{}
+	}
+	was := q.queued[ns]
+	if was == queuedKick || was != 0 && how == queuedSweep {
+		return false
+	}
+	q.queued[ns] = how
+	return true
+}
+
+func (q *kickQueue) unmark(ns string) {
+	q.mu.Lock()
+	delete(q.queued, ns)
+	q.mu.Unlock()
+}
+
+// swept queues ns for the sweep, unless it is queued already.
+func (q *kickQueue) swept(ns string) {
+	if q.mark(ns, queuedSweep) {
+		q.mu.Lock()
+		q.sweep = append(q.sweep, ns)
+		q.mu.Unlock()
+	}
+}
+
+// nextSwept takes the sweep's next namespace still waiting there (not
+// moved to the kicks since) and unmarks it.
+func (q *kickQueue) nextSwept() (string, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.sweep) > 0 {
+		ns := q.sweep[0]
+		q.sweep = q.sweep[1:]
+		if q.queued[ns] == queuedSweep {
+			delete(q.queued, ns)
+			return ns, true
+		}
+	}
+	return "", false
 }
 
 func (o *Owners) enqueueLocked(ns string) { o.enqueue(ns) }
@@ -269,6 +338,13 @@ func (o *Owners) follow(rev int64) {
 		wctx, wcancel := context.WithCancel(ctx)
 		wch := o.cli.Watch(clientv3.WithRequireLeader(wctx), o.pfx, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 		for ctx.Err() == nil {
+			// The relist's sweep runs when nothing else is waiting.
+			if len(o.kick) == 0 && len(wch) == 0 {
+				if ns, ok := o.queue.nextSwept(); ok {
+					o.reconcile(ctx, ns)
+					continue
+				}
+			}
 			select {
 			case resp, ok := <-wch:
 				if !ok || resp.Err() != nil {
@@ -293,6 +369,7 @@ func (o *Owners) follow(rev int64) {
 					}
 				}
 			case ns := <-o.kick:
+				o.queue.unmark(ns) // an event from here on queues it again
 				o.reconcile(ctx, ns)
 			case <-tick.C:
 				goto relist
