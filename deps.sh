@@ -4,6 +4,7 @@
 #
 #   chromium        the dashboard's real-browser tests (or set SYNAPSE_CHROMIUM)
 #   etcd-server     the fleet test on the etcd people run, etcd 3.4 (or set SYNAPSE_ETCD_BIN)
+#   iproute2        ip netns and veth pairs: the fleet harness's partition of a hub from etcd (needs root)
 #   systemd         systemd-analyze verify, for the unit files of 'synapse arm' and 'synapse service'
 #   nodejs, npm     the official MCP TypeScript SDK client's test (compat/mcpclient), and its package
 #
@@ -16,6 +17,7 @@ missing=()
 if [ -z "${SYNAPSE_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; then missing+=(chromium); fi
 if [ -z "${SYNAPSE_ETCD_BIN:-}" ] && ! command -v etcd >/dev/null 2>&1; then missing+=(etcd-server); fi
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
+command -v ip >/dev/null 2>&1 || missing+=(iproute2) # the fleet harness's partitions (network namespaces, as root)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 
