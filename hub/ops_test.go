@@ -25,9 +25,12 @@ func TestSlowConsumer_DoesNotSlowOthers(t *testing.T) {
 	// The slow client can hold at most its queue plus what the kernel
 	// buffers (a few MiB: ~70 frames of 64 KiB), so 700 frames overflow
 	// it; a fast reader would have to fall 512 frames (32 MiB) behind to
-	// be dropped, which no scheduling hiccup on a busy machine does.
+	// be dropped, which no scheduling hiccup on a busy machine does. The
+	// byte bound is raised to match (its default, 16 MiB, is 256 of these
+	// frames: a reader starved for a moment under a full test run was
+	// dropped).
 	const readers, n, sendQueue = 10, 700, 512
-	th := startHub(t, Config{SendQueue: sendQueue})
+	th := startHub(t, Config{SendQueue: sendQueue, SendQueueBytes: Set(sendQueue * 66 << 10)})
 
 	// The slow client: a tiny receive buffer, registers, then never reads.
 	// SO_RCVBUF before connect, so the advertised window stays small.
