@@ -121,7 +121,7 @@ func (c *Client) dispatch(f Frame) {
 		return sum
 	}
 	var copyOf *string
-	if len(c.taken.keys) > 0 && answers(f) {
+	if len(c.pending) > 0 && len(c.taken.keys) > 0 && answers(f) { // no call waiting: nothing to protect, no hash
 		copyOf = c.taken.lookup(hash())
 	}
 	for _, cl := range c.pending {
