@@ -5,19 +5,16 @@ package clustertest
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
-	"strings"
-	"syscall"
-
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/synapse-hub/synapse/internal/testbin"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 )
@@ -55,6 +52,19 @@ func Start(t testing.TB, unsafeNoFsync bool) *Etcd {
 
 func start(t testing.TB, unsafeNoFsync bool, adjust func(*embed.Config)) *Etcd {
 	t.Helper()
+	for try := 1; ; try++ {
+		x, err := startOnce(t, unsafeNoFsync, adjust)
+		if err == nil {
+			t.Cleanup(x.Close)
+			return x
+		}
+		if !testbin.AddrInUse(err) || try == bindTries {
+			t.Fatalf("start etcd: %v", err)
+		}
+	}
+}
+
+func startOnce(t testing.TB, unsafeNoFsync bool, adjust func(*embed.Config)) (*Etcd, error) {
 	dir := t.TempDir()
 	cfg := embed.NewConfig()
 	cfg.Name = "m0"
@@ -71,17 +81,15 @@ func start(t testing.TB, unsafeNoFsync bool, adjust func(*embed.Config)) *Etcd {
 	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
-		t.Fatalf("start etcd: %v", err)
+		return nil, err
 	}
 	select {
 	case <-e.Server.ReadyNotify():
 	case <-time.After(30 * time.Second):
 		e.Close()
-		t.Fatal("etcd did not become ready in 30 s")
+		return nil, errors.New("etcd did not become ready in 30 s")
 	}
-	x := &Etcd{cfg: cfg, e: e, Endpoint: cfg.AdvertiseClientUrls[0].String()}
-	t.Cleanup(x.Close)
-	return x
+	return &Etcd{cfg: cfg, e: e, Endpoint: cfg.AdvertiseClientUrls[0].String()}, nil
 }
 
 // Close stops the member (embed.Etcd panics when closed twice).
@@ -103,7 +111,7 @@ func (x *Etcd) Restart(t testing.TB) {
 	var e *embed.Etcd
 	var err error
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if e, err = embed.StartEtcd(x.cfg); err == nil || !(errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")) || time.Now().After(deadline) {
+		if e, err = embed.StartEtcd(x.cfg); err == nil || !testbin.AddrInUse(err) || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -119,14 +127,13 @@ func (x *Etcd) Restart(t testing.TB) {
 }
 
 func freeURL(t testing.TB) url.URL {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	u, _ := url.Parse(fmt.Sprintf("http://%s", ln.Addr()))
+	u, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", testbin.FreePort(t)))
 	return *u
 }
+
+// bindTries is how many sets of ports a start tries before it gives up: a
+// port free when picked can be bound by another process before etcd binds it.
+const bindTries = 5
 
 // Cluster is a multi-member etcd, each member embedded in this process.
 type Cluster struct {
@@ -173,6 +180,23 @@ func (c *Cluster) Crash(i int) {
 // length (fsync on: members share this machine's disk).
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	for try := 1; ; try++ {
+		c, err := startClusterOnce(t, n)
+		if err == nil {
+			for _, m := range c.Members {
+				t.Cleanup(m.Close)
+			}
+			return c
+		}
+		if !testbin.AddrInUse(err) || try == bindTries {
+			t.Fatalf("start etcd cluster: %v", err)
+		}
+	}
+}
+
+// startClusterOnce starts every member; on any member's failure it closes
+// the others and returns the first error.
+func startClusterOnce(t testing.TB, n int) (*Cluster, error) {
 	dir := t.TempDir()
 	cfgs := make([]*embed.Config, n)
 	initial := ""
@@ -216,15 +240,13 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		}()
 	}
 	wg.Wait()
-	for _, m := range c.Members {
-		t.Cleanup(m.Close)
-	}
-	for _, err := range errs {
-		if err != nil {
-			t.Fatalf("start etcd cluster: %v", err)
+	if err := errors.Join(errs...); err != nil {
+		for _, m := range c.Members {
+			m.Close()
 		}
+		return nil, err
 	}
-	return c
+	return c, nil
 }
 
 // Binary is an etcd server run from its binary as a child process (for
@@ -232,6 +254,8 @@ func StartCluster(t testing.TB, n int) *Cluster {
 type Binary struct {
 	Endpoint string
 	cmd      *exec.Cmd
+	exited   chan struct{} // closed when the process has been waited for
+	log      string        // its log file
 }
 
 // EtcdBinary finds an etcd binary: $SYNAPSE_ETCD_BIN, else /usr/bin/etcd.
@@ -256,40 +280,7 @@ func EtcdBinary(t testing.TB) string {
 // folder for the test's length and waits until it answers.
 func StartBinary(t testing.TB, path string) *Binary {
 	t.Helper()
-	dir := t.TempDir()
-	cu, pu := freeURL(t), freeURL(t)
-	cmd := exec.Command(path, "--name", "m0", "--data-dir", filepath.Join(dir, "data"),
-		"--listen-client-urls", cu.String(), "--advertise-client-urls", cu.String(),
-		"--listen-peer-urls", pu.String(), "--initial-advertise-peer-urls", pu.String(),
-		"--initial-cluster", "m0="+pu.String(), "--log-level", "error")
-	logf, err := os.Create(filepath.Join(dir, "etcd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", path, err)
-	}
-	b := &Binary{Endpoint: cu.String(), cmd: cmd}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		logf.Close()
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(cu.String() + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return b
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not answer /health in 30 s", path)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return StartBinaryCluster(t, path, 1).Members[0]
 }
 
 // BinaryCluster is an n-member etcd, each member a child process of the
@@ -309,13 +300,36 @@ func (c *BinaryCluster) Endpoints() []string {
 
 // Kill sends SIGKILL to member i.
 func (c *BinaryCluster) Kill(i int) {
-	c.Members[i].cmd.Process.Kill()
-	c.Members[i].cmd.Wait()
+	c.Members[i].kill()
 }
 
-// StartBinaryCluster runs n members of the etcd binary at path.
+func (b *Binary) kill() {
+	b.cmd.Process.Kill()
+	<-b.exited
+}
+
+// StartBinaryCluster runs n members of the etcd binary at path. A member
+// that exits because a port it was given is taken meanwhile makes the whole
+// cluster start again on other ports.
 func StartBinaryCluster(t testing.TB, path string, n int) *BinaryCluster {
 	t.Helper()
+	for try := 1; ; try++ {
+		c, err := startBinaryClusterOnce(t, path, n)
+		if err == nil {
+			t.Cleanup(func() {
+				for _, m := range c.Members {
+					m.kill()
+				}
+			})
+			return c
+		}
+		if !testbin.AddrInUse(err) || try == bindTries {
+			t.Fatal(err)
+		}
+	}
+}
+
+func startBinaryClusterOnce(t testing.TB, path string, n int) (*BinaryCluster, error) {
 	dir := t.TempDir()
 	type urls struct{ c, p url.URL }
 	us := make([]urls, n)
@@ -328,26 +342,35 @@ func StartBinaryCluster(t testing.TB, path string, n int) *BinaryCluster {
 		initial += fmt.Sprintf("m%d=%s", i, us[i].p.String())
 	}
 	c := &BinaryCluster{}
+	stop := func(err error) (*BinaryCluster, error) {
+		for _, m := range c.Members {
+			m.kill()
+		}
+		return nil, err
+	}
 	for i, u := range us {
 		name := fmt.Sprintf("m%d", i)
 		cmd := exec.Command(path, "--name", name, "--data-dir", filepath.Join(dir, name),
 			"--listen-client-urls", u.c.String(), "--advertise-client-urls", u.c.String(),
 			"--listen-peer-urls", u.p.String(), "--initial-advertise-peer-urls", u.p.String(),
 			"--initial-cluster", initial, "--initial-cluster-token", "synapse-test", "--log-level", "error")
-		logf, err := os.Create(filepath.Join(dir, name+".log"))
+		logPath := filepath.Join(dir, name+".log")
+		logf, err := os.Create(logPath)
 		if err != nil {
-			t.Fatal(err)
+			return stop(err)
 		}
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {
-			t.Fatalf("start %s: %v", path, err)
+			logf.Close()
+			return stop(fmt.Errorf("start %s: %v", path, err))
 		}
-		t.Cleanup(func() {
-			cmd.Process.Kill()
+		m := &Binary{Endpoint: u.c.String(), cmd: cmd, exited: make(chan struct{}), log: logPath}
+		go func() {
 			cmd.Wait()
 			logf.Close()
-		})
-		c.Members = append(c.Members, &Binary{Endpoint: u.c.String(), cmd: cmd})
+			close(m.exited)
+		}()
+		c.Members = append(c.Members, m)
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for _, m := range c.Members {
@@ -359,11 +382,17 @@ func StartBinaryCluster(t testing.TB, path string, n int) *BinaryCluster {
 					break
 				}
 			}
+			select {
+			case <-m.exited:
+				out, _ := os.ReadFile(m.log)
+				return stop(fmt.Errorf("etcd member %s exited before it was healthy: %s", m.Endpoint, out))
+			default:
+			}
 			if time.Now().After(deadline) {
-				t.Fatalf("etcd member %s not healthy in 60 s", m.Endpoint)
+				return stop(fmt.Errorf("etcd member %s not healthy in 60 s", m.Endpoint))
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	return c
+	return c, nil
 }

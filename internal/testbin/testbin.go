@@ -3,12 +3,16 @@
 package testbin
 
 import (
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -64,12 +68,50 @@ func SynapseTagged(tb testing.TB, tags string) string {
 }
 
 // FreePort returns a loopback port nothing listens on at the moment.
+//
+// The port comes from below the kernel's ephemeral range (32768-60999 here),
+// which is where port 0 and every outgoing connection's local end are taken:
+// a port picked by listening on port 0 and freed could be taken a moment
+// later by a client's connection, and the server meant for it would fail to
+// bind (CI saw etcd do so). Each test process walks the range from its own
+// random start and never hands a port out twice, so processes running side
+// by side rarely meet; a bind that still fails is the caller's to retry.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
+	portMu.Lock()
+	defer portMu.Unlock()
+	if portNext == 0 {
+		portNext = portLow + rand.IntN(portHigh-portLow)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	for range portHigh - portLow {
+		p := portNext
+		if portNext++; portNext == portHigh {
+			portNext = portLow
+		}
+		if portGiven[p] {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		portGiven[p] = true
+		return p
+	}
+	tb.Fatal("no free loopback port in 20000-32767")
+	return 0
 }
+
+// AddrInUse reports whether err is a failed bind to a port that is taken.
+func AddrInUse(err error) bool {
+	return err != nil && (errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use"))
+}
+
+const portLow, portHigh = 20000, 32768
+
+var (
+	portMu    sync.Mutex
+	portNext  int
+	portGiven = map[int]bool{}
+)
