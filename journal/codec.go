@@ -265,8 +265,11 @@ func finite(name string, f *float64) error {
 // quota_principal falls back to "legacy-agent:<owner>".
 func decodeClaim(payload []byte) (*coord.Claim, error) {
 	var p claimJSON
-	if err := unmarshalObject(payload, &p); err != nil {
-		return nil, err
+	if !scanClaim(payload, &p) {
+		p = claimJSON{}
+		if err := unmarshalObject(payload, &p); err != nil {
+			return nil, err
+		}
 	}
 	switch {
 	case p.TaskID == nil || *p.TaskID == "":
