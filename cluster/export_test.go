@@ -2,9 +2,10 @@ package cluster
 
 import "time"
 
-// BreakMirror breaks o's record watch (the mirror's, mirror.go) until
-// resume is called; the mirror then watches again from the last event it
-// applied, and lists again if that revision was compacted.
+// BreakMirror starts o's mirror and breaks the hub's watch of the fleet,
+// which feeds it (mirror.go), until resume is called; the watch then
+// resumes after the last event it delivered, and the mirror lists again
+// if that revision was compacted.
 func BreakMirror(o *Owners) (resume func()) {
 	o.rec.mu.Lock()
 	o.startMirrorLocked()

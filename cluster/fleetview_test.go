@@ -6,14 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/synapse-hub/synapse/client"
 	"github.com/synapse-hub/synapse/cluster"
+	"github.com/synapse-hub/synapse/cluster/clustertest"
 )
 
 // poll retries f every 50 ms until it returns "" or the deadline passes;
@@ -563,4 +567,82 @@ func TestFleet_IdleMirrorKeepsWatchingWhileAStreamIsOpen_Issue22(t *testing.T) {
 		t.Fatal(err)
 	}
 	granted(evs, "T2")
+}
+
+// etcdWatchers reads the number of watchers an embedded etcd serves (its
+// mvcc gauge; the process's embedded members share it).
+func etcdWatchers(t *testing.T, endpoint string) int {
+	t.Helper()
+	resp, err := http.Get(endpoint + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(line, "etcd_debugging_mvcc_watcher_total "); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return int(n)
+		}
+	}
+	t.Fatalf("no etcd_debugging_mvcc_watcher_total in %s/metrics", endpoint)
+	return 0
+}
+
+// The mirror that serves the fleet's reads and the dashboards' live feed
+// takes the fleet's events from the hub's one watch, the one that follows
+// the owners (rule 7): opening a dashboard adds no watch on etcd, so etcd
+// sends each event to each hub once (issue 22: a dashboard open costs the
+// grant path as little as it can). The mirror's reads stay read-your-writes
+// across the join of its list and that watch.
+func TestFleet_TheMirrorTakesTheHubsOneWatch_Issue22(t *testing.T) {
+	x := clustertest.Start(t, true)
+	a, b := startFleetHub(t, x.Endpoint, "syn-a", 2*time.Second), startFleetHub(t, x.Endpoint, "syn-b", 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ann := dial(t, a.uri, "alpha/ann")
+	viewer := dial(t, b.uri, "beta/viewer")
+	if _, watching := cluster.MirrorRun(b.owners); watching {
+		t.Fatal("syn-b's mirror runs before any fleet read")
+	}
+	before := etcdWatchers(t, x.Endpoint)
+	// Claims go on while syn-b's mirror lists and joins the watch.
+	var n atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 40; i++ {
+			task := fmt.Sprintf("T%02d", i)
+			if _, err := ann.Claim(ctx, client.ClaimRequest{TaskID: task, Paths: []string{task}}); err != nil {
+				t.Error(err)
+				return
+			}
+			n.Add(1)
+		}
+	}()
+	for {
+		acked := n.Load()
+		got := activeTasks(t, ctx, viewer)
+		if int64(len(got)) < acked {
+			t.Fatalf("a read through syn-b saw %d claims after %d were acknowledged", len(got), acked)
+		}
+		select {
+		case <-done:
+		default:
+			continue
+		}
+		break
+	}
+	if got := activeTasks(t, ctx, viewer); len(got) != 40 {
+		t.Fatalf("state through syn-b: %d claims; want 40", len(got))
+	}
+	if _, watching := cluster.MirrorRun(b.owners); !watching {
+		t.Fatal("syn-b's mirror does not run after fleet reads")
+	}
+	if after := etcdWatchers(t, x.Endpoint); after != before {
+		t.Fatalf("etcd serves %d watchers with syn-b's mirror running, %d before: the mirror opened its own", after, before)
+	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/synapse-hub/synapse/coord"
 	"github.com/synapse-hub/synapse/journal"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc/metadata"
 )
 
 // The fleet's reads are served from a mirror (issue 22's cost): every
@@ -22,18 +21,26 @@ import (
 // read-your-writes across the fleet at the cost of a watch round, not of
 // a range read of every claim and its decoding.
 //
-// The mirror's goroutine (followRecords) owns the watch; mirror.mu guards
-// the records, and is a leaf (taken under nothing, holding nothing). A
-// record is decoded by the first read after it changed, off the watch, so
-// a hub nobody reads from decodes nothing. The mirror starts at a hub's
-// first fleet read (or /api/events stream, changes.go) and stops once no
-// read has come for mirrorIdle and no stream is open: its records are
-// dropped, and the next read or stream starts it again from a list, so a
-// hub nobody reads from does not watch or hold the records either (a
-// dashboard closed stops costing the fleet's writes). A stop happens only
-// with no read under way and resets the mirror's revision, so a read
-// never takes the records of a stopped run for current: it waits for the
-// new run's list (at a linearizable revision) and its events.
+// The mirror takes its events from the hub's one watch of the fleet's
+// prefix, the one that follows the owners (Owners.follow): etcd sends each
+// event to each hub once, dashboards open or not. Its goroutine
+// (followRecords) lists the records when the mirror starts, and again when
+// the watch's events after the mirror's revision were compacted; while a
+// list is under way the watch's responses are kept, and once it is in,
+// those newer than the list are applied under the same lock the watch
+// applies the next with, so no event is missed or applied out of order.
+// mirror.mu guards the records, and is a leaf (taken under nothing,
+// holding nothing). A record is decoded by the first read after it
+// changed, off the watch, so a hub nobody reads from decodes nothing. The
+// mirror starts at a hub's first fleet read (or /api/events stream,
+// changes.go) and stops once no read has come for mirrorIdle and no
+// stream is open: its records are dropped, and the next read or stream
+// starts it again from a list, so a hub nobody reads from does not hold
+// the records either (a dashboard closed stops costing the fleet's
+// writes). A stop happens only with no read under way and resets the
+// mirror's revision, so a read never takes the records of a stopped run
+// for current: it waits for the new run's list (at a linearizable
+// revision) and its events.
 
 // mirrorWait bounds how long a read waits for the mirror to reach etcd's
 // revision (a relist after a compaction, a watch being re-made) before it
@@ -63,11 +70,16 @@ type mirror struct {
 	recs     map[string]*record // key → record
 	gen      uint64             // bumped on every change of recs
 	advanced chan struct{}      // closed, and replaced, when rev moves
-	wctx     context.Context    // the watch's context: its stream is the one a progress request names
+	wctx     context.Context    // the fleet watch's context: its stream is the one a progress request names
+	listing  bool               // a list is due or under way: the watch's responses are kept in pending
+	listed   bool               // this run listed once (a later list lost changes)
+	listGen  uint64             // bumped when events are lost: a list begun before is not installed
+	pending  []clientv3.WatchResponse
+	relist   chan struct{}      // lost: the running followRecords lists again
 	built    built              // the last read's output, while gen is unchanged
 	relists  int                // lists of every record (the first, and after a compaction)
 	direct   int                // reads that gave up waiting and range-read etcd
-	hold     chan chan struct{} // tests: break the watch until the sent channel is closed
+	hold     chan chan struct{} // tests: break the fleet watch until the sent channel is closed
 
 	// sink, set by FollowChanges, is handed the changes the watch
 	// applies (changes.go); while it listens the mirror does not stop.
@@ -140,9 +152,7 @@ func (o *Owners) startMirrorLocked() {
 	default:
 	}
 	m.running, m.lastRead = true, time.Now()
-	if m.advanced == nil {
-		m.advanced, m.hold = make(chan struct{}), make(chan chan struct{})
-	}
+	m.listing, m.listed, m.pending, m.listGen = true, false, nil, m.listGen+1
 	m.done = make(chan struct{})
 	go o.followRecords(m.done)
 }
@@ -163,7 +173,7 @@ func (o *Owners) stopIfIdleLocked() bool {
 		return false
 	}
 	m.running, m.stops = false, m.stops+1
-	m.recs, m.rev, m.wctx, m.built = nil, 0, nil, built{}
+	m.recs, m.rev, m.built, m.listing, m.pending = nil, 0, built{}, false, nil
 	m.gen++
 	return true
 }
@@ -182,35 +192,30 @@ func (o *Owners) untilIdle() time.Duration {
 // listeningLocked says whether a sink takes the watch's changes now.
 func (m *mirror) listeningLocked() bool { return m.sink != nil && m.sink.Listening() }
 
-// followRecords lists every record, then follows the fleet's prefix from
-// the list's revision; a watch that breaks resumes after the last applied
-// event, one whose revision was compacted lists again. It returns when
-// the Owners close, or when it stopped the mirror for want of a reader;
-// then it closes done.
+// followRecords lists every record, and lists again when the watch's
+// events after the mirror's revision were compacted (lost); the events
+// come from the hub's one watch of the fleet (Owners.follow, apply). It
+// returns when the Owners close, or when it stopped the mirror for want of
+// a reader; then it closes done.
 func (o *Owners) followRecords(done chan struct{}) {
 	m := &o.rec
 	defer close(done)
-	run, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
 		select {
 		case <-o.stop:
-		case <-run.Done():
+		case <-done:
 		}
 		cancel()
 	}()
-	// Its own gRPC stream (the stream is chosen by the context's
-	// metadata): a progress request then answers for this watch alone.
-	ctx := metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(run), "synapse-watch", "records")
-	list, listed := true, false
+	idle := time.NewTimer(o.untilIdle())
+	defer idle.Stop()
 	for ctx.Err() == nil {
-		if list {
-			m.mu.Lock()
-			idle := o.stopIfIdleLocked()
-			m.mu.Unlock()
-			if idle {
-				return
-			}
+		m.mu.Lock()
+		listing, gen := m.listing, m.listGen
+		m.mu.Unlock()
+		if listing {
 			lctx, lcancel := context.WithTimeout(ctx, fleetListTimeout)
 			recs, rev, err := o.readRecords(lctx)
 			lcancel()
@@ -219,115 +224,140 @@ func (o *Owners) followRecords(done chan struct{}) {
 				sleepCtx(ctx, retryEvery)
 				continue
 			}
-			m.mu.Lock()
-			var lost changeSink // a relist: the changes since the last event were not seen
-			if listed {
-				lost = m.sink // (a run's first list follows a stop, when no sink listened)
-			}
-			m.recs, m.gen, m.relists = recs, m.gen+1, m.relists+1
-			m.advanceLocked(rev)
-			m.mu.Unlock()
-			if lost != nil {
-				lost.Lost()
-			}
-			list, listed = false, true
+			o.installList(recs, rev, gen)
+			continue
 		}
-		switch o.watchRecords(ctx) {
-		case watchIdle:
-			return
-		case watchRelist:
-			list = true
-		}
-	}
-}
-
-// watchEnd is why watchRecords returned.
-type watchEnd int
-
-const (
-	watchAgain  watchEnd = iota // broken, or the Owners closing: watch again from the last applied event
-	watchRelist                 // the events after the mirror's revision were compacted: list again
-	watchIdle                   // the mirror stopped for want of a reader
-)
-
-// fleetListTimeout bounds one list of every record.
-var fleetListTimeout = 10 * time.Second
-
-// watchRecords applies the prefix's events from the mirror's revision on,
-// until the watch breaks or the mirror stops idle.
-func (o *Owners) watchRecords(ctx context.Context) watchEnd {
-	m := &o.rec
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	m.mu.Lock()
-	from := m.rev + 1
-	m.wctx = wctx
-	m.mu.Unlock()
-	wch := o.cli.Watch(wctx, o.pfx, clientv3.WithPrefix(), clientv3.WithRev(from))
-	idle := time.NewTimer(o.untilIdle())
-	defer idle.Stop()
-	for {
 		select {
 		case <-ctx.Done():
-			return watchAgain
+		case <-m.relist:
 		case <-idle.C:
 			m.mu.Lock()
 			stopped := o.stopIfIdleLocked()
 			m.mu.Unlock()
 			if stopped {
-				return watchIdle
+				return
 			}
 			idle.Reset(o.untilIdle())
-		case resume := <-m.hold:
-			cancel()
-			select {
-			case <-resume:
-			case <-ctx.Done():
-			}
-			return watchAgain
-		case resp, ok := <-wch:
-			if !ok {
-				return watchAgain
-			}
-			if resp.CompactRevision != 0 {
-				return watchRelist // the events after our revision are gone
-			}
-			if resp.Err() != nil {
-				sleepCtx(ctx, retryEvery)
-				return watchAgain
-			}
-			m.mu.Lock()
-			rev := m.rev
-			changes := m.changesLocked() // nil unless a sink listens (changes.go)
-			for _, ev := range resp.Events {
-				key := string(ev.Kv.Key)
-				rev = ev.Kv.ModRevision
-				claim, ok := o.recordKind(key)
-				if !ok {
-					continue
-				}
-				if changes != nil {
-					changes = m.noteLocked(changes, key, claim, ev)
-				}
-				if ev.Type == clientv3.EventTypeDelete {
-					delete(m.recs, key)
-				} else {
-					m.recs[key] = &record{key: key, claim: claim, raw: ev.Kv.Value}
-				}
-				m.gen++
-			}
-			// A progress notification carries the revision the watch has
-			// sent everything through; an event's header may be ahead of
-			// the events that came with it (a catch-up in batches), so
-			// only the events themselves move rev otherwise.
-			if resp.IsProgressNotify() {
-				rev = max(rev, resp.Header.Revision)
-			}
-			m.advanceLocked(rev)
-			m.mu.Unlock()
-			o.handChanges(changes)
 		}
 	}
+}
+
+// fleetListTimeout bounds one list of every record.
+var fleetListTimeout = 10 * time.Second
+
+// installList makes a list at rev the mirror's records, and applies the
+// events the watch delivered meanwhile that are newer than it. The list
+// was read after the mirror began to keep those (listing), so every event
+// after rev is among them or still to come.
+func (o *Owners) installList(recs map[string]*record, rev int64, gen uint64) {
+	m := &o.rec
+	m.mu.Lock()
+	if !m.running || !m.listing || m.listGen != gen { // events were lost since the list began: list again
+		m.mu.Unlock()
+		return
+	}
+	var lost changeSink // a relist: the changes since the last event were not seen
+	if m.listed {
+		lost = m.sink // (a run's first list follows a stop, when no sink listened)
+	}
+	m.recs, m.gen, m.relists = recs, m.gen+1, m.relists+1
+	m.rev = 0
+	m.advanceLocked(rev)
+	// The events kept while listing are applied here, under the lock the
+	// watch's goroutine takes to apply the next: none can pass them. Their
+	// changes are not handed on: a browser loads its state through the
+	// mirror, which has them from now on.
+	for _, resp := range m.pending {
+		m.applyLocked(o, resp, false)
+	}
+	m.listing, m.listed, m.pending = false, true, nil
+	m.mu.Unlock()
+	if lost != nil {
+		lost.Lost()
+	}
+}
+
+// setWatch names the watch whose stream a read's progress request goes to.
+func (m *mirror) setWatch(ctx context.Context) {
+	m.mu.Lock()
+	m.wctx = ctx
+	m.mu.Unlock()
+}
+
+// lost says the watch's events after the mirror's revision were
+// compacted: a running mirror lists again (and its sink is told).
+func (m *mirror) lost(o *Owners) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.running {
+		return
+	}
+	m.listing, m.pending, m.listGen = true, nil, m.listGen+1
+	select {
+	case m.relist <- struct{}{}:
+	default:
+	}
+}
+
+// apply applies one response of the fleet's watch to the mirror: kept
+// for later while the mirror lists, skipped while it does not run, each
+// event newer than its revision applied (a watch made again after a break
+// resends what came before it), and the changes handed to the sink. The
+// watch's goroutine (Owners.follow).
+func (m *mirror) apply(o *Owners, resp clientv3.WatchResponse) {
+	m.mu.Lock()
+	if !m.running {
+		m.mu.Unlock()
+		return
+	}
+	if m.listing {
+		m.pending = append(m.pending, resp)
+		m.mu.Unlock()
+		return
+	}
+	changes := m.applyLocked(o, resp, true)
+	m.mu.Unlock()
+	o.handChanges(changes)
+}
+
+// applyLocked applies resp's events newer than the mirror's revision and
+// moves the revision; with note, and a sink listening, it returns the
+// changes to hand on (mirror.mu).
+func (m *mirror) applyLocked(o *Owners, resp clientv3.WatchResponse, note bool) []change {
+	rev := m.rev
+	var changes []change
+	if note {
+		changes = m.changesLocked() // nil unless a sink listens (changes.go)
+	}
+	for _, ev := range resp.Events {
+		if ev.Kv.ModRevision <= m.rev {
+			continue
+		}
+		rev = ev.Kv.ModRevision
+		key := string(ev.Kv.Key)
+		claim, ok := o.recordKind(key)
+		if !ok {
+			continue
+		}
+		if changes != nil {
+			changes = m.noteLocked(changes, key, claim, ev)
+		}
+		if ev.Type == clientv3.EventTypeDelete {
+			delete(m.recs, key)
+		} else {
+			m.recs[key] = &record{key: key, claim: claim, raw: ev.Kv.Value}
+		}
+		m.gen++
+	}
+	// A progress notification carries the revision the watch has sent
+	// everything through; an event's header may be ahead of the events
+	// that came with it (a catch-up in batches), so only the events
+	// themselves move rev otherwise.
+	if resp.IsProgressNotify() {
+		rev = max(rev, resp.Header.Revision)
+	}
+	m.advanceLocked(rev)
+	return changes
 }
 
 // advanceLocked moves rev forward and wakes the waiting reads (mirror.mu).

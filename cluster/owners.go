@@ -20,6 +20,7 @@ import (
 	"github.com/synapse-hub/synapse/journal"
 	"github.com/synapse-hub/synapse/sequencer"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
 )
 
 // Host is what Owners needs of its hub: installing and dropping a
@@ -81,8 +82,9 @@ type Owners struct {
 
 	idemKeep retention // the lease idempotency records are written under
 
-	kick  chan string // namespaces to reconcile (level-triggered): watch events, moves, resolutions
-	queue kickQueue   // which are queued, and the relist's sweep, behind them
+	kick  chan string   // namespaces to reconcile (level-triggered): watch events, moves, resolutions
+	queue kickQueue     // which are queued, and the relist's sweep, behind them
+	swept chan struct{} // a relist queued a sweep
 	stop  chan struct{}
 	done  chan struct{}
 }
@@ -114,7 +116,7 @@ func NewOwners(m *Member) *Owners {
 	o := &Owners{m: m, cli: m.cli, self: m.cfg.HubID, pfx: m.cfg.Prefix, log: m.log,
 		hubs: map[string]Registration{}, owners: map[string]ownerRec{}, mine: map[string]int64{},
 		taskNS: map[string]string{}, retained: map[string]bool{}, flights: map[string]*flight{}, frozen: map[string]bool{}, moves: map[string]string{},
-		kick: make(chan string, 1024), stop: make(chan struct{}), done: make(chan struct{}),
+		kick: make(chan string, 1024), swept: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		idemKeep: retention{keep: func() time.Duration {
 			if w := m.cfg.IdemRetention; w != 0 {
 				return w
@@ -122,6 +124,7 @@ func NewOwners(m *Member) *Owners {
 			return IdemRetention
 		}}}
 	o.view.known, o.view.rosters = map[string]bool{}, map[string][]federation.FleetAgent{}
+	o.rec.advanced, o.rec.hold, o.rec.relist = make(chan struct{}), make(chan chan struct{}), make(chan struct{}, 1)
 	o.mail.keep = retention{keep: func() time.Duration { return MailRetention }}
 	return o
 }
@@ -318,77 +321,162 @@ func (q *kickQueue) nextSwept() (string, bool) {
 func (o *Owners) enqueueLocked(ns string) { o.enqueue(ns) }
 
 // follow watches the prefix: a watch event only says "re-read this
-// namespace" (rule 7); one goroutine reconciles, so at most one
-// convergence runs per namespace at a time; a relist every lease TTL heals
-// what a lost or compacted watch missed.
+// namespace" (rule 7), and the reconciles run on their own goroutine
+// (reconcileLoop), one at a time, so at most one convergence runs per
+// namespace at a time and a slow re-read never holds the watch back. The
+// same watch feeds the mirror of the fleet's records (mirror.go): one
+// stream of the fleet's events per hub, not one for authority and another
+// for the dashboards and reads. So it is gapless: a watch that breaks
+// resumes after the last event it delivered, and only a compaction of
+// those events makes the mirror list again. A relist every lease TTL (and
+// after a break) heals the hubs, rosters and known namespaces, and sweeps
+// every namespace.
 func (o *Owners) follow(rev int64) {
 	defer close(o.done)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	reconciled := make(chan struct{})
+	go o.reconcileLoop(ctx, reconciled)
+	defer func() { cancel(); <-reconciled }()
 	go func() {
 		<-o.stop
 		cancel()
 	}()
 	tick := time.NewTicker(o.m.cfg.LeaseTTL)
 	defer tick.Stop()
+	last := rev   // every event through last was delivered: a new watch starts after it
+	listed := rev // the hubs, rosters and known namespaces are as of listed
 	for ctx.Err() == nil {
-		// Each watch ends before the next is made: a watch left open on
-		// the relist below would go on taking every event of the fleet,
-		// unread (its client buffers them), one more each lease TTL.
+		// Its own gRPC stream (chosen by the context's metadata), so that a
+		// read's progress request answers for this watch alone.
 		wctx, wcancel := context.WithCancel(ctx)
-		wch := o.cli.Watch(clientv3.WithRequireLeader(wctx), o.pfx, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-		for ctx.Err() == nil {
-			// The relist's sweep runs when nothing else is waiting.
-			if len(o.kick) == 0 && len(wch) == 0 {
-				if ns, ok := o.queue.nextSwept(); ok {
-					o.reconcile(ctx, ns)
-					continue
-				}
-			}
+		sctx := metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(wctx), "synapse-watch", "fleet")
+		o.rec.setWatch(sctx)
+		wch := o.cli.Watch(sctx, o.pfx, clientv3.WithPrefix(), clientv3.WithRev(last+1))
+		broken := false
+		for !broken && ctx.Err() == nil {
 			select {
 			case resp, ok := <-wch:
-				if !ok || resp.Err() != nil {
-					goto relist
-				}
-				rev = resp.Header.Revision
-				for _, ev := range resp.Events {
-					key := string(ev.Kv.Key)
-					if id, ok := strings.CutPrefix(key, o.pfx+"hubs/"); ok {
-						o.hubEvent(id, ev.Type == clientv3.EventTypeDelete, ev.Kv.Value)
-					} else if id, ok := strings.CutPrefix(key, o.pfx+"presence/"); ok {
-						o.rosterEvent(id, ev.Type == clientv3.EventTypeDelete, ev.Kv.Value)
-					} else {
-						if ev.Type == clientv3.EventTypePut {
-							o.mu.Lock()
-							o.noteKeyLocked(key)
-							o.mu.Unlock()
+				switch {
+				case !ok:
+					broken = true
+				case resp.CompactRevision != 0:
+					// The events after last are gone: relist, and watch on
+					// from the oldest revision etcd kept; the mirror lists
+					// again (whatever it lists from now on is at or after
+					// that revision, so the new watch leaves it no gap).
+					o.rec.lost(o)
+					last, broken = resp.CompactRevision-1, true
+				case resp.Err() != nil:
+					broken = true
+					sleepCtx(ctx, retryEvery)
+				default:
+					for _, ev := range resp.Events {
+						if ev.Kv.ModRevision > listed {
+							o.followEvent(ev)
+						} else if ns, ok := o.ownerNS(string(ev.Kv.Key)); ok {
+							o.enqueue(ns) // in the relist already; a re-read costs nothing wrong
 						}
-						if ns, ok := o.ownerNS(key); ok {
-							o.enqueue(ns)
-						}
+						last = ev.Kv.ModRevision
 					}
+					// Only events move last: an event's header may be ahead of
+					// the events that came with it (a catch-up in batches),
+					// and etcd before 3.4.24 may send a progress notification
+					// ahead of events still queued (etcd issue 15220). A
+					// watch made again resends what came after the last
+					// event; the mirror skips what it has.
+					o.rec.apply(o, resp)
 				}
-			case ns := <-o.kick:
-				o.queue.unmark(ns) // an event from here on queues it again
-				o.reconcile(ctx, ns)
+			case resume := <-o.rec.hold: // tests: the watch is broken until resume closes
+				wcancel()
+				select {
+				case <-resume:
+				case <-ctx.Done():
+				}
+				broken = true
 			case <-tick.C:
-				goto relist
+				if r, ok := o.relistOnce(ctx); ok {
+					listed = r
+				}
 			}
 		}
-	relist:
 		wcancel()
-		if ctx.Err() != nil {
-			return
+		for ctx.Err() == nil {
+			r, ok := o.relistOnce(ctx)
+			if ok {
+				listed = r
+				break
+			}
+			sleepCtx(ctx, retryEvery)
 		}
-		lctx, lcancel := context.WithTimeout(ctx, o.m.cfg.LeaseTTL/3)
-		r, err := o.relist(lctx)
-		lcancel()
-		if err != nil {
+	}
+}
+
+// relistOnce relists (bounded by a third of the lease TTL) and wakes the
+// reconciles for its sweep.
+func (o *Owners) relistOnce(ctx context.Context) (int64, bool) {
+	lctx, lcancel := context.WithTimeout(ctx, o.m.cfg.LeaseTTL/3)
+	defer lcancel()
+	r, err := o.relist(lctx)
+	if err != nil {
+		if ctx.Err() == nil {
 			o.log.Warn("cluster: relist failed", "err", err)
-			time.Sleep(retryEvery)
+		}
+		return 0, false
+	}
+	select {
+	case o.swept <- struct{}{}:
+	default:
+	}
+	return r, true
+}
+
+// followEvent applies one event the relist has not seen: a hub's
+// registration, a roster, a key of a namespace; an owner or handoff key
+// queues its namespace's reconcile.
+func (o *Owners) followEvent(ev *clientv3.Event) {
+	key := string(ev.Kv.Key)
+	if id, ok := strings.CutPrefix(key, o.pfx+"hubs/"); ok {
+		o.hubEvent(id, ev.Type == clientv3.EventTypeDelete, ev.Kv.Value)
+		return
+	}
+	if id, ok := strings.CutPrefix(key, o.pfx+"presence/"); ok {
+		o.rosterEvent(id, ev.Type == clientv3.EventTypeDelete, ev.Kv.Value)
+		return
+	}
+	if ev.Type == clientv3.EventTypePut {
+		o.mu.Lock()
+		o.noteKeyLocked(key)
+		o.mu.Unlock()
+	}
+	if ns, ok := o.ownerNS(key); ok {
+		o.enqueue(ns)
+	}
+}
+
+// reconcileLoop runs the reconciles: the namespaces events named first,
+// then the relist's sweep when nothing else waits. It closes done when
+// ctx ends.
+func (o *Owners) reconcileLoop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	for ctx.Err() == nil {
+		select {
+		case ns := <-o.kick:
+			o.queue.unmark(ns) // an event from here on queues it again
+			o.reconcile(ctx, ns)
+			continue
+		default:
+		}
+		if ns, ok := o.queue.nextSwept(); ok {
+			o.reconcile(ctx, ns)
 			continue
 		}
-		rev = r
+		select {
+		case ns := <-o.kick:
+			o.queue.unmark(ns)
+			o.reconcile(ctx, ns)
+		case <-o.swept:
+		case <-ctx.Done():
+		}
 	}
 }
 
