@@ -11,12 +11,12 @@ import (
 
 // The fleet's changes (federation.FleetChanges, issue 22): the dashboard's
 // /api/events on any hub streams every namespace's claim and board
-// changes, not only its own commits. They come from the watch the mirror
-// already keeps on every record (mirror.go): while a sink listens, the
-// watch notes each record as it was before an event, and once the mirror
-// applied the event (its revision moved past it) the change is turned into
-// the core event its owner committed and handed to the sink, on the
-// mirror's goroutine. So every hub streams the fleet's changes in one
+// changes, not only its own commits. They come from the hub's one watch
+// of the fleet, as the mirror applies it (mirror.go): while a sink
+// listens, each record is noted as it was before an event, and once the
+// mirror applied the event (its revision moved past it) the change is
+// turned into the core event its owner committed and handed to the sink,
+// on the watch's goroutine. So every hub streams the fleet's changes in one
 // order, etcd's revisions, and a fleet read that starts after a change was
 // handed over sees it.
 //
@@ -94,7 +94,7 @@ func (m *mirror) noteLocked(chs []change, key string, claim bool, ev *clientv3.E
 	return append(chs, c)
 }
 
-// handChanges hands the events of chs to the sink. The mirror's goroutine,
+// handChanges hands the events of chs to the sink. The watch's goroutine,
 // after the mirror applied them and without its lock.
 func (o *Owners) handChanges(chs []change) {
 	if len(chs) == 0 {
