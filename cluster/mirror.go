@@ -61,12 +61,17 @@ var mirrorIdle = 30 * time.Second
 // mirror is one hub's copy of the fleet's claim and board records.
 type mirror struct {
 	mu       sync.Mutex
-	running  bool               // a followRecords owns the watch (until it stops idle)
-	done     chan struct{}      // closed when the running followRecords returns (nil until the first read)
-	readers  int                // fleet reads under way: the mirror stops only with none
-	lastRead time.Time          // when the last fleet read ended
-	stops    int                // stops for want of a reader
-	rev      int64              // every event through rev is applied (0: not listed yet)
+	running  bool          // a followRecords owns the watch (until it stops idle)
+	done     chan struct{} // closed when the running followRecords returns (nil until the first read)
+	readers  int           // fleet reads under way: the mirror stops only with none
+	lastRead time.Time     // when the last fleet read ended
+	stops    int           // stops for want of a reader
+	rev      int64         // every event through rev is applied (0: not listed yet)
+	// evRev is the last event applied, or the list's revision: an event at
+	// or before it is not applied again. rev may be ahead of it: a progress
+	// notification moves rev, and etcd before 3.4.24 may send one ahead of
+	// events still queued (etcd issue 15220); those are applied when they come.
+	evRev    int64
 	recs     map[string]*record // key → record
 	gen      uint64             // bumped on every change of recs
 	advanced chan struct{}      // closed, and replaced, when rev moves
@@ -173,7 +178,7 @@ func (o *Owners) stopIfIdleLocked() bool {
 		return false
 	}
 	m.running, m.stops = false, m.stops+1
-	m.recs, m.rev, m.built, m.listing, m.pending = nil, 0, built{}, false, nil
+	m.recs, m.rev, m.evRev, m.built, m.listing, m.pending = nil, 0, 0, built{}, false, nil
 	m.gen++
 	return true
 }
@@ -261,7 +266,7 @@ func (o *Owners) installList(recs map[string]*record, rev int64, gen uint64) {
 		lost = m.sink // (a run's first list follows a stop, when no sink listened)
 	}
 	m.recs, m.gen, m.relists = recs, m.gen+1, m.relists+1
-	m.rev = 0
+	m.rev, m.evRev = 0, rev
 	m.advanceLocked(rev)
 	// The events kept while listing are applied here, under the lock the
 	// watch's goroutine takes to apply the next: none can pass them. Their
@@ -320,8 +325,8 @@ func (m *mirror) apply(o *Owners, resp clientv3.WatchResponse) {
 	o.handChanges(changes)
 }
 
-// applyLocked applies resp's events newer than the mirror's revision and
-// moves the revision; with note, and a sink listening, it returns the
+// applyLocked applies resp's events newer than the last applied (evRev)
+// and moves the revision; with note, and a sink listening, it returns the
 // changes to hand on (mirror.mu).
 func (m *mirror) applyLocked(o *Owners, resp clientv3.WatchResponse, note bool) []change {
 	rev := m.rev
@@ -330,10 +335,11 @@ func (m *mirror) applyLocked(o *Owners, resp clientv3.WatchResponse, note bool) 
 		changes = m.changesLocked() // nil unless a sink listens (changes.go)
 	}
 	for _, ev := range resp.Events {
-		if ev.Kv.ModRevision <= m.rev {
-			continue
+		if ev.Kv.ModRevision <= m.evRev {
+			continue // applied already (a watch made again resends), or in the list
 		}
-		rev = ev.Kv.ModRevision
+		m.evRev = ev.Kv.ModRevision
+		rev = max(rev, ev.Kv.ModRevision)
 		key := string(ev.Kv.Key)
 		claim, ok := o.recordKind(key)
 		if !ok {
