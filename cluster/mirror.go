@@ -266,7 +266,7 @@ func (o *Owners) installList(recs map[string]*record, rev int64, gen uint64) {
 		lost = m.sink // (a run's first list follows a stop, when no sink listened)
 	}
 	m.recs, m.gen, m.relists = recs, m.gen+1, m.relists+1
-	m.rev, m.evRev = 0, rev
+	m.evRev = rev
 	m.advanceLocked(rev)
 	// The events kept while listing are applied here, under the lock the
 	// watch's goroutine takes to apply the next: none can pass them. Their

@@ -371,11 +371,7 @@ func (o *Owners) follow(rev int64) {
 					sleepCtx(ctx, retryEvery)
 				default:
 					for _, ev := range resp.Events {
-						if ev.Kv.ModRevision > listed {
-							o.followEvent(ev)
-						} else if ns, ok := o.ownerNS(string(ev.Kv.Key)); ok {
-							o.enqueue(ns) // in the relist already; a re-read costs nothing wrong
-						}
+						o.followEvent(ev, ev.Kv.ModRevision > listed)
 						last = ev.Kv.ModRevision
 					}
 					// Only events move last: an event's header may be ahead of
@@ -430,23 +426,25 @@ func (o *Owners) relistOnce(ctx context.Context) (int64, bool) {
 	return r, true
 }
 
-// followEvent applies one event the relist has not seen: a hub's
-// registration, a roster, a key of a namespace; an owner or handoff key
-// queues its namespace's reconcile.
-func (o *Owners) followEvent(ev *clientv3.Event) {
+// followEvent follows one event: unless the relist has seen it already
+// (fresh false), a hub's registration, a roster, a key of a namespace;
+// an owner or handoff key queues its namespace's reconcile either way.
+func (o *Owners) followEvent(ev *clientv3.Event, fresh bool) {
 	key := string(ev.Kv.Key)
-	if id, ok := strings.CutPrefix(key, o.pfx+"hubs/"); ok {
-		o.hubEvent(id, ev.Type == clientv3.EventTypeDelete, ev.Kv.Value)
-		return
-	}
-	if id, ok := strings.CutPrefix(key, o.pfx+"presence/"); ok {
-		o.rosterEvent(id, ev.Type == clientv3.EventTypeDelete, ev.Kv.Value)
-		return
-	}
-	if ev.Type == clientv3.EventTypePut {
-		o.mu.Lock()
-		o.noteKeyLocked(key)
-		o.mu.Unlock()
+	if fresh {
+		if id, ok := strings.CutPrefix(key, o.pfx+"hubs/"); ok {
+			o.hubEvent(id, ev.Type == clientv3.EventTypeDelete, ev.Kv.Value)
+			return
+		}
+		if id, ok := strings.CutPrefix(key, o.pfx+"presence/"); ok {
+			o.rosterEvent(id, ev.Type == clientv3.EventTypeDelete, ev.Kv.Value)
+			return
+		}
+		if ev.Type == clientv3.EventTypePut {
+			o.mu.Lock()
+			o.noteKeyLocked(key)
+			o.mu.Unlock()
+		}
 	}
 	if ns, ok := o.ownerNS(key); ok {
 		o.enqueue(ns)
@@ -459,20 +457,15 @@ func (o *Owners) followEvent(ev *clientv3.Event) {
 func (o *Owners) reconcileLoop(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	for ctx.Err() == nil {
+		if len(o.kick) == 0 {
+			if ns, ok := o.queue.nextSwept(); ok {
+				o.reconcile(ctx, ns)
+				continue
+			}
+		}
 		select {
 		case ns := <-o.kick:
 			o.queue.unmark(ns) // an event from here on queues it again
-			o.reconcile(ctx, ns)
-			continue
-		default:
-		}
-		if ns, ok := o.queue.nextSwept(); ok {
-			o.reconcile(ctx, ns)
-			continue
-		}
-		select {
-		case ns := <-o.kick:
-			o.queue.unmark(ns)
 			o.reconcile(ctx, ns)
 		case <-o.swept:
 		case <-ctx.Done():
