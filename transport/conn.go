@@ -551,9 +551,11 @@ func (c *Conn) writeInlineLocked(written *atomic.Int64) {
 	buf, whole := encodeBatch((*bp)[:0], batch, inlineMax)
 	n, err := 0, error(nil)
 	if whole {
-		n, err = tryWrite(c.raw, buf)
+		// Counted before the call: a peer may read the bytes (and a test
+		// read Stats) before tryWrite returns.
 		written.Add(1)
 		stats.frames.Add(int64(len(batch)))
+		n, err = tryWrite(c.raw, buf)
 	}
 	c.mu.Lock()
 	switch {
@@ -709,14 +711,14 @@ func (c *Conn) writeBlocking(rest []byte, batch []outFrame) error {
 	for _, f := range batch {
 		if len(f.p) > bigPayload {
 			bufs := net.Buffers{appendHeader(buf, f.op, len(f.p)), f.p}
-			_, err = bufs.WriteTo(c.nc)
 			stats.writes.Add(1)
+			_, err = bufs.WriteTo(c.nc)
 			buf = buf[:0]
 		} else {
 			buf = appendFrame(buf, f)
 			if len(buf) >= writeBufSize {
-				_, err = c.nc.Write(buf)
 				stats.writes.Add(1)
+				_, err = c.nc.Write(buf)
 				buf = buf[:0]
 			}
 		}
@@ -725,8 +727,8 @@ func (c *Conn) writeBlocking(rest []byte, batch []outFrame) error {
 		}
 	}
 	if err == nil && len(buf) > 0 {
+		stats.writes.Add(1) // before the call, as in writeInlineLocked
 		_, err = c.nc.Write(buf)
-		stats.writes.Add(1)
 	}
 	c.giveBack(bp, buf, batch)
 	return err
