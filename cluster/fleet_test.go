@@ -1085,3 +1085,83 @@ func putForeignOwner(ctx context.Context, t *testing.T, cli *clientv3.Client, ke
 		t.Fatal(err)
 	}
 }
+
+// A hub keys claims by task id, as one hub does. When a namespace's owner
+// dies and the hub that would take it over already serves a live claim of
+// that task id in another namespace, it does not take the namespace:
+// adopting it would replace the other's acknowledged grant in memory, and
+// the task could then be granted twice (INV-ME-1). The namespace fails
+// closed (NAMESPACE_MOVING, as a contested one does, INV-CR-4) until the
+// other claim ends; then it is taken with every claim it had.
+func TestFleet_ATaskIDLiveInAnotherNamespaceHoldsTheAdoptOff_INV_ME_1(t *testing.T) {
+	a, b := twoFleetHubs(t, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	x, held := claimOnA(ctx, t, a, "alpha/x", client.ClaimRequest{TaskID: "T1", Paths: []string{"a"}, TTL: time.Minute})
+	y := dial(t, b.uri, "beta/y")
+	theirs, err := y.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"b"}, TTL: time.Minute})
+	if err != nil || theirs.HubID != "syn-b" {
+		t.Fatalf("first use of beta on syn-b: %+v %v", theirs, err)
+	}
+	b.crash()
+	z := dial(t, a.uri, "beta/z")
+	wait, cancelWait := context.WithTimeout(ctx, 6*time.Second) // 3 TTLs: syn-b's lease has lapsed
+	got, err := claimMovingTest(wait, z, client.ClaimRequest{TaskID: "T2", Paths: []string{"c"}})
+	cancelWait()
+	if err == nil {
+		t.Fatalf("syn-a took beta over while alpha/x holds T1 there, and granted %+v", got)
+	}
+	renewed, err := x.Renew(ctx, held)
+	if err != nil || renewed.Epoch <= held.Epoch || renewed.Owner != "alpha/x" {
+		t.Fatalf("alpha/x's renewal of its T1: %+v %v; want its grant kept (a fresh epoch, INV-LL-4)", renewed, err)
+	}
+	if _, err := dial(t, a.uri, "alpha/w").Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"a2"}}); refusedCode(err) != "LEASE_LIVE" {
+		t.Fatalf("a second claim of alpha's T1: %v; want LEASE_LIVE", err)
+	}
+	if _, err := x.Release(ctx, "T1", client.ReleaseOptions{Epoch: renewed.Epoch}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = claimMovingTest(ctx, z, client.ClaimRequest{TaskID: "T2", Paths: []string{"c"}})
+	if err != nil || got.HubID != "syn-a" || got.Epoch <= theirs.Epoch {
+		t.Fatalf("beta after alpha's T1 ended: %+v %v; want syn-a, an epoch above %d", got, err, theirs.Epoch)
+	}
+	st, err := z.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := heldEpochs(st); e["T1"] != theirs.Epoch {
+		t.Fatalf("beta/y's T1 after the takeover: epochs %v; want %d", e, theirs.Epoch)
+	}
+}
+
+// A planned move to a hub that serves a live claim of one of the
+// namespace's task ids in another namespace is called off, not carried
+// out (the target could not hold both: INV-ME-1): Move says so
+// (ErrMoveAborted), and the namespace is served again by first use with
+// its claims as they were.
+func TestFleet_AMoveOntoATaskIDLiveThereIsCalledOff_INV_ME_1(t *testing.T) {
+	a, b := twoFleetHubs(t, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	claimOnA(ctx, t, a, "alpha/x", client.ClaimRequest{TaskID: "T1", Paths: []string{"a"}, TTL: time.Minute})
+	y := dial(t, b.uri, "beta/y")
+	theirs, err := y.Claim(ctx, client.ClaimRequest{TaskID: "T1", Paths: []string{"b"}, TTL: time.Minute})
+	if err != nil || theirs.HubID != "syn-b" {
+		t.Fatalf("first use of beta on syn-b: %+v %v", theirs, err)
+	}
+	if err := b.owners.Move(ctx, "beta", "syn-a"); !errors.Is(err, cluster.ErrMoveAborted) {
+		t.Fatalf("move of beta onto syn-a, where alpha/x holds T1: %v; want ErrMoveAborted", err)
+	}
+	var renewed *client.Claim
+	for renewed == nil {
+		renewed, err = y.Renew(ctx, theirs)
+		if code := refusedCode(err); code != "NAMESPACE_MOVING" && code != "OWNER_UNREACHABLE" || ctx.Err() != nil {
+			break
+		}
+		renewed = nil
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil || renewed.Owner != "beta/y" || renewed.Epoch <= theirs.Epoch {
+		t.Fatalf("beta/y's renewal after the move was called off: %+v %v; want its T1 kept", renewed, err)
+	}
+}

@@ -57,6 +57,9 @@ var (
 	ErrNotOwned  = errors.New("cluster: the namespace has no owner yet (first use places it)")
 	ErrNoSuchHub = errors.New("cluster: no live hub by that id")
 	ErrMoving    = errors.New("cluster: a move of this namespace is already in progress")
+	// ErrMoveAborted is a move its target called off (it could not serve
+	// the namespace): the namespace is taken again by first use.
+	ErrMoveAborted = errors.New("cluster: the move was called off")
 )
 
 func (o *Owners) handoffKey(ns string) string { return o.pfx + "ns/" + ns + "/handoff" }
@@ -97,11 +100,15 @@ func (o *Owners) Move(ctx context.Context, ns, to string) error {
 	}
 	o.log.Info("cluster: move requested", "namespace", ns, "from", rec.Hub, "to", to)
 	for {
-		g, err := o.cli.Get(ctx, o.ownerKey(ns))
-		if err == nil && len(g.Kvs) == 1 {
+		t, err := o.cli.Txn(ctx).Then(clientv3.OpGet(o.ownerKey(ns)), clientv3.OpGet(o.handoffKey(ns))).Commit()
+		if err == nil {
+			g, rec := t.Responses[0].GetResponseRange(), t.Responses[1].GetResponseRange()
 			var now ownerRec
-			if json.Unmarshal(g.Kvs[0].Value, &now) == nil && now.Hub == to {
+			if len(g.Kvs) == 1 && json.Unmarshal(g.Kvs[0].Value, &now) == nil && now.Hub == to {
 				return nil
+			}
+			if len(rec.Kvs) == 0 {
+				return fmt.Errorf("%w (%s to %s): the target could not serve it; see its log", ErrMoveAborted, ns, to)
 			}
 		}
 		select {
@@ -259,6 +266,15 @@ func (o *Owners) takeMoved(ctx context.Context, ns string, h *Handoff) {
 	if err != nil {
 		o.log.Warn("cluster: warming a moved namespace failed; will retry", "namespace", ns, "err", err)
 		return // nothing installed: a cancelled warm leaves nothing (rule 8)
+	}
+	if err := o.host.Adoptable(ns, st.claims); err != nil {
+		// A task id of the namespace is live here in another one: this
+		// hub cannot hold both (coord.AdoptConflict). The move is called
+		// off; the namespace, which nobody owns now, is taken again by
+		// first use (its old owner's agents take it back there).
+		o.log.Warn("cluster: a moved namespace cannot be served here; calling the move off", "namespace", ns, "err", err)
+		_, _ = o.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(o.handoffKey(ns)), "=", h.modRev)).Then(clientv3.OpDelete(o.handoffKey(ns))).Commit()
+		return
 	}
 	next := *h
 	next.Phase = PhaseComplete

@@ -31,6 +31,10 @@ type Host interface {
 	// retained are the checkpoints of the namespace's lapsed claims, by
 	// task (INV-CR-3).
 	Adopt(ns string, claims []*coord.Claim, tasks []*coord.BoardTask, epochFloor int64, retained map[string]string) error
+	// Adoptable says whether Adopt of ns with claims would be refused now
+	// (a task id of theirs live here in another namespace), changing
+	// nothing.
+	Adoptable(ns string, claims []*coord.Claim) error
 	// Disown drops the claims of a namespace this hub no longer owns.
 	Disown(ns string)
 	// Drain waits, at most budget, for the mutations in flight.

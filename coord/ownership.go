@@ -83,6 +83,9 @@ func (s *State) decideAdopt(c Adopt, now float64) ([]Event, *Refusal) {
 			retained[cl.TaskID] = cl.Checkpoint
 		}
 	}
+	if r := s.AdoptConflict(c.Namespace, live, now); r != nil {
+		return nil, r
+	}
 	adopted := Adopted{Namespace: c.Namespace, Claims: live, Tasks: c.Tasks, EpochFloor: c.EpochFloor, Retained: retained}
 	// What this hub still holds of the namespace from an earlier stint (a
 	// Disown that was refused with the batch it was in) goes first: the
@@ -93,6 +96,29 @@ func (s *State) decideAdopt(c Adopt, now float64) ([]Event, *Refusal) {
 		return append(evs, adopted), nil
 	}
 	return []Event{adopted}, nil
+}
+
+// AdoptConflict is why Adopt of ns with claims would be refused at now, or
+// nil. A hub keys claims by task id alone (as one hub does: a task id is
+// the hub's, not a namespace's), so a live claim of ns whose task id a
+// live claim of another namespace served here holds cannot be installed
+// beside it: it would replace that acknowledged grant, and the task could
+// then be granted to a second owner (INV-ME-1). The namespace is not
+// adopted, and nothing changes: it fails closed, as a contested namespace
+// does, until the other claim ends (docs/scale-out.md).
+func (s *State) AdoptConflict(ns string, claims []*Claim, now float64) *Refusal {
+	for _, cl := range claims {
+		if cl == nil || !cl.Live(now) {
+			continue
+		}
+		if other := s.claims[cl.TaskID]; other != nil && other.Live(now) && NamespaceOf(other.Owner) != ns {
+			r := refuse(CodeTaskIDInUse, cl.TaskID, "namespace %q cannot be served here: its task %q is held by %s of namespace %q on this hub; task ids are per hub (docs/scale-out.md)",
+				ns, cl.TaskID, other.Owner, NamespaceOf(other.Owner))
+			r.Holder = other.Owner
+			return r
+		}
+	}
+	return nil
 }
 
 func (s *State) decideDisown(c Disown) ([]Event, *Refusal) {

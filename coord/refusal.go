@@ -58,6 +58,12 @@ const (
 	CodeOutcomeInvalid    Code = "OUTCOME_INVALID"      // a release outcome other than done or failed
 )
 
+// CodeTaskIDInUse refuses a fleet's Adopt (ownership.go): a live claim of
+// the namespace has the task id of a live claim of another namespace this
+// hub serves. Claims are keyed by task id on a hub, so installing it would
+// replace the other's acknowledged grant in memory.
+const CodeTaskIDInUse Code = "TASK_ID_IN_USE"
+
 // Refusal is a command the state turned down. Message is the reference
 // hub's human sentence, so clients that show it read the same text.
 type Refusal struct {

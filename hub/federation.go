@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -393,8 +394,40 @@ func (h *Hub) Adopt(ns string, claims []*coord.Claim, tasks []*coord.BoardTask, 
 		return errClosing
 	}
 	defer h.submits.Done()
-	_, err := h.seq.Submit(context.Background(), sequencer.Request{Cmd: coord.Adopt{Namespace: ns, Claims: claims, Tasks: tasks, EpochFloor: epochFloor, Retained: retained}})
-	return err
+	r, err := h.seq.Submit(context.Background(), sequencer.Request{Cmd: coord.Adopt{Namespace: ns, Claims: claims, Tasks: tasks, EpochFloor: epochFloor, Retained: retained}})
+	if err != nil {
+		return err
+	}
+	if ref := r.Outcome.Refusal; ref != nil {
+		return &AdoptRefused{Namespace: ns, Refusal: ref}
+	}
+	return nil
+}
+
+// Adoptable reports whether Adopt of ns with claims would be refused now
+// (an AdoptRefused), without changing anything: a planned move's new owner
+// asks before it takes the namespace.
+func (h *Hub) Adoptable(ns string, claims []*coord.Claim) error {
+	now := h.now()
+	v, err := h.seq.Query(context.Background(), func(s *coord.State) any { return s.AdoptConflict(ns, claims, now) })
+	if err != nil {
+		return err
+	}
+	if ref, _ := v.(*coord.Refusal); ref != nil {
+		return &AdoptRefused{Namespace: ns, Refusal: ref}
+	}
+	return nil
+}
+
+// AdoptRefused is an Adopt the core turned down (coord.CodeTaskIDInUse):
+// nothing of the namespace was installed.
+type AdoptRefused struct {
+	Namespace string
+	Refusal   *coord.Refusal
+}
+
+func (e *AdoptRefused) Error() string {
+	return fmt.Sprintf("hub: adopt %q refused: %s: %s", e.Namespace, e.Refusal.Code, e.Refusal.Message)
 }
 
 // Disown drops the claims of a namespace another hub owns now.
