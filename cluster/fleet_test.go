@@ -1105,11 +1105,32 @@ func TestFleet_ATaskIDLiveInAnotherNamespaceHoldsTheAdoptOff_INV_ME_1(t *testing
 	}
 	b.crash()
 	z := dial(t, a.uri, "beta/z")
+	// Each try to take beta writes its owner key; after a refused adopt
+	// the hub leaves beta alone for a second (unadoptableWait), however
+	// often its agents ask.
+	owner := cluster.DefaultPrefix + "ns/beta/owner"
+	puts := 0
+	watch := a.m.Client().Watch(ctx, owner)
 	wait, cancelWait := context.WithTimeout(ctx, 6*time.Second) // 3 TTLs: syn-b's lease has lapsed
 	got, err := claimMovingTest(wait, z, client.ClaimRequest{TaskID: "T2", Paths: []string{"c"}})
 	cancelWait()
 	if err == nil {
 		t.Fatalf("syn-a took beta over while alpha/x holds T1 there, and granted %+v", got)
+	}
+	for drained := false; !drained; {
+		select {
+		case wr := <-watch:
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypePut {
+					puts++
+				}
+			}
+		case <-time.After(200 * time.Millisecond):
+			drained = true
+		}
+	}
+	if puts == 0 || puts > 8 {
+		t.Fatalf("syn-a took beta %d times in 6 s of its agent asking every 50 ms; want a few (at most one a second)", puts)
 	}
 	renewed, err := x.Renew(ctx, held)
 	if err != nil || renewed.Epoch <= held.Epoch || renewed.Owner != "alpha/x" {

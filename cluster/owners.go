@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 
 	"fmt"
 	"log/slog"
@@ -77,8 +78,13 @@ type Owners struct {
 	// there is one.
 	retained map[string]bool
 	flights  map[string]*flight
-	frozen   map[string]bool   // namespaces this hub is handing off: no admissions
-	moves    map[string]string // namespaces with a handoff record (a move under way) → its phase
+	// unadoptable are namespaces this hub took and had to let go because
+	// it could not adopt them (a task id live here in another namespace:
+	// coord.AdoptConflict), until when first use here waits before trying
+	// again: each try writes the owner key twice.
+	unadoptable map[string]time.Time
+	frozen      map[string]bool   // namespaces this hub is handing off: no admissions
+	moves       map[string]string // namespaces with a handoff record (a move under way) → its phase
 
 	mail mailState // directed mail on the fleet (mail.go)
 	view viewState // the fleet's reads: known namespaces, the hubs' rosters (view.go)
@@ -119,7 +125,7 @@ var IdemRetention = 24 * time.Hour
 func NewOwners(m *Member) *Owners {
 	o := &Owners{m: m, cli: m.cli, self: m.cfg.HubID, pfx: m.cfg.Prefix, log: m.log,
 		hubs: map[string]Registration{}, owners: map[string]ownerRec{}, mine: map[string]int64{},
-		taskNS: map[string]string{}, retained: map[string]bool{}, flights: map[string]*flight{}, frozen: map[string]bool{}, moves: map[string]string{},
+		taskNS: map[string]string{}, retained: map[string]bool{}, flights: map[string]*flight{}, unadoptable: map[string]time.Time{}, frozen: map[string]bool{}, moves: map[string]string{},
 		kick: make(chan string, 1024), swept: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		idemKeep: retention{keep: func() time.Duration {
 			if w := m.cfg.IdemRetention; w != 0 {
@@ -569,12 +575,23 @@ func (o *Owners) Resolve(ns string) federation.Resolution {
 		}
 		return r
 	}
+	o.mu.Lock()
+	wait := time.Until(o.unadoptable[ns])
+	o.mu.Unlock()
+	if wait > 0 {
+		r.RetryAfter = wait
+		return r
+	}
 	if err := o.acquire(ns); err != nil {
 		o.log.Info("cluster: could not take namespace", "namespace", ns, "err", err)
 	}
 	r, _ = o.cached(ns)
 	return r
 }
+
+// unadoptableWait is how long first use here leaves a namespace alone
+// after it could not be adopted here.
+const unadoptableWait = time.Second
 
 // cached resolves ns from what this hub knows of etcd, without asking it:
 // local only while our installed epoch is the owner key's revision and no
@@ -668,6 +685,11 @@ func (o *Owners) acquire(ns string) error {
 	if err := o.warm(ctx, ns, epoch); err != nil {
 		o.log.Warn("cluster: warming a namespace failed; letting it go", "namespace", ns, "err", err)
 		o.release(ns, epoch)
+		if ref := (*coord.Refusal)(nil); errors.As(err, &ref) && ref.Code == coord.CodeTaskIDInUse {
+			o.mu.Lock()
+			o.unadoptable[ns] = time.Now().Add(unadoptableWait)
+			o.mu.Unlock()
+		}
 		return err
 	}
 	o.m.Applied()

@@ -426,6 +426,9 @@ type AdoptRefused struct {
 	Refusal   *coord.Refusal
 }
 
+// Unwrap is the core's refusal (errors.As finds the *coord.Refusal).
+func (e *AdoptRefused) Unwrap() error { return e.Refusal }
+
 func (e *AdoptRefused) Error() string {
 	return fmt.Sprintf("hub: adopt %q refused: %s: %s", e.Namespace, e.Refusal.Code, e.Refusal.Message)
 }
