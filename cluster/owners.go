@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-
 	"fmt"
 	"log/slog"
 	"sort"
