@@ -102,12 +102,12 @@ func (o *Owners) Move(ctx context.Context, ns, to string) error {
 	for {
 		t, err := o.cli.Txn(ctx).Then(clientv3.OpGet(o.ownerKey(ns)), clientv3.OpGet(o.handoffKey(ns))).Commit()
 		if err == nil {
-			g, rec := t.Responses[0].GetResponseRange(), t.Responses[1].GetResponseRange()
+			g, hr := t.Responses[0].GetResponseRange(), t.Responses[1].GetResponseRange()
 			var now ownerRec
 			if len(g.Kvs) == 1 && json.Unmarshal(g.Kvs[0].Value, &now) == nil && now.Hub == to {
 				return nil
 			}
-			if len(rec.Kvs) == 0 {
+			if len(hr.Kvs) == 0 {
 				return fmt.Errorf("%w (%s to %s): the target could not serve it; see its log", ErrMoveAborted, ns, to)
 			}
 		}

@@ -759,6 +759,7 @@ func (o *Owners) install(ns string, epoch int64, st staged) error {
 		return err
 	}
 	o.mu.Lock()
+	delete(o.unadoptable, ns)
 	for _, c := range claims {
 		o.taskNS[c.TaskID] = ns
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -399,14 +398,14 @@ func (h *Hub) Adopt(ns string, claims []*coord.Claim, tasks []*coord.BoardTask, 
 		return err
 	}
 	if ref := r.Outcome.Refusal; ref != nil {
-		return &AdoptRefused{Namespace: ns, Refusal: ref}
+		return ref // coord.CodeTaskIDInUse: nothing of the namespace was installed
 	}
 	return nil
 }
 
 // Adoptable reports whether Adopt of ns with claims would be refused now
-// (an AdoptRefused), without changing anything: a planned move's new owner
-// asks before it takes the namespace.
+// (the *coord.Refusal it would get), without changing anything: a planned
+// move's new owner asks before it takes the namespace.
 func (h *Hub) Adoptable(ns string, claims []*coord.Claim) error {
 	now := h.now()
 	v, err := h.seq.Query(context.Background(), func(s *coord.State) any { return s.AdoptConflict(ns, claims, now) })
@@ -414,23 +413,9 @@ func (h *Hub) Adoptable(ns string, claims []*coord.Claim) error {
 		return err
 	}
 	if ref, _ := v.(*coord.Refusal); ref != nil {
-		return &AdoptRefused{Namespace: ns, Refusal: ref}
+		return ref
 	}
 	return nil
-}
-
-// AdoptRefused is an Adopt the core turned down (coord.CodeTaskIDInUse):
-// nothing of the namespace was installed.
-type AdoptRefused struct {
-	Namespace string
-	Refusal   *coord.Refusal
-}
-
-// Unwrap is the core's refusal (errors.As finds the *coord.Refusal).
-func (e *AdoptRefused) Unwrap() error { return e.Refusal }
-
-func (e *AdoptRefused) Error() string {
-	return fmt.Sprintf("hub: adopt %q refused: %s: %s", e.Namespace, e.Refusal.Code, e.Refusal.Message)
 }
 
 // Disown drops the claims of a namespace another hub owns now.
