@@ -1109,27 +1109,14 @@ func TestFleet_ATaskIDLiveInAnotherNamespaceHoldsTheAdoptOff_INV_ME_1(t *testing
 	// the hub leaves beta alone for a second (unadoptableWait), however
 	// often its agents ask.
 	owner := cluster.DefaultPrefix + "ns/beta/owner"
-	puts := 0
-	watch := a.m.Client().Watch(ctx, owner)
+	puts := watchPuts(ctx, t, a.m.Client(), owner)
 	wait, cancelWait := context.WithTimeout(ctx, 6*time.Second) // 3 TTLs: syn-b's lease has lapsed
 	got, err := claimMovingTest(wait, z, client.ClaimRequest{TaskID: "T2", Paths: []string{"c"}})
 	cancelWait()
 	if err == nil {
 		t.Fatalf("syn-a took beta over while alpha/x holds T1 there, and granted %+v", got)
 	}
-	for drained := false; !drained; {
-		select {
-		case wr := <-watch:
-			for _, ev := range wr.Events {
-				if ev.Type == clientv3.EventTypePut {
-					puts++
-				}
-			}
-		case <-time.After(200 * time.Millisecond):
-			drained = true
-		}
-	}
-	if puts == 0 || puts > 8 {
+	if puts := len(puts()); puts == 0 || puts > 8 {
 		t.Fatalf("syn-a took beta %d times in 6 s of its agent asking every 50 ms; want a few (at most one a second)", puts)
 	}
 	renewed, err := x.Renew(ctx, held)
@@ -1155,6 +1142,32 @@ func TestFleet_ATaskIDLiveInAnotherNamespaceHoldsTheAdoptOff_INV_ME_1(t *testing
 	}
 }
 
+// watchPuts watches key from now on; puts returns the values put since,
+// read until the watch has been quiet for 300 ms.
+func watchPuts(ctx context.Context, t *testing.T, cli *clientv3.Client, key string) (puts func() []string) {
+	t.Helper()
+	now, err := cli.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch := cli.Watch(ctx, key, clientv3.WithRev(now.Header.Revision+1))
+	return func() []string {
+		var vs []string
+		for {
+			select {
+			case wr := <-watch:
+				for _, ev := range wr.Events {
+					if ev.Type == clientv3.EventTypePut {
+						vs = append(vs, string(ev.Kv.Value))
+					}
+				}
+			case <-time.After(300 * time.Millisecond):
+				return vs
+			}
+		}
+	}
+}
+
 // A planned move to a hub that serves a live claim of one of the
 // namespace's task ids in another namespace is called off, not carried
 // out (the target could not hold both: INV-ME-1): Move says so
@@ -1170,8 +1183,18 @@ func TestFleet_AMoveOntoATaskIDLiveThereIsCalledOff_INV_ME_1(t *testing.T) {
 	if err != nil || theirs.HubID != "syn-b" {
 		t.Fatalf("first use of beta on syn-b: %+v %v", theirs, err)
 	}
+	// The target finds it out before it takes the namespace: it never
+	// writes beta's owner key (a take and a let-go would move the
+	// namespace's epoch, and could show a finished move to Move's poll).
+	owner := cluster.DefaultPrefix + "ns/beta/owner"
+	puts := watchPuts(ctx, t, a.m.Client(), owner)
 	if err := b.owners.Move(ctx, "beta", "syn-a"); !errors.Is(err, cluster.ErrMoveAborted) {
 		t.Fatalf("move of beta onto syn-a, where alpha/x holds T1: %v; want ErrMoveAborted", err)
+	}
+	for _, v := range puts() {
+		if strings.Contains(v, `"syn-a"`) {
+			t.Fatalf("syn-a wrote beta's owner key during the called-off move: %s", v)
+		}
 	}
 	var renewed *client.Claim
 	for renewed == nil {
